@@ -1,0 +1,12 @@
+//! One module per subcommand; [`run`] dispatches.
+
+mod symbolicate;
+
+use crate::cli::Command;
+
+/// Runs a parsed subcommand.
+pub fn run(command: Command) -> anyhow::Result<()> {
+    match command {
+        Command::Symbolicate(args) => symbolicate::run(&args),
+    }
+}

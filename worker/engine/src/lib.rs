@@ -1,0 +1,33 @@
+//! The symcluster symbolication engine.
+//!
+//! Turns raw native crash reports (addresses only) into function, file and line, the way
+//! Apple's `atos` and Sentry's symbolicator do:
+//!
+//! 1. [`reports::parse_report`] reads any supported format (Apple `.crash` and `.ips`, KSCrash,
+//!    Sentry events, symbolicator requests), detected from content, into a
+//!    [`model::NativeReport`];
+//! 2. [`symbolicate::symbolicate`] looks every frame up in SymCaches ([`symcache`]) that a
+//!    [`symbolicate::SymCacheSource`] provides — [`local::LocalSymCaches`] for files on disk;
+//! 3. the [`result::SymbolicationResult`] is printed as JSON or rendered back into Apple's formats
+//!    by [`render`].
+//!
+//! The engine does no network I/O; the worker brings debug files from S3 and caches them.
+
+#![deny(missing_docs)]
+
+pub mod debug_files;
+mod guard;
+pub mod local;
+pub mod model;
+pub mod names;
+pub mod render;
+pub mod reports;
+pub mod result;
+pub mod symbolicate;
+pub mod symcache;
+
+pub use local::LocalSymCaches;
+pub use model::{NativeReport, ReportFormat};
+pub use reports::{ReportError, parse_report};
+pub use result::SymbolicationResult;
+pub use symbolicate::{ModuleLoad, SymCacheSource, symbolicate};

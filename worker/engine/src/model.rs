@@ -1,0 +1,104 @@
+//! The one internal model every report format is read into.
+//!
+//! Whatever the input (Apple `.crash`/`.ips`, KSCrash, Sentry, symbolicator request), the
+//! readers in [`crate::reports`] produce a [`NativeReport`]: the loaded images, the threads with
+//! their raw frames (innermost first), and what made the process crash. Addresses are absolute
+//! addresses in the crashed process, in bytes.
+
+use symbolic_common::{Arch, DebugId};
+
+/// The report formats the engine reads; see [`crate::reports::parse_report`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ReportFormat {
+    /// Apple's text crash report (`.crash`, "Report Version: 104").
+    AppleText,
+    /// Apple's JSON crash report (`.ips`, iOS 15+): a one-line JSON header, then a JSON body.
+    AppleIps,
+    /// A KSCrash JSON report (`binary_images` + `crash.threads[].backtrace`).
+    KsCrash,
+    /// A Sentry event (`debug_meta.images` + `exception.values[].stacktrace` / `threads`).
+    SentryEvent,
+    /// A symbolicator-style request (`modules` + `stacktraces`).
+    SymbolicatorRequest,
+}
+
+impl ReportFormat {
+    /// A short, stable name for logs and errors (`apple-text`, `apple-ips`, `kscrash`, `sentry`,
+    /// `symbolicator`).
+    pub fn name(self) -> &'static str {
+        match self {
+            ReportFormat::AppleText => "apple-text",
+            ReportFormat::AppleIps => "apple-ips",
+            ReportFormat::KsCrash => "kscrash",
+            ReportFormat::SentryEvent => "sentry",
+            ReportFormat::SymbolicatorRequest => "symbolicator",
+        }
+    }
+}
+
+/// A crash report, read from any supported format.
+#[derive(Debug, Clone)]
+pub struct NativeReport {
+    /// The format it was read from.
+    pub format: ReportFormat,
+    /// The crashed process's CPU architecture, when the report says (else `Arch::Unknown`).
+    pub arch: Arch,
+    /// What made the process crash, in Apple's style: `EXC_BAD_ACCESS (SIGSEGV)`.
+    pub crash_reason: Option<String>,
+    /// The POSIX signal number (SIGSEGV = 11, ...), when known. Used for the frame-0 heuristic.
+    pub signal: Option<u32>,
+    /// Every thread, in report order. At most one has `crashed == true`.
+    pub threads: Vec<Thread>,
+    /// Every loaded image the report lists, in report order.
+    pub images: Vec<Image>,
+}
+
+/// One loaded binary image (executable, framework, dylib, shared object).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Image {
+    /// Full path of the image on the device, when known.
+    pub code_file: Option<String>,
+    /// The debug id (Mach-O `LC_UUID`, ELF GNU build-id): matches the image to its debug file.
+    pub debug_id: Option<DebugId>,
+    /// The image's architecture (the report's when the image does not say).
+    pub arch: Arch,
+    /// The address the image was loaded at (start of `__TEXT`), in bytes.
+    pub image_addr: u64,
+    /// The image's size in bytes; 0 when unknown (the image then extends to the next one).
+    pub image_size: u64,
+}
+
+impl Image {
+    /// The image's file name: the last component of `code_file` (`/a/b/App` → `App`).
+    pub fn name(&self) -> Option<&str> {
+        let path = self.code_file.as_deref()?;
+        Some(path.rsplit(['/', '\\']).next().unwrap_or(path))
+    }
+}
+
+/// One thread of the crashed process.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Thread {
+    /// The thread's id or index as the report gives it.
+    pub id: u64,
+    /// The thread's name (or dispatch queue), when known.
+    pub name: Option<String>,
+    /// Whether this thread crashed (or triggered the report).
+    pub crashed: bool,
+    /// The value of the instruction pointer register (`pc`/`rip`), when the report has it.
+    pub ip_register: Option<u64>,
+    /// Frames, innermost (frame 0, the current PC) first.
+    pub frames: Vec<RawFrame>,
+}
+
+/// One unsymbolicated frame.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RawFrame {
+    /// The absolute instruction address: the PC for frame 0, a return address for the others.
+    pub instruction_addr: u64,
+    /// The function name the report itself gives (on-device symbolication), if any.
+    pub function: Option<String>,
+    /// Index into [`NativeReport::images`] when the report names the frame's image explicitly
+    /// (`.ips` `imageIndex`); otherwise the image is found by address.
+    pub image_index: Option<usize>,
+}

@@ -1,0 +1,144 @@
+//! Readers for every supported crash report format, and the detection that picks one.
+//!
+//! [`parse_report`] looks at the content only (never the file name):
+//! - text that starts with `{` and holds two JSON documents (a one-line header, then a body) is an
+//!   Apple `.ips` report; a single JSON object is KSCrash (`binary_images` + `crash`), a Sentry
+//!   event (`debug_meta` or `exception`), a symbolicator request (`modules` + `stacktraces`), or
+//!   a bare `.ips` body (`usedImages` + `threads`);
+//! - other text is read as an Apple text crash report (`apple-crash-report-parser`).
+//!
+//! Every reader maps into [`crate::model::NativeReport`]; frames come out innermost first.
+
+mod apple_ips;
+mod apple_text;
+mod fields;
+mod kscrash;
+mod sentry;
+mod symbolicator;
+
+use serde_json::Value;
+
+use crate::model::{NativeReport, ReportFormat};
+
+pub use fields::{arch_from_macho_cpu, parse_addr};
+
+/// Why a report could not be read at all. Each message is one line.
+#[derive(Debug, thiserror::Error)]
+pub enum ReportError {
+    /// The input is empty (0 bytes, or whitespace only).
+    #[error("the report is empty")]
+    Empty,
+    /// The input is neither JSON nor an Apple text crash report.
+    #[error("not a crash report: {0}")]
+    Unrecognized(String),
+    /// The input is JSON, but none of the supported JSON report shapes.
+    #[error("JSON is not a supported crash report ({0})")]
+    UnknownJson(String),
+    /// The input looked like JSON but does not parse.
+    #[error("invalid JSON: {0}")]
+    InvalidJson(String),
+    /// The format was recognised, but a required part is missing or has the wrong type.
+    #[error("malformed {format} report: {message}")]
+    Malformed {
+        /// Which format's reader failed (see [`ReportFormat::name`]).
+        format: &'static str,
+        /// What is wrong, with the JSON path or text line where it helps.
+        message: String,
+    },
+}
+
+impl ReportError {
+    pub(crate) fn malformed(format: ReportFormat, message: impl Into<String>) -> Self {
+        ReportError::Malformed {
+            format: format.name(),
+            message: message.into(),
+        }
+    }
+}
+
+/// Reads a crash report of any supported format, detected from its content.
+///
+/// `data` is the whole report file. Errors: [`ReportError`], never a panic, whatever the bytes.
+pub fn parse_report(data: &[u8]) -> Result<NativeReport, ReportError> {
+    let text = match std::str::from_utf8(data) {
+        Ok(text) => text,
+        Err(e) => {
+            return Err(ReportError::Unrecognized(format!(
+                "not UTF-8 text (invalid byte at offset {})",
+                e.valid_up_to()
+            )));
+        }
+    };
+    let trimmed = text.trim_start_matches('\u{feff}').trim();
+    if trimmed.is_empty() {
+        return Err(ReportError::Empty);
+    }
+    if trimmed.starts_with('{') || trimmed.starts_with('[') {
+        return parse_json_report(trimmed);
+    }
+    apple_text::parse(text)
+}
+
+/// Detects the format of a report without reading all of it into the model.
+///
+/// Same detection as [`parse_report`]; returns `None` for input it cannot classify.
+pub fn detect_format(data: &[u8]) -> Option<ReportFormat> {
+    let text = std::str::from_utf8(data).ok()?.trim();
+    if text.starts_with('{') {
+        if let Some((_, body)) = apple_ips::split_header(text) {
+            return serde_json::from_str::<Value>(body)
+                .ok()
+                .map(|_| ReportFormat::AppleIps);
+        }
+        let value: Value = serde_json::from_str(text).ok()?;
+        return json_shape(&value).ok();
+    }
+    apple_text::looks_like_apple_text(text).then_some(ReportFormat::AppleText)
+}
+
+fn parse_json_report(text: &str) -> Result<NativeReport, ReportError> {
+    // `.ips`: a single-line JSON header followed by the JSON body.
+    if let Some((header, body)) = apple_ips::split_header(text) {
+        let header: Value = serde_json::from_str(header)
+            .map_err(|e| ReportError::InvalidJson(format!("ips header: {e}")))?;
+        let body: Value = serde_json::from_str(body)
+            .map_err(|e| ReportError::InvalidJson(format!("ips body: {e}")))?;
+        return apple_ips::parse(Some(&header), &body);
+    }
+    let value: Value =
+        serde_json::from_str(text).map_err(|e| ReportError::InvalidJson(e.to_string()))?;
+    match json_shape(&value)? {
+        ReportFormat::KsCrash => kscrash::parse(&value),
+        ReportFormat::SentryEvent => sentry::parse(&value),
+        ReportFormat::SymbolicatorRequest => symbolicator::parse(&value),
+        ReportFormat::AppleIps => apple_ips::parse(None, &value),
+        ReportFormat::AppleText => unreachable!("json_shape never yields AppleText"),
+    }
+}
+
+fn json_shape(value: &Value) -> Result<ReportFormat, ReportError> {
+    let Some(obj) = value.as_object() else {
+        return Err(ReportError::UnknownJson(format!(
+            "top level is {}, expected an object",
+            fields::json_type(value)
+        )));
+    };
+    let has = |k: &str| obj.contains_key(k);
+    if has("binary_images") && has("crash") {
+        Ok(ReportFormat::KsCrash)
+    } else if has("usedImages") && has("threads") {
+        Ok(ReportFormat::AppleIps)
+    } else if has("modules") && has("stacktraces") {
+        Ok(ReportFormat::SymbolicatorRequest)
+    } else if has("debug_meta") || has("exception") {
+        Ok(ReportFormat::SentryEvent)
+    } else {
+        let mut keys: Vec<&str> = obj.keys().map(String::as_str).take(6).collect();
+        keys.sort_unstable();
+        Err(ReportError::UnknownJson(format!(
+            "top-level keys [{}]; expected an .ips report, KSCrash, a Sentry event or a \
+             symbolicator request",
+            keys.join(", ")
+        )))
+    }
+}

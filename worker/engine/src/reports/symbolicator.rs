@@ -1,0 +1,94 @@
+//! Symbolicator-style request JSON: `modules` (images) plus `stacktraces` (threads).
+//!
+//! Shape as in Sentry's symbolicator `POST /symbolicate`: modules carry `debug_id`, `code_file`,
+//! `image_addr`, `image_size`, `arch`; each stack trace has `frames` innermost first, optional
+//! `registers`, and `is_requesting` on the thread that crashed. A top-level `signal` is the
+//! POSIX signal number.
+
+use serde_json::Value;
+
+use super::ReportError;
+use super::fields::{ip_register, parse_addr, parse_arch, parse_debug_id, str_field};
+use crate::model::{Image, NativeReport, RawFrame, ReportFormat, Thread};
+
+const FORMAT: ReportFormat = ReportFormat::SymbolicatorRequest;
+
+pub fn parse(request: &Value) -> Result<NativeReport, ReportError> {
+    let modules = request
+        .get("modules")
+        .and_then(Value::as_array)
+        .ok_or_else(|| ReportError::malformed(FORMAT, "`modules` is not an array"))?;
+    let stacktraces = request
+        .get("stacktraces")
+        .and_then(Value::as_array)
+        .ok_or_else(|| ReportError::malformed(FORMAT, "`stacktraces` is not an array"))?;
+
+    let images: Vec<Image> = modules
+        .iter()
+        .filter_map(|m| {
+            Some(Image {
+                code_file: str_field(m, "code_file").map(str::to_owned),
+                debug_id: str_field(m, "debug_id").and_then(parse_debug_id),
+                arch: str_field(m, "arch")
+                    .map(parse_arch)
+                    .unwrap_or(symbolic_common::Arch::Unknown),
+                image_addr: m.get("image_addr").and_then(parse_addr)?,
+                image_size: m.get("image_size").and_then(parse_addr).unwrap_or(0),
+            })
+        })
+        .collect();
+    let arch = images
+        .iter()
+        .map(|i| i.arch)
+        .find(|a| *a != symbolic_common::Arch::Unknown)
+        .unwrap_or(symbolic_common::Arch::Unknown);
+
+    if stacktraces.is_empty() {
+        return Err(ReportError::malformed(FORMAT, "`stacktraces` is empty"));
+    }
+    let requesting = stacktraces
+        .iter()
+        .position(|s| s.get("is_requesting").and_then(Value::as_bool) == Some(true))
+        .unwrap_or(0);
+    let mut threads = Vec::with_capacity(stacktraces.len());
+    for (index, stack) in stacktraces.iter().enumerate() {
+        let frames = stack
+            .get("frames")
+            .and_then(Value::as_array)
+            .ok_or_else(|| {
+                ReportError::malformed(
+                    FORMAT,
+                    format!("`stacktraces[{index}].frames` is not an array"),
+                )
+            })?;
+        threads.push(Thread {
+            id: stack
+                .get("thread_id")
+                .and_then(parse_addr)
+                .unwrap_or(index as u64),
+            name: str_field(stack, "thread_name").map(str::to_owned),
+            crashed: index == requesting,
+            ip_register: ip_register(stack.get("registers"), arch),
+            frames: frames
+                .iter()
+                .map(|f| RawFrame {
+                    instruction_addr: f.get("instruction_addr").and_then(parse_addr).unwrap_or(0),
+                    function: str_field(f, "function").map(str::to_owned),
+                    image_index: None,
+                })
+                .collect(),
+        });
+    }
+
+    Ok(NativeReport {
+        format: FORMAT,
+        arch,
+        crash_reason: None,
+        signal: request
+            .get("signal")
+            .and_then(Value::as_u64)
+            .map(|s| s as u32),
+        threads,
+        images,
+    })
+}

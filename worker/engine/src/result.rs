@@ -1,0 +1,165 @@
+//! The symbolication result: what `symctl symbolicate --format json` prints and what a worker
+//! sends back to the master.
+//!
+//! The shape is the native part of the symctl contract (`shared/conformance/CONTRACT.md`):
+//! addresses are `"0x…"` lowercase hex strings; `lineno`/`colno` are 1-based and `null` when
+//! unknown; frames are innermost first, an inlined call expanding into several frames with the
+//! same `index` and `instruction_addr` (innermost inlinee first, `inlined: true` on all but the
+//! outermost, real function).
+
+use std::fmt;
+
+use serde::{Deserialize, Deserializer, Serialize, Serializer};
+
+/// An address (bytes) that serializes as `"0x1a2b"` and reads from that form or a number.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Default)]
+pub struct HexAddr(pub u64);
+
+impl fmt::Display for HexAddr {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{:#x}", self.0)
+    }
+}
+
+impl Serialize for HexAddr {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.collect_str(self)
+    }
+}
+
+impl<'de> Deserialize<'de> for HexAddr {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let value = serde_json::Value::deserialize(d)?;
+        crate::reports::parse_addr(&value)
+            .map(HexAddr)
+            .ok_or_else(|| serde::de::Error::custom("expected an address (\"0x…\" or a number)"))
+    }
+}
+
+/// Overall status of a symbolication job's result. A result is produced even when debug files are
+/// missing; those show in frame and module statuses.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ResultStatus {
+    /// Every thread was processed.
+    Complete,
+}
+
+/// Status of one frame.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum FrameStatus {
+    /// Function (and, with DWARF, file and line) found.
+    Symbolicated,
+    /// The debug file was found, but has no symbol at this address.
+    MissingSymbol,
+    /// No image of the report contains the address.
+    UnknownImage,
+    /// No debug file was found (or could be fetched) for the frame's image.
+    Missing,
+    /// The image's debug file is unreadable (corrupt, truncated, wrong format).
+    Malformed,
+}
+
+/// Status of one image (module).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ModuleStatus {
+    /// A debug file with the image's debug id was found (and, if frames needed it, read).
+    Found,
+    /// Frames need the image, but no debug file has its debug id (or it has no debug id).
+    Missing,
+    /// The debug file exists but is unreadable.
+    Malformed,
+    /// Fetching the debug file failed (source unreachable after retries).
+    FetchingFailed,
+    /// No frame is in this image, and no debug file for it was found.
+    Unused,
+}
+
+/// The whole result of symbolicating one native report.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SymbolicationResult {
+    /// Always [`ResultStatus::Complete`] for a produced result.
+    pub status: ResultStatus,
+    /// What made the process crash, Apple style (`EXC_BAD_ACCESS (SIGSEGV)`), when known.
+    pub crash_reason: Option<String>,
+    /// Threads in report order; exactly one has `crashed: true` when the report names one.
+    pub threads: Vec<ThreadResult>,
+    /// Every image of the report, in report order.
+    pub modules: Vec<ModuleResult>,
+}
+
+impl SymbolicationResult {
+    /// The crashed thread, if the report names one.
+    pub fn crashed_thread(&self) -> Option<&ThreadResult> {
+        self.threads.iter().find(|t| t.crashed)
+    }
+}
+
+/// One symbolicated thread.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ThreadResult {
+    /// The thread id or index the report gives.
+    pub id: u64,
+    /// Thread name or dispatch queue, when known.
+    pub name: Option<String>,
+    /// Whether this thread crashed.
+    pub crashed: bool,
+    /// Frames, innermost first, inlined calls expanded.
+    pub frames: Vec<FrameResult>,
+}
+
+/// One symbolicated frame (one inline level of one raw frame).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct FrameResult {
+    /// The raw frame's index in its thread (0 = innermost); shared by its inline levels.
+    pub index: usize,
+    /// The raw instruction address from the report.
+    pub instruction_addr: HexAddr,
+    /// The address that was looked up: the instruction address, or the previous instruction
+    /// for a return address (arm64: `(addr & !3) - 4`; x86: `addr - 1`).
+    pub lookup_addr: HexAddr,
+    /// The name (basename) of the image holding the address.
+    pub image: Option<String>,
+    /// The load address of that image.
+    pub image_addr: Option<HexAddr>,
+    /// How this frame fared.
+    pub status: FrameStatus,
+    /// The raw (possibly mangled) symbol name.
+    pub symbol: Option<String>,
+    /// The demangled function name; for unsymbolicated frames, the name the report gave.
+    pub function: Option<String>,
+    /// The absolute start address of `function`, when known (for `function + offset`).
+    pub sym_addr: Option<HexAddr>,
+    /// The source file's basename.
+    pub filename: Option<String>,
+    /// The source file's full path as recorded in the debug info.
+    pub abs_path: Option<String>,
+    /// 1-based source line; `None` when unknown.
+    pub lineno: Option<u32>,
+    /// 1-based source column; `None` when unknown (SymCaches do not keep columns).
+    pub colno: Option<u32>,
+    /// Whether this level is an inlined call (all levels of a frame but the last).
+    pub inlined: bool,
+}
+
+/// One image of the report and what became of its debug file.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ModuleResult {
+    /// Full path of the image on the device.
+    pub code_file: Option<String>,
+    /// Debug id, lowercase with dashes (`82d13d98-219e-3040-b62a-07a297007a7c`).
+    pub debug_id: Option<String>,
+    /// Architecture name (`arm64`, `x86_64`, `unknown`).
+    pub arch: String,
+    /// Load address.
+    pub image_addr: HexAddr,
+    /// Size in bytes (0 when the report does not say).
+    pub image_size: u64,
+    /// What became of the debug file.
+    pub status: ModuleStatus,
+    /// Why, for `malformed` and `fetching_failed` (one line).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+}

@@ -1,0 +1,296 @@
+//! Native symbolication: from a [`NativeReport`] and a source of SymCaches to a
+//! [`SymbolicationResult`].
+//!
+//! For every frame: find its image by address, work out the lookup address (return addresses
+//! step back to the calling instruction, with `symbolic_common::InstructionInfo`, as atos and
+//! symbolicator do), look the image-relative address up in the image's SymCache, and expand
+//! inlined calls innermost first. Each image's SymCache is requested from the
+//! [`SymCacheSource`] at most once per report, and only for images that frames reference. The
+//! engine does no I/O itself: the source decides where debug files come from.
+
+use std::sync::Arc;
+
+use symbolic_common::{Arch, InstructionInfo};
+
+use crate::model::{Image, NativeReport, RawFrame, Thread};
+use crate::names::{demangle, known};
+use crate::result::{
+    FrameResult, FrameStatus, HexAddr, ModuleResult, ModuleStatus, ResultStatus,
+    SymbolicationResult, ThreadResult,
+};
+use crate::symcache::SymCacheFile;
+
+/// What a [`SymCacheSource`] has for one image.
+#[derive(Debug, Clone)]
+pub enum ModuleLoad {
+    /// The image's SymCache.
+    Found(Arc<SymCacheFile>),
+    /// No debug file with the image's debug id.
+    Missing,
+    /// A debug file exists but cannot be read; the reason is one line.
+    Malformed(String),
+    /// The debug file could not be fetched (source unreachable); the reason is one line.
+    FetchingFailed(String),
+}
+
+/// Where the engine gets SymCaches from: local files (`symctl`), or S3 plus caches (worker).
+pub trait SymCacheSource {
+    /// The SymCache for `image` (which has a debug id). Called at most once per image per
+    /// report; implementations cache across reports as they see fit.
+    fn load(&self, image: &Image) -> ModuleLoad;
+
+    /// Whether a debug file for `image` is known to exist, without loading it. Used to report
+    /// `found` rather than `unused` for images no frame needs. The default says no.
+    fn contains(&self, image: &Image) -> bool {
+        let _ = image;
+        false
+    }
+}
+
+/// Symbolicates every thread of `report`.
+///
+/// Never fails: problems become frame and module statuses (see [`FrameStatus`],
+/// [`ModuleStatus`]).
+pub fn symbolicate(report: &NativeReport, source: &dyn SymCacheSource) -> SymbolicationResult {
+    let ranges = ImageRanges::new(&report.images);
+
+    // Which image each frame is in; then load each referenced image once.
+    let frame_images: Vec<Vec<Option<usize>>> = report
+        .threads
+        .iter()
+        .map(|t| {
+            t.frames
+                .iter()
+                .map(|f| f.image_index.or_else(|| ranges.find(f.instruction_addr)))
+                .collect()
+        })
+        .collect();
+    let mut loads: Vec<Option<ModuleLoad>> = vec![None; report.images.len()];
+    for index in frame_images.iter().flatten().flatten() {
+        if loads[*index].is_none() {
+            let image = &report.images[*index];
+            loads[*index] = Some(match image.debug_id {
+                Some(_) => source.load(image),
+                None => ModuleLoad::Missing,
+            });
+        }
+    }
+
+    let threads = report
+        .threads
+        .iter()
+        .zip(&frame_images)
+        .map(|(thread, images)| ThreadResult {
+            id: thread.id,
+            name: thread.name.clone(),
+            crashed: thread.crashed,
+            frames: symbolicate_thread(report, thread, images, &loads),
+        })
+        .collect();
+
+    let modules = report
+        .images
+        .iter()
+        .zip(&loads)
+        .map(|(image, load)| module_result(image, load.as_ref(), source))
+        .collect();
+
+    SymbolicationResult {
+        status: ResultStatus::Complete,
+        crash_reason: report.crash_reason.clone(),
+        threads,
+        modules,
+    }
+}
+
+fn symbolicate_thread(
+    report: &NativeReport,
+    thread: &Thread,
+    images: &[Option<usize>],
+    loads: &[Option<ModuleLoad>],
+) -> Vec<FrameResult> {
+    let mut out = Vec::with_capacity(thread.frames.len());
+    for (index, (frame, image_index)) in thread.frames.iter().zip(images).enumerate() {
+        let image = image_index.map(|i| &report.images[i]);
+        let arch = match image.map(|i| i.arch) {
+            Some(Arch::Unknown) | None => report.arch,
+            Some(arch) => arch,
+        };
+        let lookup_addr = lookup_address(report, thread, index, frame, arch);
+        let load = image_index.and_then(|i| loads[i].as_ref());
+        symbolicate_frame(index, frame, lookup_addr, image, load, &mut out);
+    }
+    out
+}
+
+/// The address to look up for frame `index` of `thread`: the PC itself for a thread's frame 0
+/// (unless the crash heuristics say frame 0 holds a return address), the calling instruction
+/// for every return address.
+pub fn lookup_address(
+    report: &NativeReport,
+    thread: &Thread,
+    index: usize,
+    frame: &RawFrame,
+    arch: Arch,
+) -> u64 {
+    let addr = frame.instruction_addr;
+    let mut info = InstructionInfo::new(arch, addr);
+    info.is_crashing_frame(index == 0);
+    if thread.crashed {
+        info.signal(report.signal)
+            .ip_register_value(thread.ip_register);
+    }
+    // A null or tiny address (a jump to 0) has no previous instruction.
+    if info.should_adjust_caller() && info.aligned_address() < 16 {
+        return info.aligned_address();
+    }
+    info.caller_address()
+}
+
+fn symbolicate_frame(
+    index: usize,
+    frame: &RawFrame,
+    lookup_addr: u64,
+    image: Option<&Image>,
+    load: Option<&ModuleLoad>,
+    out: &mut Vec<FrameResult>,
+) {
+    let unsymbolicated = |status| FrameResult {
+        index,
+        instruction_addr: HexAddr(frame.instruction_addr),
+        lookup_addr: HexAddr(lookup_addr),
+        image: image.and_then(Image::name).map(str::to_owned),
+        image_addr: image.map(|i| HexAddr(i.image_addr)),
+        status,
+        symbol: None,
+        function: frame.function.clone(),
+        sym_addr: None,
+        filename: None,
+        abs_path: None,
+        lineno: None,
+        colno: None,
+        inlined: false,
+    };
+    let (Some(image), Some(load)) = (image, load) else {
+        out.push(unsymbolicated(FrameStatus::UnknownImage));
+        return;
+    };
+    let symcache = match load {
+        ModuleLoad::Found(symcache) => symcache,
+        ModuleLoad::Missing | ModuleLoad::FetchingFailed(_) => {
+            out.push(unsymbolicated(FrameStatus::Missing));
+            return;
+        }
+        ModuleLoad::Malformed(_) => {
+            out.push(unsymbolicated(FrameStatus::Malformed));
+            return;
+        }
+    };
+    let Some(relative) = lookup_addr.checked_sub(image.image_addr) else {
+        out.push(unsymbolicated(FrameStatus::UnknownImage));
+        return;
+    };
+
+    let start = out.len();
+    for location in symcache.get().lookup(relative) {
+        let function = location.function();
+        let Some(raw_name) = known(function.name()) else {
+            continue;
+        };
+        let file = location.file();
+        let abs_path = file
+            .as_ref()
+            .map(|f| f.full_path())
+            .filter(|p| !p.is_empty());
+        let filename = abs_path
+            .as_deref()
+            .map(|p| p.rsplit(['/', '\\']).next().unwrap_or(p).to_owned());
+        let entry_pc = function.entry_pc();
+        out.push(FrameResult {
+            index,
+            instruction_addr: HexAddr(frame.instruction_addr),
+            lookup_addr: HexAddr(lookup_addr),
+            image: image.name().map(str::to_owned),
+            image_addr: Some(HexAddr(image.image_addr)),
+            status: FrameStatus::Symbolicated,
+            symbol: Some(raw_name.to_string()),
+            function: Some(demangle(&raw_name, function.language())),
+            sym_addr: (entry_pc != u32::MAX)
+                .then(|| HexAddr(image.image_addr.wrapping_add(entry_pc as u64))),
+            filename,
+            abs_path,
+            lineno: (location.line() > 0).then_some(location.line()),
+            colno: None,
+            inlined: true,
+        });
+    }
+    match out.len() - start {
+        0 => out.push(unsymbolicated(FrameStatus::MissingSymbol)),
+        // The lookup yields innermost first; the last level is the real (outermost) function.
+        _ => out.last_mut().expect("at least one level").inlined = false,
+    }
+}
+
+fn module_result(
+    image: &Image,
+    load: Option<&ModuleLoad>,
+    source: &dyn SymCacheSource,
+) -> ModuleResult {
+    let (status, error) = match load {
+        Some(ModuleLoad::Found(_)) => (ModuleStatus::Found, None),
+        Some(ModuleLoad::Missing) => (ModuleStatus::Missing, None),
+        Some(ModuleLoad::Malformed(e)) => (ModuleStatus::Malformed, Some(e.clone())),
+        Some(ModuleLoad::FetchingFailed(e)) => (ModuleStatus::FetchingFailed, Some(e.clone())),
+        None if image.debug_id.is_some() && source.contains(image) => (ModuleStatus::Found, None),
+        None => (ModuleStatus::Unused, None),
+    };
+    ModuleResult {
+        code_file: image.code_file.clone(),
+        debug_id: image.debug_id.map(|id| id.to_string()),
+        arch: image.arch.name().to_owned(),
+        image_addr: HexAddr(image.image_addr),
+        image_size: image.image_size,
+        status,
+        error,
+    }
+}
+
+/// Images sorted by load address, for finding the image that holds an address.
+struct ImageRanges {
+    /// `(start, end exclusive, index into the report's images)`, sorted by start.
+    ranges: Vec<(u64, u64, usize)>,
+}
+
+impl ImageRanges {
+    fn new(images: &[Image]) -> Self {
+        let mut starts: Vec<(u64, usize)> = images
+            .iter()
+            .enumerate()
+            .map(|(i, image)| (image.image_addr, i))
+            .collect();
+        starts.sort_unstable();
+        let mut ranges = Vec::with_capacity(starts.len());
+        for (n, &(start, i)) in starts.iter().enumerate() {
+            let size = images[i].image_size;
+            let end = if size > 0 {
+                start.saturating_add(size)
+            } else {
+                // Unknown size: the image extends to the next one.
+                starts[n + 1..]
+                    .iter()
+                    .map(|&(s, _)| s)
+                    .find(|&s| s > start)
+                    .unwrap_or(u64::MAX)
+            };
+            ranges.push((start, end, i));
+        }
+        ImageRanges { ranges }
+    }
+
+    /// The image with the greatest start `<= addr`, if `addr` is below its end.
+    fn find(&self, addr: u64) -> Option<usize> {
+        let after = self.ranges.partition_point(|&(start, _, _)| start <= addr);
+        let &(_, end, index) = self.ranges[..after].last()?;
+        (addr < end).then_some(index)
+    }
+}

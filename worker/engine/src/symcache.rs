@@ -1,0 +1,108 @@
+//! SymCaches: the compact, address-sorted lookup tables the engine symbolicates with.
+//!
+//! A debug file's DWARF (or symbol table) is converted once per debug id with
+//! `symbolic-symcache`'s `SymCacheConverter`, which also merges in the symbol table so that the
+//! outermost function of a frame takes its linkage name. The resulting bytes (format version
+//! [`SYMCACHE_VERSION`]) can be kept in memory or on disk and parsed again cheaply; lookups take
+//! addresses relative to the image's load address (its `__TEXT` vmaddr for Mach-O).
+
+use symbolic_common::{ByteView, DebugId, SelfCell};
+use symbolic_debuginfo::Archive;
+use symbolic_symcache::{SymCache, SymCacheConverter};
+
+use crate::guard::no_panic;
+
+/// The SymCache format version written by this build (`symbolic_symcache::SYMCACHE_VERSION`).
+/// Part of every cache key, so a format change never reads a stale file.
+pub const SYMCACHE_VERSION: u32 = symbolic_symcache::SYMCACHE_VERSION;
+
+/// Why a debug file could not be turned into a SymCache. The message is one line.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum SymCacheError {
+    /// The file does not parse as an object file, or its DWARF is corrupt or truncated.
+    #[error("malformed debug file: {0}")]
+    Malformed(String),
+    /// The file parses, but holds no object with the requested debug id.
+    #[error("debug file has no object with debug id {0}")]
+    WrongDebugId(DebugId),
+}
+
+/// An owned, parsed SymCache: its bytes plus the parsed view over them.
+pub struct SymCacheFile {
+    cell: SelfCell<ByteView<'static>, SymCache<'static>>,
+}
+
+impl std::fmt::Debug for SymCacheFile {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SymCacheFile")
+            .field("debug_id", &self.get().debug_id())
+            .field("arch", &self.get().arch())
+            .field("size_bytes", &self.size_bytes())
+            .finish()
+    }
+}
+
+impl SymCacheFile {
+    /// Builds a SymCache for the object with `debug_id` inside `object_file` (a thin or fat
+    /// Mach-O, or an ELF file, as bytes).
+    ///
+    /// Errors: [`SymCacheError::Malformed`] when the container or its DWARF does not parse
+    /// (parser panics included), [`SymCacheError::WrongDebugId`] when no slice has that id.
+    pub fn from_object_file(object_file: &[u8], debug_id: DebugId) -> Result<Self, SymCacheError> {
+        let bytes = convert(object_file, debug_id)?;
+        Self::parse(ByteView::from_vec(bytes))
+    }
+
+    /// Parses SymCache bytes made by [`Self::from_object_file`] (or read back from disk).
+    pub fn parse(bytes: ByteView<'static>) -> Result<Self, SymCacheError> {
+        let cell = SelfCell::try_new(bytes, |data| {
+            // SAFETY: `data` points into the ByteView owned by the cell, which outlives `Inner`.
+            SymCache::parse(unsafe { &*data })
+        })
+        .map_err(|e| SymCacheError::Malformed(format!("symcache: {e}")))?;
+        Ok(SymCacheFile { cell })
+    }
+
+    /// The parsed SymCache.
+    pub fn get(&self) -> &SymCache<'_> {
+        self.cell.get()
+    }
+
+    /// The serialized SymCache bytes (for a disk cache).
+    pub fn bytes(&self) -> &[u8] {
+        self.cell.owner()
+    }
+
+    /// Size of the serialized SymCache, in bytes (a cache weight).
+    pub fn size_bytes(&self) -> usize {
+        self.cell.owner().len()
+    }
+}
+
+/// Converts the object with `debug_id` in `object_file` to SymCache bytes.
+fn convert(object_file: &[u8], debug_id: DebugId) -> Result<Vec<u8>, SymCacheError> {
+    let outcome = no_panic(|| {
+        let archive = Archive::parse(object_file).map_err(|e| e.to_string())?;
+        for object in archive.objects() {
+            let object = object.map_err(|e| e.to_string())?;
+            if object.debug_id() != debug_id {
+                continue;
+            }
+            let mut converter = SymCacheConverter::new();
+            converter
+                .process_object(&object)
+                .map_err(|e| e.to_string())?;
+            let mut bytes = Vec::new();
+            converter
+                .serialize(&mut std::io::Cursor::new(&mut bytes))
+                .map_err(|e| e.to_string())?;
+            return Ok(Some(bytes));
+        }
+        Ok(None)
+    });
+    match outcome {
+        Ok(Some(bytes)) => Ok(bytes),
+        Ok(None) => Err(SymCacheError::WrongDebugId(debug_id)),
+        Err(reason) => Err(SymCacheError::Malformed(reason)),
+    }
+}
