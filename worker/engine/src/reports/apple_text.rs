@@ -13,24 +13,19 @@ use crate::model::{Image, NativeReport, RawFrame, ReportFormat, Thread};
 
 const FORMAT: ReportFormat = ReportFormat::AppleText;
 
-/// Whether text has the landmarks of an Apple crash report: a `Thread N` section or a
-/// `Binary Images:` section, and an `Incident Identifier` or `Exception Type` header.
+/// Whether text has the landmarks of an Apple crash report: a `Thread N:` section or a
+/// `Binary Images:` section (header lines are optional: fragments without them are valid).
 pub fn looks_like_apple_text(text: &str) -> bool {
-    let has_threads = text.lines().any(|l| {
-        let l = l.trim_start();
+    text.lines().any(|l| {
+        let l = l.trim_end();
         l.starts_with("Binary Images:")
-            || (l.starts_with("Thread ")
-                && l.split_whitespace()
-                    .nth(1)
-                    .is_some_and(|n| n.trim_end_matches(':').chars().all(|c| c.is_ascii_digit())))
-    });
-    let has_header = text.lines().any(|l| {
-        let l = l.trim_start();
-        l.starts_with("Incident Identifier:")
-            || l.starts_with("Exception Type:")
-            || l.starts_with("Crashed Thread:")
-    });
-    has_threads && has_header
+            || l.strip_prefix("Thread ").is_some_and(|rest| {
+                let digits =
+                    rest.len() - rest.trim_start_matches(|c: char| c.is_ascii_digit()).len();
+                let tail = rest[digits..].trim_start();
+                digits > 0 && (tail.starts_with(':') || tail.starts_with("Crashed"))
+            })
+    })
 }
 
 pub fn parse(text: &str) -> Result<NativeReport, ReportError> {
@@ -38,8 +33,7 @@ pub fn parse(text: &str) -> Result<NativeReport, ReportError> {
         let first = text.lines().find(|l| !l.trim().is_empty()).unwrap_or("");
         let first: String = first.chars().take(60).collect();
         return Err(ReportError::Unrecognized(format!(
-            "neither JSON nor an Apple crash report (no `Thread N` / `Binary Images:` sections \
-             with an `Incident Identifier` or `Exception Type` header); first line: {first:?}"
+            "neither JSON nor an Apple crash report (no `Thread N:` or `Binary Images:` section); first line: {first:?}"
         )));
     }
     let parsed: AppleCrashReport = text
@@ -66,7 +60,8 @@ pub fn parse(text: &str) -> Result<NativeReport, ReportError> {
                 a => a,
             },
             image_addr: i.addr.0,
-            image_size: i.size,
+            // The text gives an inclusive end address; the parser's size is `end - start`.
+            image_size: i.size.saturating_add(1),
         })
         .collect();
     let arch = if arch == symbolic_common::Arch::Unknown {
@@ -93,7 +88,18 @@ pub fn parse(text: &str) -> Result<NativeReport, ReportError> {
         .enumerate()
         .map(|(index, t)| Thread {
             id: t.id,
-            name: t.name.clone().or_else(|| t.dispatch_queue.clone()),
+            // iOS writes `Thread 0 name:  Dispatch queue: com.apple.main-thread`, which the
+            // parser reads as the name; the queue label alone is the useful part.
+            name: t
+                .name
+                .as_deref()
+                .map(|n| {
+                    n.strip_prefix("Dispatch queue:")
+                        .unwrap_or(n)
+                        .trim()
+                        .to_owned()
+                })
+                .or_else(|| t.dispatch_queue.clone()),
             crashed: crashed_index == Some(index),
             ip_register: t
                 .registers

@@ -69,7 +69,11 @@ pub fn arch_from_macho_cpu(cpu_type: u64, cpu_subtype: u64) -> Arch {
 /// Parses an architecture name as reports write it: `arm64`, `arm64e`, `armv7`, `x86_64`,
 /// `ARM-64`, `X86-64` (Apple's "Code Type"). Unknown names give `Arch::Unknown`.
 pub fn parse_arch(name: &str) -> Arch {
-    let lower = name.trim().to_ascii_lowercase();
+    let lower = name
+        .trim()
+        .trim_start_matches('(')
+        .trim_end_matches(')')
+        .to_ascii_lowercase();
     let normalized = match lower.split_whitespace().next().unwrap_or("") {
         "arm-64" => "arm64",
         "x86-64" => "x86_64",
@@ -183,6 +187,7 @@ mod tests {
         assert_eq!(parse_arch("ARM-64 (Native)"), Arch::Arm64);
         assert_eq!(parse_arch("X86-64"), Arch::Amd64);
         assert_eq!(parse_arch("arm64e"), Arch::Arm64e);
+        assert_eq!(parse_arch("(x86_64)"), Arch::Amd64);
     }
 
     #[test]

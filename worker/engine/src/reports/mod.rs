@@ -20,6 +20,7 @@ use serde_json::Value;
 
 use crate::model::{NativeReport, ReportFormat};
 
+pub use apple_ips::split_header as split_ips_header;
 pub use fields::{arch_from_macho_cpu, parse_addr};
 
 /// Why a report could not be read at all. Each message is one line.

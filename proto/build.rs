@@ -1,0 +1,19 @@
+//! Compiles the `.proto` files with tonic-prost-build, using the protoc binary shipped by the
+//! `protoc-bin-vendored` crate so that no system protoc is needed. `PROTOC` is set only for this
+//! build script's own process, never globally.
+
+fn main() -> Result<(), Box<dyn std::error::Error>> {
+    let protoc = protoc_bin_vendored::protoc_bin_path()?;
+    // SAFETY: build scripts are single-threaded at this point.
+    unsafe { std::env::set_var("PROTOC", protoc) };
+    let protos = [
+        "proto/symcluster/v1/jobs.proto",
+        "proto/symcluster/v1/ingest.proto",
+        "proto/symcluster/v1/admin.proto",
+    ];
+    tonic_prost_build::configure().compile_protos(&protos, &["proto"])?;
+    for proto in protos {
+        println!("cargo:rerun-if-changed={proto}");
+    }
+    Ok(())
+}

@@ -1,0 +1,184 @@
+//! The project's own example (`examples/ios-demo`, built by its `generate.sh` from C and C++
+//! sources): the same crash in every report format gives the frames `expected.md` derives from
+//! the source, with the inlined call expanded and the C++ name demangled.
+
+use symcluster_engine::result::{FrameStatus, ModuleStatus, SymbolicationResult};
+use symcluster_engine::{parse_report, render};
+
+use crate::support::{crashed, demo, run, summary};
+
+const DEBUG_ID: &str = "4c4c443b-5555-3144-a126-3cc30cf88fdb";
+
+fn assert_expected_frames(result: &SymbolicationResult) {
+    assert_eq!(
+        result.crash_reason.as_deref(),
+        Some("EXC_BAD_ACCESS (SIGSEGV)")
+    );
+    let thread = crashed(result);
+    assert_eq!(thread.name.as_deref(), Some("com.apple.main-thread"));
+    let f = &thread.frames;
+    let got: Vec<_> = f.iter().map(|f| (f.index, summary(f))).collect();
+    assert_eq!(
+        got[..5],
+        [
+            (
+                0,
+                (Some("crash_write_null"), Some("crash.c"), Some(23), false)
+            ),
+            (1, (Some("validate_total"), Some("crash.c"), Some(33), true)),
+            (1, (Some("process_order"), Some("crash.c"), Some(41), false)),
+            (
+                2,
+                (
+                    Some("demo::Checkout::run(int)"),
+                    Some("checkout.cpp"),
+                    Some(23),
+                    false
+                )
+            ),
+            (3, (Some("main"), Some("checkout.cpp"), Some(35), false)),
+        ]
+    );
+    // Frame 0 is the faulting PC; the others are return addresses looked up at the `bl`.
+    assert_eq!(
+        (f[0].instruction_addr.0, f[0].lookup_addr.0),
+        (0x104f4c008, 0x104f4c008)
+    );
+    assert_eq!(
+        (f[1].instruction_addr.0, f[1].lookup_addr.0),
+        (0x104f4c040, 0x104f4c03c)
+    );
+    assert_eq!(f[1].instruction_addr, f[2].instruction_addr);
+    assert_eq!(f[3].symbol.as_deref(), Some("_ZN4demo8Checkout3runEi"));
+    assert_eq!(
+        f[0].abs_path.as_deref(),
+        Some("/Users/dev/DemoApp/src/crash.c")
+    );
+    assert_eq!(f[0].sym_addr.map(|a| a.0), Some(0x104f4c000));
+    // libdyld has no dSYM: it keeps the report's name where the report has one.
+    assert_eq!(f[5].status, FrameStatus::Missing);
+    assert_eq!(f[5].image.as_deref(), Some("libdyld.dylib"));
+    let module = result
+        .modules
+        .iter()
+        .find(|m| m.debug_id.as_deref() == Some(DEBUG_ID))
+        .unwrap();
+    assert_eq!(module.status, ModuleStatus::Found);
+    assert_eq!(module.image_addr.0, 0x104f48000);
+    assert_eq!(module.image_size, 0x8000);
+}
+
+#[test]
+fn apple_text_report() {
+    assert_expected_frames(&run(&demo("DemoApp.crash"), &[demo("DemoApp.dSYM")]));
+}
+
+#[test]
+fn apple_ips_report() {
+    assert_expected_frames(&run(&demo("DemoApp.ips"), &[demo("DemoApp.dSYM")]));
+}
+
+#[test]
+fn sentry_event() {
+    assert_expected_frames(&run(&demo("DemoApp-sentry.json"), &[demo("DemoApp.dSYM")]));
+}
+
+#[test]
+fn fat_dsym_slice_is_chosen_by_uuid_not_position() {
+    // The x86_64 slice comes first in DemoAppFat.dSYM; the report names the arm64 UUID.
+    assert_expected_frames(&run(&demo("DemoApp.ips"), &[demo("DemoAppFat.dSYM")]));
+}
+
+#[test]
+fn without_debug_files_frames_are_missing_and_nothing_is_lost() {
+    let result = run(&demo("DemoApp.crash"), &[]);
+    let thread = crashed(&result);
+    assert_eq!(
+        thread.frames.len(),
+        5,
+        "one frame per raw frame, none dropped"
+    );
+    assert!(
+        thread.frames[..4]
+            .iter()
+            .all(|f| f.status == FrameStatus::Missing)
+    );
+    let module = result
+        .modules
+        .iter()
+        .find(|m| m.debug_id.as_deref() == Some(DEBUG_ID))
+        .unwrap();
+    assert_eq!(module.status, ModuleStatus::Missing);
+}
+
+#[test]
+fn apple_text_rendering_rewrites_frames_like_xcode() {
+    let data = std::fs::read(demo("DemoApp.crash")).unwrap();
+    let report = parse_report(&data).unwrap();
+    let result = run(&demo("DemoApp.crash"), &[demo("DemoApp.dSYM")]);
+    let text = render::apple(&data, &report, &result).unwrap();
+    let lines: Vec<&str> = text
+        .lines()
+        .filter(|l| l.starts_with(|c: char| c.is_ascii_digit()) && l.contains("0x0000000104f4c"))
+        .collect();
+    assert_eq!(
+        lines,
+        [
+            "0   DemoApp                       \t0x0000000104f4c008 crash_write_null + 8 (crash.c:23)",
+            "1   DemoApp                       \t0x0000000104f4c040 validate_total (crash.c:33)",
+            "1   DemoApp                       \t0x0000000104f4c040 process_order + 32 (crash.c:41)",
+            "2   DemoApp                       \t0x0000000104f4c08c demo::Checkout::run(int) + 28 (checkout.cpp:23)",
+            "3   DemoApp                       \t0x0000000104f4c0d4 main + 28 (checkout.cpp:35)",
+        ]
+    );
+    // Everything else is the report as it was.
+    let original = String::from_utf8(data).unwrap();
+    assert_eq!(text.lines().count(), original.lines().count() + 1);
+    assert!(text.contains("Binary Images:"));
+}
+
+#[test]
+fn ips_rendering_adds_xcode_fields() {
+    let data = std::fs::read(demo("DemoApp.ips")).unwrap();
+    let report = parse_report(&data).unwrap();
+    let result = run(&demo("DemoApp.ips"), &[demo("DemoApp.dSYM")]);
+    let text = render::apple(&data, &report, &result).unwrap();
+    let (header, body) = text.split_once('\n').unwrap();
+    assert_eq!(
+        header,
+        std::str::from_utf8(&data).unwrap().lines().next().unwrap()
+    );
+    let body: serde_json::Value = serde_json::from_str(body).unwrap();
+    let frames = body["threads"][0]["frames"].as_array().unwrap();
+    assert_eq!(frames.len(), 5 + 1, "the inlined call adds one frame");
+    assert_eq!(
+        frames[1],
+        serde_json::json!({"imageOffset": 16448, "imageIndex": 0, "inline": true,
+            "symbol": "validate_total", "sourceFile": "crash.c", "sourceLine": 33})
+    );
+    assert_eq!(
+        frames[3],
+        serde_json::json!({"imageOffset": 16524, "imageIndex": 0,
+            "symbol": "demo::Checkout::run(int)", "symbolLocation": 28,
+            "sourceFile": "checkout.cpp", "sourceLine": 23})
+    );
+    // The rendered report reads back as the same report.
+    assert_eq!(
+        parse_report(text.as_bytes()).unwrap().threads.len(),
+        report.threads.len()
+    );
+}
+
+#[test]
+fn apple_rendering_refuses_other_formats() {
+    let data = std::fs::read(demo("DemoApp-sentry.json")).unwrap();
+    let report = parse_report(&data).unwrap();
+    let result = run(&demo("DemoApp-sentry.json"), &[demo("DemoApp.dSYM")]);
+    let e = render::apple(&data, &report, &result)
+        .unwrap_err()
+        .to_string();
+    assert_eq!(
+        e,
+        "--format apple needs an Apple .crash or .ips report; this is a sentry report"
+    );
+}

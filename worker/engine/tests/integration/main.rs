@@ -1,0 +1,10 @@
+//! Integration tests of the engine: real reports and real debug files in, exact frames out.
+//!
+//! Third-party fixtures are read from `../shared/fixtures` (beside the repository; override with
+//! `SYMCLUSTER_FIXTURES`); the project's own generated example is in `examples/ios-demo`.
+
+mod bad_input;
+mod crashprobe;
+mod demo;
+mod formats;
+mod support;

@@ -1,0 +1,62 @@
+//! Shared helpers: locating fixtures, running the engine, picking frames.
+
+use std::path::PathBuf;
+
+use symcluster_engine::result::{FrameResult, SymbolicationResult, ThreadResult};
+use symcluster_engine::{LocalSymCaches, parse_report, symbolicate};
+
+/// The repository root.
+pub fn repo() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../..")
+}
+
+/// A path inside the shared third-party fixtures (`../shared/fixtures` beside the repo).
+pub fn fixture(rel: &str) -> PathBuf {
+    let root = std::env::var_os("SYMCLUSTER_FIXTURES")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| repo().join("../shared/fixtures"));
+    let path = root.join(rel);
+    assert!(
+        path.exists(),
+        "fixture {} not found (set SYMCLUSTER_FIXTURES to the shared fixtures folder)",
+        path.display()
+    );
+    path
+}
+
+/// A path inside the project's own generated example.
+pub fn demo(rel: &str) -> PathBuf {
+    repo().join("examples/ios-demo").join(rel)
+}
+
+/// Parses `report` and symbolicates it against `debug_files`.
+pub fn run(report: &PathBuf, debug_files: &[PathBuf]) -> SymbolicationResult {
+    let data = std::fs::read(report).unwrap();
+    let parsed = parse_report(&data).unwrap_or_else(|e| panic!("{}: {e}", report.display()));
+    let sources = LocalSymCaches::scan(debug_files).unwrap();
+    symbolicate(&parsed, &sources)
+}
+
+/// The crashed thread.
+pub fn crashed(result: &SymbolicationResult) -> &ThreadResult {
+    result.crashed_thread().expect("a crashed thread")
+}
+
+/// `(function, filename, lineno, inlined)` of a frame, for compact assertions.
+pub fn summary(frame: &FrameResult) -> (Option<&str>, Option<&str>, Option<u32>, bool) {
+    (
+        frame.function.as_deref(),
+        frame.filename.as_deref(),
+        frame.lineno,
+        frame.inlined,
+    )
+}
+
+/// Frames whose image name is one of `images`.
+pub fn frames_in<'a>(thread: &'a ThreadResult, images: &[&str]) -> Vec<&'a FrameResult> {
+    thread
+        .frames
+        .iter()
+        .filter(|f| f.image.as_deref().is_some_and(|i| images.contains(&i)))
+        .collect()
+}
