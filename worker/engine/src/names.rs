@@ -19,10 +19,10 @@ pub fn demangle(symbol: &str, language: Language) -> String {
     if let Some(name) = try_demangle(symbol, language) {
         return name;
     }
-    if let Some(stripped) = symbol.strip_prefix('_') {
-        if let Some(name) = try_demangle(stripped, language) {
-            return name;
-        }
+    if let Some(stripped) = symbol.strip_prefix('_')
+        && let Some(name) = try_demangle(stripped, language)
+    {
+        return name;
     }
     symbol.to_owned()
 }

@@ -56,11 +56,11 @@ fn symbolicated_levels(frames: &[FrameResult], index: usize) -> &[FrameResult] {
 /// function's start) is printed for the outermost level only.
 fn describe(level: &FrameResult) -> String {
     let mut out = level.function.clone().unwrap_or_else(|| "???".into());
-    if !level.inlined {
-        if let Some(sym) = level.sym_addr {
-            let offset = level.instruction_addr.0.wrapping_sub(sym.0);
-            out.push_str(&format!(" + {offset}"));
-        }
+    if !level.inlined
+        && let Some(sym) = level.sym_addr
+    {
+        let offset = level.instruction_addr.0.wrapping_sub(sym.0);
+        out.push_str(&format!(" + {offset}"));
     }
     if let Some(file) = &level.filename {
         match level.lineno {

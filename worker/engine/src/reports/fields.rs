@@ -34,6 +34,26 @@ pub fn parse_debug_id(s: &str) -> Option<DebugId> {
     (!id.is_nil()).then_some(id)
 }
 
+/// The debug id of an ELF file from its GNU build-id (hex, as a report's `code_id`), the way
+/// symbolic and Breakpad derive it: the first 16 bytes as a little-endian GUID (bytes 0-3, 4-5
+/// and 6-7 byte-swapped), age 0. Build ids shorter than 16 bytes are zero-padded.
+pub fn debug_id_from_build_id(code_id: &str) -> Option<DebugId> {
+    let hex = code_id.trim();
+    if hex.len() < 2 || !hex.len().is_multiple_of(2) || !hex.bytes().all(|b| b.is_ascii_hexdigit())
+    {
+        return None;
+    }
+    let mut bytes = [0u8; 16];
+    for (i, slot) in bytes.iter_mut().enumerate().take(hex.len() / 2) {
+        *slot = u8::from_str_radix(&hex[2 * i..2 * i + 2], 16).ok()?;
+    }
+    bytes[0..4].reverse();
+    bytes[4..6].reverse();
+    bytes[6..8].reverse();
+    let id = DebugId::from_uuid(symbolic_common::Uuid::from_bytes(bytes));
+    (!id.is_nil()).then_some(id)
+}
+
 /// Maps a Mach-O `cputype`/`cpusubtype` pair (`<mach/machine.h>`) to an architecture.
 ///
 /// Unknown pairs give `Arch::Unknown`. The subtype's capability bits (`0xff000000`) are ignored.
@@ -208,5 +228,12 @@ mod tests {
         assert_eq!(parse_debug_id("54039061a9833323a49d837a894d667f"), Some(id));
         assert_eq!(parse_debug_id("00000000-0000-0000-0000-000000000000"), None);
         assert_eq!(parse_debug_id("nope"), None);
+        assert_eq!(
+            debug_id_from_build_id("f1c3bcc0279865fe3058404b2831d9e64135386c")
+                .unwrap()
+                .to_string(),
+            "c0bcc3f1-9827-fe65-3058-404b2831d9e6"
+        );
+        assert_eq!(debug_id_from_build_id("xyz"), None);
     }
 }

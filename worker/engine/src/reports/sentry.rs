@@ -81,12 +81,13 @@ pub fn parse(event: &Value) -> Result<NativeReport, ReportError> {
             None => t.get("crashed").and_then(Value::as_bool).unwrap_or(false),
         };
         let name = str_field(t, "name").map(str::to_owned);
-        if is_crash_thread && !crashed_placed {
-            if let Some(stack) = crashed_stack {
-                threads.push(thread(id, name, true, stack, arch)?);
-                crashed_placed = true;
-                continue;
-            }
+        if is_crash_thread
+            && !crashed_placed
+            && let Some(stack) = crashed_stack
+        {
+            threads.push(thread(id, name, true, stack, arch)?);
+            crashed_placed = true;
+            continue;
         }
         let crashed = crashed_stack.is_none()
             && t.get("crashed").and_then(Value::as_bool).unwrap_or(false)

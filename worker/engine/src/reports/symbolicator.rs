@@ -8,7 +8,9 @@
 use serde_json::Value;
 
 use super::ReportError;
-use super::fields::{ip_register, parse_addr, parse_arch, parse_debug_id, str_field};
+use super::fields::{
+    debug_id_from_build_id, ip_register, parse_addr, parse_arch, parse_debug_id, str_field,
+};
 use crate::model::{Image, NativeReport, RawFrame, ReportFormat, Thread};
 
 const FORMAT: ReportFormat = ReportFormat::SymbolicatorRequest;
@@ -28,7 +30,12 @@ pub fn parse(request: &Value) -> Result<NativeReport, ReportError> {
         .filter_map(|m| {
             Some(Image {
                 code_file: str_field(m, "code_file").map(str::to_owned),
-                debug_id: str_field(m, "debug_id").and_then(parse_debug_id),
+                debug_id: str_field(m, "debug_id")
+                    .and_then(parse_debug_id)
+                    .or_else(|| {
+                        // ELF modules may carry only the GNU build id.
+                        str_field(m, "code_id").and_then(debug_id_from_build_id)
+                    }),
                 arch: str_field(m, "arch")
                     .map(parse_arch)
                     .unwrap_or(symbolic_common::Arch::Unknown),

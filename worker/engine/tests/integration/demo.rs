@@ -2,22 +2,18 @@
 //! sources): the same crash in every report format gives the frames `expected.md` derives from
 //! the source, with the inlined call expanded and the C++ name demangled.
 
-use symcluster_engine::result::{FrameStatus, ModuleStatus, SymbolicationResult};
+use symcluster_engine::result::{FrameResult, FrameStatus, ModuleStatus, SymbolicationResult};
 use symcluster_engine::{parse_report, render};
 
 use crate::support::{crashed, demo, run, summary};
 
 const DEBUG_ID: &str = "4c4c443b-5555-3144-a126-3cc30cf88fdb";
 
-fn assert_expected_frames(result: &SymbolicationResult) {
-    assert_eq!(
-        result.crash_reason.as_deref(),
-        Some("EXC_BAD_ACCESS (SIGSEGV)")
-    );
-    let thread = crashed(result);
-    assert_eq!(thread.name.as_deref(), Some("com.apple.main-thread"));
-    let f = &thread.frames;
-    let got: Vec<_> = f.iter().map(|f| (f.index, summary(f))).collect();
+/// The first five frames of the crashed thread, as `expected.md` derives them from the source
+/// markers in `examples/ios-demo/src` (shared by the Mach-O and ELF builds).
+fn assert_source_frames(frames: &[FrameResult]) {
+    let got: Vec<_> = frames.iter().map(|f| (f.index, summary(f))).collect();
+    let run_int = Some("demo::Checkout::run(int)");
     assert_eq!(
         got[..5],
         [
@@ -27,18 +23,21 @@ fn assert_expected_frames(result: &SymbolicationResult) {
             ),
             (1, (Some("validate_total"), Some("crash.c"), Some(33), true)),
             (1, (Some("process_order"), Some("crash.c"), Some(41), false)),
-            (
-                2,
-                (
-                    Some("demo::Checkout::run(int)"),
-                    Some("checkout.cpp"),
-                    Some(23),
-                    false
-                )
-            ),
+            (2, (run_int, Some("checkout.cpp"), Some(23), false)),
             (3, (Some("main"), Some("checkout.cpp"), Some(35), false)),
         ]
     );
+}
+
+fn assert_expected_frames(result: &SymbolicationResult) {
+    assert_eq!(
+        result.crash_reason.as_deref(),
+        Some("EXC_BAD_ACCESS (SIGSEGV)")
+    );
+    let thread = crashed(result);
+    assert_eq!(thread.name.as_deref(), Some("com.apple.main-thread"));
+    let f = &thread.frames;
+    assert_source_frames(f);
     // Frame 0 is the faulting PC; the others are return addresses looked up at the `bl`.
     assert_eq!(
         (f[0].instruction_addr.0, f[0].lookup_addr.0),
@@ -180,5 +179,52 @@ fn apple_rendering_refuses_other_formats() {
     assert_eq!(
         e,
         "--format apple needs an Apple .crash or .ips report; this is a sentry report"
+    );
+}
+
+/// The Linux build of the same sources (`examples/linux-demo`): an ELF debug file matched by the
+/// debug id derived from its GNU build id; x86 return addresses step back one byte.
+#[test]
+fn elf_debug_file_from_a_symbolicator_request() {
+    let result = run(
+        &crate::support::repo().join("examples/linux-demo/demo-app-request.json"),
+        &[crate::support::repo().join("examples/linux-demo")],
+    );
+    let f = &crashed(&result).frames;
+    assert_source_frames(f);
+    assert_eq!(
+        (f[1].instruction_addr.0, f[1].lookup_addr.0),
+        (0x55d4a0c01154, 0x55d4a0c01153)
+    );
+    assert_eq!(
+        result.modules[0].debug_id.as_deref(),
+        Some("e03566f6-988e-a224-5037-26179d47ad6c")
+    );
+    assert_eq!(result.modules[0].status, ModuleStatus::Found);
+}
+
+#[test]
+fn elf_module_with_only_a_code_id_is_matched_by_build_id() {
+    let path = crate::support::repo().join("examples/linux-demo/demo-app-request.json");
+    let mut request: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(&path).unwrap()).unwrap();
+    request["modules"][0]
+        .as_object_mut()
+        .unwrap()
+        .remove("debug_id");
+    let dir = tempfile::tempdir().unwrap();
+    let report = dir.path().join("request.json");
+    std::fs::write(&report, serde_json::to_vec(&request).unwrap()).unwrap();
+    let result = run(
+        &report,
+        &[crate::support::repo().join("examples/linux-demo")],
+    );
+    assert_eq!(
+        result.modules[0].debug_id.as_deref(),
+        Some("e03566f6-988e-a224-5037-26179d47ad6c")
+    );
+    assert_eq!(
+        crashed(&result).frames[0].function.as_deref(),
+        Some("crash_write_null")
     );
 }
