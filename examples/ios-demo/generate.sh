@@ -15,6 +15,9 @@
 # the committed outputs were made with LLVM 14) and python3. No Xcode, no SDK, no system
 # library: the binary links with -undefined dynamic_lookup and is never run.
 #
+# Shared with ../linux-demo: ../common/tools.sh (tool lookup) and ../common/fixturelib.py
+# (ground truth, call sites, llvm-symbolizer check; imported by make_reports.py).
+#
 # Usage: bash examples/ios-demo/generate.sh   (from any directory; safe to re-run)
 set -euo pipefail
 
@@ -25,20 +28,9 @@ cd "$HERE"
 # where this checkout lives.
 FAKE_SRCROOT=/Users/dev/DemoApp
 
-# find_tool NAME...: the first of NAME, NAME-14, /usr/lib/llvm-14/bin/NAME that exists.
-find_tool() {
-    local name cand
-    for name in "$@"; do
-        for cand in "$name" "$name-14" "/usr/lib/llvm-14/bin/$name"; do
-            if command -v "$cand" >/dev/null 2>&1; then
-                command -v "$cand"
-                return 0
-            fi
-        done
-    done
-    echo "generate.sh: none of these tools found: $* (Debian: apt-get install clang lld llvm)" >&2
-    exit 1
-}
+# find_tool, die: ../common/tools.sh (shared with ../linux-demo/generate.sh).
+TOOLS_PACKAGES="clang lld llvm"
+source "$HERE/../common/tools.sh"
 
 CLANG="$(find_tool clang)"
 LD64="$(find_tool ld64.lld)"

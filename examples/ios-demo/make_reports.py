@@ -11,19 +11,25 @@ and writes the same crash, as loaded at LOAD_ADDR, in three formats:
   DemoApp.crash        Apple text crash report (Report Version 104)
   DemoApp.ips          Apple JSON crash report (iOS 15+, bug_type 309)
   DemoApp-sentry.json  Sentry event
-The ground truth in expected.md comes from the source: the function names are fixed below and
-the line numbers are those of the `[frame ..]` markers in src/, which must be where the
-comments in src/ say they are. Then every row is checked with llvm-symbolizer on the dSYMs;
-any disagreement is an error.
+The ground truth in expected.md comes from the source: the function names are fixed in
+../common/fixturelib.py (app_frames, shared with ../linux-demo) and the line numbers are those
+of the `[frame ..]` markers in src/, which must be where the comments in src/ say they are.
+Then every row is checked with llvm-symbolizer on the dSYMs; any disagreement is an error.
+The marker check, the call-site search and the llvm-symbolizer check are fixturelib's; the
+Mach-O/arm64 specifics and the report formats are here.
 """
 
-import argparse
 import hashlib
 import json
 import os
 import re
-import subprocess
 import sys
+
+sys.dont_write_bytecode = True  # no __pycache__ in the checkout
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "common"))
+from fixturelib import app_frames, check_source, dashed_uuid, die, run  # noqa: E402
+from fixturelib import find_addresses, read_disassembly, verify  # noqa: E402
+from fixturelib import parse_args, truth_table, unadjusted_notes  # noqa: E402
 
 LOAD_ADDR = 0x104F48000  # where the app image was loaded in the crashed process
 TEXT_VMADDR = 0x100000000  # __TEXT vmaddr of the binary (checked)
@@ -69,95 +75,19 @@ THREAD1_FRAMES = [
     ("libsystem_kernel.dylib", "mach_msg", 0x1B28, 76),
 ]
 
-# --- the ground truth, from the source ---------------------------------------------------
-# One entry per frame of thread 0 in the app; `rows` is innermost first (inline frames first).
-# Each row: (function as demangled, file, marker in that file, documented line, inlined?)
-APP_FRAMES = [
-    {
-        "index": 0,
-        "in": "_crash_write_null",
-        "kind": "store",  # the faulting instruction itself
-        "rows": [("crash_write_null", "crash.c", "frame 0", 23, False)],
-    },
-    {
-        "index": 1,
-        "in": "_process_order",
-        "kind": "call",
-        "callee": "_crash_write_null",
-        "rows": [
-            ("validate_total", "crash.c", "frame 1a", 33, True),
-            ("process_order", "crash.c", "frame 1b", 41, False),
-        ],
-    },
-    {
-        "index": 2,
-        "in": "__ZN4demo8Checkout3runEi",
-        "kind": "call",
-        "callee": "_process_order",
-        "rows": [("demo::Checkout::run(int)", "checkout.cpp", "frame 2", 23, False)],
-    },
-    {
-        "index": 3,
-        "in": "_main",
-        "kind": "call",
-        "callee": "__ZN4demo8Checkout3runEi",
-        "rows": [("main", "checkout.cpp", "frame 3", 35, False)],
-    },
-]
+# --- the ground truth, from the source (fixturelib) -----------------------------------------
+# Mach-O symbols are the C names with a leading underscore.
+APP_FRAMES = app_frames(symbol_prefix="_")
 
 # argc = 1 -> run(1) -> process_order(10) -> validate_total(11) -> crash_write_null(11)
 CRASH_VALUE = 11
-
-
-def die(msg):
-    sys.exit(f"make_reports.py: error: {msg}")
-
-
-def run(cmd):
-    try:
-        return subprocess.run(cmd, check=True, capture_output=True, text=True).stdout
-    except subprocess.CalledProcessError as e:
-        die(f"{' '.join(cmd)} failed ({e.returncode}):\n{e.stderr}")
 
 
 def fake_uuid(name):
     """A stable, well-formed, made-up UUID (lowercase, dashed) for a system image."""
     h = hashlib.md5(f"symcluster ios-demo {name}".encode()).hexdigest()
     h = h[:12] + "3" + h[13:16] + "8" + h[17:]  # looks like an RFC 4122 v3 UUID
-    return f"{h[:8]}-{h[8:12]}-{h[12:16]}-{h[16:20]}-{h[20:]}"
-
-
-# --- reading the source --------------------------------------------------------------------
-MARKER_RE = re.compile(r"(?://|/\*)\s*\[(frame \w+)\]\s*(?:\*/)?\s*$")
-
-
-def source_markers(src_dir):
-    """{(file, marker): 1-based line} for the `[frame ..]` markers at the end of code lines."""
-    found = {}
-    for name in sorted(os.listdir(src_dir)):
-        with open(os.path.join(src_dir, name), encoding="utf-8") as f:
-            for lineno, line in enumerate(f, 1):
-                m = MARKER_RE.search(line)
-                if m:
-                    key = (name, m.group(1))
-                    if key in found:
-                        die(f"marker [{m.group(1)}] twice in src/{name}")
-                    found[key] = lineno
-    return found
-
-
-def check_source(src_dir):
-    markers = source_markers(src_dir)
-    for frame in APP_FRAMES:
-        for func, file, marker, line, _ in frame["rows"]:
-            got = markers.get((file, marker))
-            if got is None:
-                die(f"marker [{marker}] not found in src/{file}")
-            if got != line:
-                die(
-                    f"marker [{marker}] is on line {got} of src/{file}, documented as {line}: "
-                    "put the line back, or update the comments in src/ and APP_FRAMES"
-                )
+    return dashed_uuid(h)
 
 
 # --- reading the binary --------------------------------------------------------------------
@@ -178,18 +108,14 @@ def read_symbols(nm, binary):
     return syms
 
 
-def read_disassembly(objdump, binary):
+def read_disassembly_macho(objdump, binary):
     """{function symbol: [(addr, mnemonic, operands)]} of __TEXT,__text."""
-    funcs, cur = {}, None
-    for line in run([objdump, "-d", "--macho", "--no-show-raw-insn", binary]).splitlines():
+
+    def header(line):  # `symbol:`, but not the `path:` line that starts the listing
         m = re.match(r"^(\S+):$", line)
-        if m and not line.startswith(binary):
-            cur = funcs.setdefault(m.group(1), [])
-            continue
-        m = re.match(r"^\s*([0-9a-f]+):\s+(\S+)\s*(.*?)\s*$", line)
-        if m and cur is not None:
-            cur.append((int(m.group(1), 16), m.group(2), m.group(3)))
-    return funcs
+        return m.group(1) if m and not line.startswith(binary) else None
+
+    return read_disassembly([objdump, "-d", "--macho", "--no-show-raw-insn", binary], header)
 
 
 def read_uuids(dwarfdump, path):
@@ -201,78 +127,17 @@ def read_uuids(dwarfdump, path):
     ]
 
 
-def find_addresses(funcs, syms):
-    """Fills frame["addr"] (file address) for each app frame from the disassembly."""
-    for frame in APP_FRAMES:
-        name = frame["in"]
-        insns = funcs.get(name)
-        if not insns:
-            die(f"{name} not in the disassembly")
-        if insns[0][0] != syms.get(name):
-            die(f"{name}: disassembly and llvm-nm disagree on its address")
-        if frame["kind"] == "store":
-            # The first store through a register that is not sp: `*target = value`.
-            stores = [
-                i
-                for i in insns
-                if i[1] in ("str", "stur", "strb", "strh")
-                and re.fullmatch(r"[wx]\w+, \[x\d+\]", i[2])
-            ]
-            if not stores:
-                die(f"{name}: no store through a pointer register")
-            frame["addr"] = stores[0][0]
-            frame["insn"] = f"{stores[0][1]} {stores[0][2]}"
-        else:
-            callee = frame["callee"]
-            target = syms[callee]
-            calls = [
-                i
-                for i in insns
-                if i[1] == "bl"
-                and (i[2] == callee or i[2].split(";")[0].strip() in (hex(target), f"{target:x}"))
-            ]
-            if len(calls) != 1:
-                die(f"{name}: expected exactly one `bl {callee}`, found {len(calls)}")
-            call = calls[0]
-            if call[0] == insns[-1][0] or insns[-1][1] != "ret":
-                die(f"{name}: the call is not followed by more code")
-            frame["call_addr"] = call[0]
-            frame["insn"] = f"bl {callee}"
-            frame["addr"] = call[0] + 4  # the return address, as a crash report has it
-        frame["lookup"] = frame["addr"] if frame["kind"] == "store" else frame["addr"] - 4
-
-
-# --- verification --------------------------------------------------------------------------
-def symbolize(symbolizer, dwarf, addrs, arch=None):
-    """[[(function, file basename, line)]] per address, innermost first."""
-    cmd = [symbolizer, "--inlines", "--demangle", f"--obj={dwarf}"]
-    if arch:
-        cmd.append(f"--default-arch={arch}")
-    out = run(cmd + [hex(a) for a in addrs])
-    result = []
-    for block in out.strip("\n").split("\n\n"):
-        lines = block.splitlines()
-        rows = []
-        for func, loc in zip(lines[0::2], lines[1::2]):
-            path, line, _col = loc.rsplit(":", 2)
-            rows.append((func, os.path.basename(path), int(line), path))
-        result.append(rows)
-    if len(result) != len(addrs):
-        die(f"llvm-symbolizer gave {len(result)} answers for {len(addrs)} addresses:\n{out}")
-    return result
-
-
-def verify(symbolizer, dwarf, arch=None):
-    """Checks the ground truth against llvm-symbolizer; returns a list of disagreements."""
-    problems = []
-    answers = symbolize(symbolizer, dwarf, [f["lookup"] for f in APP_FRAMES], arch)
-    for frame, rows in zip(APP_FRAMES, answers):
-        want = [(func, file, line) for func, file, _, line, _ in frame["rows"]]
-        got = [r[:3] for r in rows]
-        print(f"  frame {frame['index']} @ {frame['lookup']:#x}: {got}")
-        if got != want:
-            problems.append(f"{dwarf} frame {frame['index']}: expected {want}, got {got}")
-    return problems
+# AArch64, as llvm-objdump writes it, for find_addresses.
+ARM64 = {
+    # `*target = value`: a store through a register that is not sp.
+    "is_store": lambda i: i[1] in ("str", "stur", "strb", "strh")
+    and re.fullmatch(r"[wx]\w+, \[x\d+\]", i[2]) is not None,
+    "is_call": lambda i, callee, target: i[1] == "bl"
+    and (i[2] == callee or i[2].split(";")[0].strip() in (hex(target), f"{target:x}")),
+    "call_text": lambda callee: f"bl {callee}",
+    "returns": ("ret",),
+    "call_back": 4,  # the `bl` is the 4 bytes before the return address
+}
 
 
 # --- the reports ---------------------------------------------------------------------------
@@ -663,12 +528,7 @@ def write_expected(crash, path, text_size, fat_uuids, unadjusted):
         "| frame | instruction_addr | lookup (dSYM) | function | file | line | inlined |",
         "|---|---|---|---|---|---|---|",
     ]
-    for frame in APP_FRAMES:
-        for func, file, _, line, inlined in frame["rows"]:
-            out.append(
-                f"| {frame['index']} | `0x{runtime(frame['addr']):x}` | `0x{frame['lookup']:x}` "
-                f"| `{func}` | {file} | {line} | {'yes (into process_order)' if inlined else 'no'} |"
-            )
+    out += truth_table(APP_FRAMES, runtime)
     start = crash.thread0[len(APP_FRAMES)]
     out += [
         f"| {len(APP_FRAMES)} | `0x{start['addr']:x}` | - | `start` (libdyld.dylib, not in "
@@ -682,9 +542,7 @@ def write_expected(crash, path, text_size, fat_uuids, unadjusted):
         "the statement after the call:",
         "",
     ]
-    for frame, rows in zip(APP_FRAMES[1:], unadjusted):
-        got = ", ".join(f"`{func}` {file}:{line}" for func, file, line, _ in rows)
-        out.append(f"- frame {frame['index']} at `0x{frame['addr']:x}`: {got}")
+    out += unadjusted_notes(APP_FRAMES, unadjusted)
     out += [
         "",
         "## Other frames",
@@ -699,26 +557,20 @@ def write_expected(crash, path, text_size, fat_uuids, unadjusted):
 
 
 def main():
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--binary", required=True)
-    ap.add_argument("--dsym", required=True)
-    ap.add_argument("--fat-dsym", required=True)
-    ap.add_argument("--src", required=True)
-    ap.add_argument("--out-dir", required=True)
-    ap.add_argument("--objdump", default="llvm-objdump")
-    ap.add_argument("--nm", default="llvm-nm")
-    ap.add_argument("--dwarfdump", default="llvm-dwarfdump")
-    ap.add_argument("--symbolizer", default="llvm-symbolizer")
-    args = ap.parse_args()
+    args = parse_args(
+        __doc__,
+        ["binary", "dsym", "fat-dsym", "src", "out-dir"],
+        {t: f"llvm-{t}" for t in ("objdump", "nm", "dwarfdump", "symbolizer")},
+    )
 
-    check_source(args.src)
+    check_source(args.src, APP_FRAMES)
 
     vmaddr, text_size = read_text_segment(args.objdump, args.binary)
     if vmaddr != TEXT_VMADDR:
         die(f"__TEXT vmaddr is {vmaddr:#x}, expected {TEXT_VMADDR:#x}")
     syms = read_symbols(args.nm, args.binary)
-    funcs = read_disassembly(args.objdump, args.binary)
-    find_addresses(funcs, syms)
+    funcs = read_disassembly_macho(args.objdump, args.binary)
+    find_addresses(APP_FRAMES, funcs, syms, ARM64)
 
     (arch, uuid), = read_uuids(args.dwarfdump, args.binary)
     dsym_uuids = read_uuids(args.dwarfdump, args.dsym)
@@ -728,16 +580,12 @@ def main():
     if ("arm64", uuid) not in fat_uuids or len(fat_uuids) != 2:
         die(f"{args.fat_dsym} has UUIDs {fat_uuids}; expected arm64 {uuid} and one more")
 
-    print("ground truth (source) vs llvm-symbolizer:")
     name = os.path.basename(args.binary)
     dwarf = os.path.join(args.dsym, "Contents", "Resources", "DWARF", name)
     fat_dwarf = os.path.join(args.fat_dsym, "Contents", "Resources", "DWARF", name)
-    problems = verify(args.symbolizer, dwarf)
-    problems += verify(args.symbolizer, fat_dwarf, "arm64")
-    if problems:
-        die("the ground truth and llvm-symbolizer disagree:\n  " + "\n  ".join(problems))
-    # For the notes in expected.md: what the unadjusted return addresses give.
-    unadjusted = symbolize(args.symbolizer, dwarf, [f["addr"] for f in APP_FRAMES[1:]])
+    # Dies on any disagreement; returns what the unadjusted return addresses give (for the
+    # notes in expected.md).
+    unadjusted = verify(args.symbolizer, APP_FRAMES, [(dwarf, None), (fat_dwarf, "arm64")])
 
     crash = Crash(uuid, text_size)
     out = args.out_dir

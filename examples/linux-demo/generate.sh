@@ -14,6 +14,9 @@
 # binutils objdump, llvm-symbolizer (any recent LLVM; -14 suffixed names are found too) and
 # python3 (standard library only). Debian: apt-get install gcc g++ binutils llvm python3.
 #
+# Shared with ../ios-demo: ../common/tools.sh (tool lookup) and ../common/fixturelib.py
+# (ground truth, call sites, llvm-symbolizer check; imported by make_request.py).
+#
 # Usage: bash examples/linux-demo/generate.sh   (from any directory; safe to re-run)
 set -euo pipefail
 
@@ -27,20 +30,9 @@ cd "$HERE"
 # /Users/dev/DemoApp/src/<file>).
 FAKE_SRCROOT=/home/dev/DemoApp
 
-# find_tool NAME...: the first of NAME, NAME-14, /usr/lib/llvm-14/bin/NAME that exists.
-find_tool() {
-    local name cand
-    for name in "$@"; do
-        for cand in "$name" "$name-14" "/usr/lib/llvm-14/bin/$name"; do
-            if command -v "$cand" >/dev/null 2>&1; then
-                command -v "$cand"
-                return 0
-            fi
-        done
-    done
-    echo "generate.sh: none of these tools found: $* (Debian: apt-get install gcc g++ binutils llvm)" >&2
-    exit 1
-}
+# find_tool, die: ../common/tools.sh (shared with ../ios-demo/generate.sh).
+TOOLS_PACKAGES="gcc g++ binutils llvm"
+source "$HERE/../common/tools.sh"
 
 CC="$(find_tool gcc)"
 CXX="$(find_tool g++)"
@@ -58,7 +50,7 @@ echo "llvm-symbolizer: $SYMBOLIZER"
 export LC_ALL=C
 
 for f in crash.c checkout.cpp demo.h; do
-    [[ -f "$SRCROOT/src/$f" ]] || { echo "generate.sh: $SRCROOT/src/$f is missing" >&2; exit 1; }
+    [[ -f "$SRCROOT/src/$f" ]] || die "$SRCROOT/src/$f is missing"
 done
 
 rm -rf build demo-app.debug demo-app-request.json expected.md
@@ -94,8 +86,7 @@ if [[ "$(uname -s)/$(uname -m)" == Linux/x86_64 ]]; then
     { (ulimit -c 0; exec build/demo-app); rc=$?; } 2>/dev/null
     set -e
     if [[ $rc -ne 139 ]]; then
-        echo "generate.sh: build/demo-app exited with $rc, expected 139 (SIGSEGV)" >&2
-        exit 1
+        die "build/demo-app exited with $rc, expected 139 (SIGSEGV)"
     fi
     echo "build/demo-app: exit status $rc (SIGSEGV), as expected"
 fi

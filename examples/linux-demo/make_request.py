@@ -12,21 +12,27 @@ the disassembly from binutils `objdump -d`:
 and writes the crash, with the binary loaded at IMAGE_ADDR, as a request for symbolicator's
 POST /symbolicate (demo-app-request.json), plus expected.md.
 
-The ground truth comes from the source: the function names are fixed below and the line
-numbers are those of the `[frame ..]` markers in ../ios-demo/src, which must be where the
-comments there say they are. Every row is then checked with llvm-symbolizer on the binary at
-the lookup address (frame 0 as is, return address - 1 for the others); any disagreement is an
-error.
+The ground truth comes from the source: the function names are fixed in
+../common/fixturelib.py (app_frames, shared with ../ios-demo) and the line numbers are those of
+the `[frame ..]` markers in ../ios-demo/src, which must be where the comments there say they
+are. Every row is then checked with llvm-symbolizer on the binary at the lookup address (frame
+0 as is, return address - 1 for the others); any disagreement is an error. The marker check,
+the call-site search and the llvm-symbolizer check are fixturelib's; the ELF/x86_64 specifics
+and the request format are here.
 """
 
-import argparse
 import hashlib
 import json
 import os
 import re
 import struct
-import subprocess
 import sys
+
+sys.dont_write_bytecode = True  # no __pycache__ in the checkout
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "common"))
+from fixturelib import app_frames, check_source, dashed_uuid, die  # noqa: E402
+from fixturelib import find_addresses, read_disassembly, verify  # noqa: E402
+from fixturelib import parse_args, truth_table, unadjusted_notes  # noqa: E402
 
 # --- the crashed process (all made up, fixed for reproducibility) ---------------------------
 IMAGE_ADDR = 0x55D4A0C00000  # where the PIE was mapped (its first PT_LOAD has vaddr 0)
@@ -48,52 +54,9 @@ THREAD1_FRAMES = [  # innermost first
     ("__GI___nanosleep", 0xCE9A3),
 ]
 
-# --- the ground truth, from the source ------------------------------------------------------
-# One entry per app frame of the crashed thread; `rows` innermost first (inline frames first).
-# Each row: (function as demangled, file, marker in that file, documented line, inlined?)
-APP_FRAMES = [
-    {
-        "index": 0,
-        "in": "crash_write_null",
-        "kind": "store",  # the faulting instruction itself
-        "rows": [("crash_write_null", "crash.c", "frame 0", 23, False)],
-    },
-    {
-        "index": 1,
-        "in": "process_order",
-        "kind": "call",
-        "callee": "crash_write_null",
-        "rows": [
-            ("validate_total", "crash.c", "frame 1a", 33, True),
-            ("process_order", "crash.c", "frame 1b", 41, False),
-        ],
-    },
-    {
-        "index": 2,
-        "in": "_ZN4demo8Checkout3runEi",
-        "kind": "call",
-        "callee": "process_order",
-        "rows": [("demo::Checkout::run(int)", "checkout.cpp", "frame 2", 23, False)],
-    },
-    {
-        "index": 3,
-        "in": "main",
-        "kind": "call",
-        "callee": "_ZN4demo8Checkout3runEi",
-        "rows": [("main", "checkout.cpp", "frame 3", 35, False)],
-    },
-]
-
-
-def die(msg):
-    sys.exit(f"make_request.py: error: {msg}")
-
-
-def run(cmd):
-    try:
-        return subprocess.run(cmd, check=True, capture_output=True, text=True).stdout
-    except (OSError, subprocess.CalledProcessError) as e:
-        die(f"{' '.join(cmd)} failed: {getattr(e, 'stderr', '') or e}")
+# --- the ground truth, from the source (fixturelib) -------------------------------------------
+# ELF symbols are the C names as they are.
+APP_FRAMES = app_frames()
 
 
 # --- identifiers ------------------------------------------------------------------------------
@@ -106,8 +69,7 @@ def debug_id_from_build_id(build_id):
     """
     b = (bytes(build_id) + bytes(16))[:16]
     b = b[3::-1] + b[5:3:-1] + b[7:5:-1] + b[8:]
-    h = b.hex()
-    return f"{h[:8]}-{h[8:12]}-{h[12:16]}-{h[16:20]}-{h[20:]}"
+    return dashed_uuid(b.hex())
 
 
 assert (
@@ -119,33 +81,6 @@ assert (
 def fake_build_id(name):
     """A stable, made-up 20-byte GNU build id for a system library."""
     return hashlib.sha1(f"symcluster linux-demo {name}".encode()).digest()
-
-
-# --- reading the source ---------------------------------------------------------------------
-MARKER_RE = re.compile(r"(?://|/\*)\s*\[(frame \w+)\]\s*(?:\*/)?\s*$")
-
-
-def check_source(src_dir):
-    found = {}
-    for name in sorted(os.listdir(src_dir)):
-        with open(os.path.join(src_dir, name), encoding="utf-8") as f:
-            for lineno, line in enumerate(f, 1):
-                m = MARKER_RE.search(line)
-                if m:
-                    key = (name, m.group(1))
-                    if key in found:
-                        die(f"marker [{m.group(1)}] twice in {src_dir}/{name}")
-                    found[key] = lineno
-    for frame in APP_FRAMES:
-        for _func, file, marker, line, _ in frame["rows"]:
-            got = found.get((file, marker))
-            if got is None:
-                die(f"marker [{marker}] not found in {src_dir}/{file}")
-            if got != line:
-                die(
-                    f"marker [{marker}] is on line {got} of {src_dir}/{file}, documented as "
-                    f"{line}: put the line back, or update the comments there and APP_FRAMES"
-                )
 
 
 # --- reading the ELF --------------------------------------------------------------------------
@@ -234,97 +169,29 @@ class Elf:
 
 
 # --- reading the disassembly ----------------------------------------------------------------
-def read_disassembly(objdump, binary):
+def read_disassembly_gnu(objdump, binary):
     """{function symbol: [(addr, mnemonic, operands)]} of the executable sections."""
-    funcs, cur = {}, None
-    out = run([objdump, "-d", "--no-show-raw-insn", binary])
-    for line in out.splitlines():
+
+    def header(line):  # `0000000000001130 <crash_write_null>:`
         m = re.match(r"^[0-9a-f]+ <([^>]+)>:$", line)
-        if m:
-            cur = funcs.setdefault(m.group(1), [])
-            continue
-        m = re.match(r"^\s*([0-9a-f]+):\s+(\S+)\s*(.*?)\s*$", line)
-        if m and cur is not None:
-            cur.append((int(m.group(1), 16), m.group(2), m.group(3)))
-    return funcs
+        return m.group(1) if m else None
+
+    return read_disassembly([objdump, "-d", "--no-show-raw-insn", binary], header)
 
 
-def find_addresses(insns_by_func, syms):
-    """Fills frame["addr"] (file address, as it would be in a crash report) and
-    frame["lookup"] (the address to look up) for each app frame."""
-    for frame in APP_FRAMES:
-        name = frame["in"]
-        insns = insns_by_func.get(name)
-        if not insns:
-            die(f"{name} not in the disassembly")
-        if name not in syms or insns[0][0] != syms[name][0]:
-            die(f"{name}: the disassembly and .symtab disagree on its address")
-        if frame["kind"] == "store":
-            # The first store through a pointer register (no displacement, not the stack):
-            # `*target = value`, e.g. `mov %edi,(%rax)`.
-            stores = [
-                i for i in insns
-                if i[1].startswith("mov")
-                and re.fullmatch(r"%\w+,\(%r(?!sp\)|ip\))\w+\)", i[2])
-            ]
-            if not stores:
-                die(f"{name}: no store through a pointer register")
-            frame["addr"] = stores[0][0]
-            frame["insn"] = f"{stores[0][1]} {stores[0][2]}"
-            frame["lookup"] = frame["addr"]
-        else:
-            callee = frame["callee"]
-            target = syms[callee][0]
-            calls = [
-                (n, i) for n, i in enumerate(insns)
-                if i[1] in ("call", "callq")
-                and re.fullmatch(rf"{target:x} <{re.escape(callee)}>", i[2])
-            ]
-            if len(calls) != 1:
-                die(f"{name}: expected exactly one `call {callee}`, found {len(calls)}")
-            n, call = calls[0]
-            # A sibling call would be a `jmp`, found above as no call at all; still check that
-            # the function goes on after the call and returns.
-            if not any(i[1] in ("ret", "retq") for i in insns[n + 1 :]):
-                die(f"{name}: no `ret` after the call to {callee}")
-            frame["call_addr"] = call[0]
-            frame["insn"] = f"call {callee}" + (
-                " (demo::Checkout::run(int))" if callee.startswith("_Z") else ""
-            )
-            frame["addr"] = insns[n + 1][0]  # the return address, as a stack walker has it
-            frame["lookup"] = frame["addr"] - 1  # x86: any byte inside the call instruction
-
-
-# --- verification ---------------------------------------------------------------------------
-def symbolize(symbolizer, binary, addrs):
-    """[[(function, file basename, line, path)]] per address, innermost first."""
-    out = run([symbolizer, "--inlines", "--demangle", f"--obj={binary}"] + [hex(a) for a in addrs])
-    result = []
-    for block in out.strip("\n").split("\n\n"):
-        lines = block.splitlines()
-        rows = []
-        for func, loc in zip(lines[0::2], lines[1::2]):
-            path, line, _col = loc.rsplit(":", 2)
-            rows.append((func, os.path.basename(path), int(line), path))
-        result.append(rows)
-    if len(result) != len(addrs):
-        die(f"llvm-symbolizer gave {len(result)} answers for {len(addrs)} addresses:\n{out}")
-    return result
-
-
-def verify(symbolizer, binary):
-    problems = []
-    answers = symbolize(symbolizer, binary, [f["lookup"] for f in APP_FRAMES])
-    for frame, rows in zip(APP_FRAMES, answers):
-        want = [(func, file, line) for func, file, _, line, _ in frame["rows"]]
-        got = [r[:3] for r in rows]
-        print(f"  frame {frame['index']} @ {frame['lookup']:#x}: {got}")
-        if got != want:
-            problems.append(f"frame {frame['index']}: expected {want}, got {got}")
-        for r in rows:
-            if not r[3].startswith("/home/dev/DemoApp/src/"):
-                problems.append(f"frame {frame['index']}: path {r[3]} is not mapped")
-    return problems, answers
+# x86_64, as binutils objdump writes it (AT&T syntax), for find_addresses.
+X86_64 = {
+    # `*target = value`: the first store through a pointer register (no displacement, not the
+    # stack), e.g. `mov %edi,(%rax)`.
+    "is_store": lambda i: i[1].startswith("mov")
+    and re.fullmatch(r"%\w+,\(%r(?!sp\)|ip\))\w+\)", i[2]) is not None,
+    "is_call": lambda i, callee, target: i[1] in ("call", "callq")
+    and re.fullmatch(rf"{target:x} <{re.escape(callee)}>", i[2]) is not None,
+    "call_text": lambda callee: f"call {callee}"
+    + (" (demo::Checkout::run(int))" if callee.startswith("_Z") else ""),
+    "returns": ("ret", "retq"),
+    "call_back": 1,  # x86: any byte inside the call instruction
+}
 
 
 # --- the outputs ------------------------------------------------------------------------------
@@ -421,13 +288,7 @@ def write_expected(path, build_id, debug_id, elf, image_size, unadjusted, libc_r
         "| frame | instruction_addr | lookup (file) | function | file | line | inlined |",
         "|---|---|---|---|---|---|---|",
     ]
-    for f in APP_FRAMES:
-        for func, file, _m, line, inlined in f["rows"]:
-            inl = f"yes (into {f['rows'][-1][0]})" if inlined else "no"
-            L.append(
-                f"| {f['index']} | `{hexaddr(IMAGE_ADDR + f['addr'])}` | `{hexaddr(f['lookup'])}` "
-                f"| `{func}` | {file} | {line} | {inl} |"
-            )
+    L += truth_table(APP_FRAMES, lambda addr: IMAGE_ADDR + addr)
     start = libc_request["stacktraces"][0]["frames"][-1]["instruction_addr"]
     L.append(f"| {len(APP_FRAMES)} | `{start}` | - | `{START_FRAME[0]}` (libc.so.6, no debug file here) | - | - | - |")
     L += [
@@ -442,9 +303,7 @@ def write_expected(path, build_id, debug_id, elf, image_size, unadjusted, libc_r
         "the statement after the call:",
         "",
     ]
-    for f, rows in zip(APP_FRAMES[1:], unadjusted):
-        desc = ", ".join(f"`{func}` {file}:{line}" for func, file, line, _ in rows)
-        L.append(f"- frame {f['index']} at `{hexaddr(f['addr'])}`: {desc}")
+    L += unadjusted_notes(APP_FRAMES, unadjusted)
     L += [
         "",
         "Source paths in the DWARF: `/home/dev/DemoApp/src/<file>` (`-fdebug-prefix-map`).",
@@ -466,15 +325,13 @@ def write_expected(path, build_id, debug_id, elf, image_size, unadjusted, libc_r
 
 
 def main():
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--binary", required=True)
-    ap.add_argument("--src", required=True)
-    ap.add_argument("--out-dir", required=True)
-    ap.add_argument("--objdump", default="objdump")
-    ap.add_argument("--symbolizer", default="llvm-symbolizer")
-    args = ap.parse_args()
+    args = parse_args(
+        __doc__,
+        ["binary", "src", "out-dir"],
+        {"objdump": "objdump", "symbolizer": "llvm-symbolizer"},
+    )
 
-    check_source(args.src)
+    check_source(args.src, APP_FRAMES)
 
     elf = Elf(args.binary)
     names = elf.section_names()
@@ -490,13 +347,14 @@ def main():
     debug_id = debug_id_from_build_id(build_id)
     print(f"build id {build_id.hex()}, debug id {debug_id}, image size {image_size:#x}")
 
-    find_addresses(read_disassembly(args.objdump, args.binary), elf.functions())
+    syms = {name: value for name, (value, _size) in elf.functions().items()}
+    find_addresses(APP_FRAMES, read_disassembly_gnu(args.objdump, args.binary), syms, X86_64)
 
-    print("ground truth (source) vs llvm-symbolizer:")
-    problems, _ = verify(args.symbolizer, args.binary)
-    if problems:
-        die("the ground truth and llvm-symbolizer disagree:\n  " + "\n  ".join(problems))
-    unadjusted = symbolize(args.symbolizer, args.binary, [f["addr"] for f in APP_FRAMES[1:]])
+    # Dies on any disagreement (or a source path not mapped to /home/dev/DemoApp); returns
+    # what the unadjusted return addresses give (for the notes in expected.md).
+    unadjusted = verify(
+        args.symbolizer, APP_FRAMES, [(args.binary, None)], path_prefix="/home/dev/DemoApp/src/"
+    )
 
     request = build_request(build_id, debug_id, image_size)
     with open(os.path.join(args.out_dir, "demo-app-request.json"), "w", encoding="utf-8") as f:
