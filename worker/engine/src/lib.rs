@@ -11,12 +11,16 @@
 //! 3. the [`result::SymbolicationResult`] is printed as JSON or rendered back into Apple's formats
 //!    by [`render`].
 //!
+//! The [`js`] module does the same for React Native JavaScript: minified or Hermes bytecode
+//! positions back to original source through source maps.
+//!
 //! The engine does no network I/O; the worker brings debug files from S3 and caches them.
 
 #![deny(missing_docs)]
 
 pub mod debug_files;
 mod guard;
+pub mod js;
 pub mod local;
 pub mod model;
 pub mod names;

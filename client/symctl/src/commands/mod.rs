@@ -1,5 +1,6 @@
 //! One module per subcommand; [`run`] dispatches.
 
+mod restore_js;
 mod symbolicate;
 
 use crate::cli::Command;
@@ -8,5 +9,6 @@ use crate::cli::Command;
 pub fn run(command: Command) -> anyhow::Result<()> {
     match command {
         Command::Symbolicate(args) => symbolicate::run(&args),
+        Command::RestoreJs(args) => restore_js::run(&args),
     }
 }

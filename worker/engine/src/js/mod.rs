@@ -1,0 +1,20 @@
+//! JavaScript (React Native) stack restoration: minified bundle positions and Hermes bytecode
+//! offsets back to original file, line, column and function.
+//!
+//! 1. [`stack::parse_stack`] reads a Hermes crash JSON or a text stack (V8/Node, JSC, Hermes);
+//! 2. [`sourcemap::JsSourceMap::parse`] prepares a source map of any kind React Native makes
+//!    (plain, indexed, RAM bundle, segmented, Metro function maps, Hermes bytecode maps) as
+//!    SourceMapCaches, once;
+//! 3. [`restore::restore`] maps every frame, following metro-symbolicate's rules;
+//! 4. [`render::metro_text`] prints the result as metro-symbolicate does, for diffing.
+
+pub mod render;
+pub mod restore;
+pub mod result;
+pub mod sourcemap;
+pub mod stack;
+
+pub use restore::restore;
+pub use result::{JsFrameResult, JsFrameStatus, JsRestoreResult};
+pub use sourcemap::{JsSourceMap, SourceMapError};
+pub use stack::{JsFrame, JsStack, StackError, parse_stack};

@@ -1,0 +1,176 @@
+//! Restoring frames: minified positions and Hermes bytecode offsets to original source.
+//!
+//! The rules are metro-symbolicate's (`Symbolication.js`), so that answers agree with it:
+//! - text frames look up (line - 1, column - 1); in legacy-format maps the file name selects a
+//!   RAM bundle module (`N.js`: line offset `x_facebook_offsets[N]`) or segment (`seg-S.js`,
+//!   `seg-S_N.js`); an unknown module or segment gives `missing_mapping`;
+//! - Hermes crash frames look up line `CJSModuleOffset` (or `SegmentID`), column
+//!   `x_hermes_function_offsets[segment][FunctionID] + ByteCodeOffset`, in the segment the
+//!   `SourceURL` selects; without function offsets the frame is `missing_mapping`.
+
+use symbolic_sourcemapcache::{ScopeLookupResult, SourceLocation};
+
+use super::result::{JsFrameResult, JsFrameStatus, JsRestoreResult};
+use super::sourcemap::{JsSourceMap, Segment};
+use super::stack::{JsFrame, JsStack, StackItem};
+
+/// Lines of context on each side of `context_line`.
+pub const CONTEXT_LINES: usize = 5;
+
+/// Restores every frame of `stack` with `map`. Never fails: unmapped frames get a status.
+pub fn restore(stack: &JsStack, map: &JsSourceMap) -> JsRestoreResult {
+    let frames = stack
+        .items
+        .iter()
+        .filter_map(|item| match item {
+            StackItem::Frame(frame) => Some(frame),
+            StackItem::Text(_) => None,
+        })
+        .enumerate()
+        .map(|(index, frame)| restore_frame(index, frame, map))
+        .collect();
+    JsRestoreResult { frames }
+}
+
+/// Restores one frame; `index` is its position among the stack's frames.
+pub fn restore_frame(index: usize, frame: &JsFrame, map: &JsSourceMap) -> JsFrameResult {
+    let missing = || JsFrameResult::empty(index, JsFrameStatus::MissingMapping);
+    match frame {
+        JsFrame::Native { .. } => JsFrameResult::empty(index, JsFrameStatus::Native),
+        JsFrame::Position {
+            file, line, column, ..
+        } => {
+            let ids = module_ids(map, file.as_deref());
+            let Some(segment) = map.segment(ids.segment) else {
+                return missing();
+            };
+            let module_offset = match ids.module {
+                Some(module) => match segment.module_offset(module) {
+                    Some(offset) => offset,
+                    None => return missing(),
+                },
+                None => 0,
+            };
+            let Some(line0) = line
+                .checked_sub(1)
+                .and_then(|l| l.checked_add(module_offset))
+            else {
+                return missing();
+            };
+            match segment.lookup(line0, column.saturating_sub(1)) {
+                Some(location) => symbolicated(index, segment, &location),
+                None => missing(),
+            }
+        }
+        JsFrame::Hermes {
+            function_id,
+            bytecode_offset,
+            segment: key,
+            source_url,
+        } => {
+            let ids = module_ids(map, source_url.as_deref());
+            let Some(segment) = map.segment(ids.segment) else {
+                return missing();
+            };
+            let Some(function_start) = segment.hermes_function_offset(*key, *function_id) else {
+                return missing();
+            };
+            let Some(column) = function_start.checked_add(*bytecode_offset) else {
+                return missing();
+            };
+            match segment.lookup(*key, column) {
+                Some(location) => symbolicated(index, segment, &location),
+                None => missing(),
+            }
+        }
+    }
+}
+
+fn symbolicated(index: usize, segment: &Segment, location: &SourceLocation<'_>) -> JsFrameResult {
+    let function = match location.scope() {
+        ScopeLookupResult::NamedScope(name) => Some(name.to_owned()),
+        ScopeLookupResult::AnonymousScope | ScopeLookupResult::Unknown => None,
+    };
+    let line = location.line() as usize;
+    let file = location.file();
+    let source_line = |n: usize| {
+        file.and_then(|f| f.line(n))
+            .map(|l| l.trim_end_matches(['\n', '\r']).to_owned())
+    };
+    let context_line = source_line(line);
+    let (pre_context, post_context) = if context_line.is_some() {
+        (
+            (line.saturating_sub(CONTEXT_LINES)..line)
+                .filter_map(source_line)
+                .collect(),
+            (line + 1..=line + CONTEXT_LINES)
+                .map_while(source_line)
+                .collect(),
+        )
+    } else {
+        (Vec::new(), Vec::new())
+    };
+    let filename = location.file_name().map(str::to_owned);
+    JsFrameResult {
+        index,
+        status: JsFrameStatus::Symbolicated,
+        function,
+        name: location.name().map(str::to_owned),
+        in_ignore_list: filename.as_deref().is_some_and(|f| segment.is_ignored(f)),
+        filename,
+        lineno: Some(location.line() + 1),
+        colno: Some(location.column() + 1),
+        context_line,
+        pre_context,
+        post_context,
+    }
+}
+
+/// Which segment and RAM bundle module a file name selects.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ModuleIds {
+    /// Segment id (0 = main bundle).
+    pub segment: u32,
+    /// RAM bundle module id, if the name gives one.
+    pub module: Option<u32>,
+}
+
+/// Metro's legacy file names: `N.js` → module N of segment 0; `seg-S.js` → segment S;
+/// `seg-S_N.js` → module N of segment S. Only in legacy-format maps; otherwise segment 0.
+/// The name is the last path component of `file`, without a query string.
+pub fn module_ids(map: &JsSourceMap, file: Option<&str>) -> ModuleIds {
+    let main = ModuleIds {
+        segment: 0,
+        module: None,
+    };
+    if !map.legacy_format() {
+        return main;
+    }
+    let Some(file) = file else { return main };
+    let name = file.split(['?', '#']).next().unwrap_or(file);
+    let name = name.rsplit('/').next().unwrap_or(name);
+    let Some(stem) = name.strip_suffix(".js") else {
+        return main;
+    };
+    let all_digits = |s: &str| !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit());
+    if all_digits(stem) {
+        return ModuleIds {
+            segment: 0,
+            module: stem.parse().ok(),
+        };
+    }
+    if let Some(rest) = stem.strip_prefix("seg-") {
+        let (segment, module) = match rest.split_once('_') {
+            Some((s, m)) if all_digits(s) && all_digits(m) => (s, Some(m)),
+            None if all_digits(rest) => (rest, None),
+            _ => return main,
+        };
+        if let Ok(segment) = segment.parse() {
+            return ModuleIds {
+                segment,
+                module: module.and_then(|m| m.parse().ok()),
+            };
+        }
+    }
+    main
+}

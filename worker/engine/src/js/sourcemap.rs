@@ -1,0 +1,398 @@
+//! Source maps prepared for lookups: every kind React Native produces, each turned into
+//! SourceMapCaches once.
+//!
+//! A [`JsSourceMap`] holds one [`Segment`] per bundle segment: segment 0 is the map itself, more
+//! come from `x_facebook_segments` (segmented RAM bundles, Hermes segments). A segment is a list
+//! of sections, each with its generated offset and a `symbolic-sourcemapcache` SourceMapCache:
+//! a plain map is one section at (0, 0); an indexed map (`sections`, also nested, as Metro's RAM
+//! bundle maps are) is flattened into its leaf sections, so that each section keeps its own
+//! Metro function map (`x_facebook_sources`). Segments also keep Metro's module line offsets
+//! (`x_facebook_offsets`) and Hermes' function offsets (`x_hermes_function_offsets`).
+//!
+//! Lookups take 0-based generated lines and columns and match only on the same generated line,
+//! as Mozilla's `source-map` (which metro-symbolicate uses) does.
+//!
+//! The JSON layout of these fields is Metro's (`metro-source-map`, `metro-symbolicate`'s
+//! `Symbolication.js`); the VLQ decoding and function-map lookups are `sourcemap`'s and
+//! `symbolic-sourcemapcache`'s.
+
+use std::collections::{BTreeMap, HashMap, HashSet};
+
+use serde::Deserialize;
+use serde_json::Value;
+use symbolic_common::{ByteView, SelfCell};
+use symbolic_sourcemapcache::{
+    SourceLocation, SourceMapCache, SourceMapCacheWriter, SourcePosition,
+};
+
+use crate::guard::no_panic;
+
+/// Why a source map could not be prepared. One line.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum SourceMapError {
+    /// Not JSON, or truncated.
+    #[error("invalid source map JSON: {0}")]
+    InvalidJson(String),
+    /// JSON, but not a source map.
+    #[error("not a source map: {0}")]
+    NotASourceMap(String),
+    /// A source map whose mappings or fields are broken (bad VLQ, out-of-range indices).
+    #[error("malformed source map: {0}")]
+    Malformed(String),
+}
+
+/// A source map ready for lookups.
+pub struct JsSourceMap {
+    segments: HashMap<u32, Segment>,
+    legacy_format: bool,
+}
+
+impl std::fmt::Debug for JsSourceMap {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("JsSourceMap")
+            .field("segments", &self.segments.len())
+            .field("legacy_format", &self.legacy_format)
+            .finish()
+    }
+}
+
+/// One bundle segment: its sections and Metro/Hermes offsets.
+pub struct Segment {
+    /// Leaf sections sorted by generated offset.
+    sections: Vec<Section>,
+    /// `x_facebook_offsets`: generated line offset of each RAM bundle module, by module id.
+    module_offsets: Vec<Option<u32>>,
+    /// `x_hermes_function_offsets`: per segment/module key, the bytecode offset of each function.
+    hermes_offsets: Option<HashMap<u32, Vec<u32>>>,
+    /// Sources listed in `x_google_ignoreList` / `ignoreList` (library code).
+    ignored_sources: HashSet<String>,
+}
+
+struct Section {
+    line: u32,
+    column: u32,
+    cache: SelfCell<ByteView<'static>, SourceMapCache<'static>>,
+}
+
+/// Top-level fields read without building a tree of the (possibly huge) mappings.
+#[derive(Deserialize)]
+struct Probe {
+    #[serde(default)]
+    version: Option<serde::de::IgnoredAny>,
+    #[serde(default)]
+    mappings: Option<serde::de::IgnoredAny>,
+    #[serde(default)]
+    sections: Option<serde::de::IgnoredAny>,
+    #[serde(default)]
+    x_facebook_segments: Option<serde::de::IgnoredAny>,
+}
+
+impl JsSourceMap {
+    /// Prepares a source map (`map`: the map file's bytes) for lookups.
+    ///
+    /// `bundle`, the minified JavaScript the map belongs to, is used to name enclosing functions
+    /// from the bundle's scopes when the map has no Metro function map; it applies to
+    /// single-section maps only. Errors: [`SourceMapError`]; never panics.
+    pub fn parse(map: &[u8], bundle: Option<&str>) -> Result<Self, SourceMapError> {
+        let map = strip_xssi_prefix(map);
+        let probe: Probe =
+            serde_json::from_slice(map).map_err(|e| SourceMapError::InvalidJson(e.to_string()))?;
+        if probe.mappings.is_none() && probe.sections.is_none() {
+            return Err(SourceMapError::NotASourceMap(
+                "neither `mappings` nor `sections` present".into(),
+            ));
+        }
+        let _ = probe.version;
+
+        if probe.sections.is_none() && probe.x_facebook_segments.is_none() {
+            // The common case, and the one with the biggest maps: one plain map. Build its
+            // cache from the original bytes without a second JSON round trip.
+            let value: SmallFields = serde_json::from_slice(map)
+                .map_err(|e| SourceMapError::InvalidJson(e.to_string()))?;
+            let text =
+                std::str::from_utf8(map).map_err(|e| SourceMapError::InvalidJson(e.to_string()))?;
+            let segment = Segment {
+                sections: vec![Section::build(0, 0, text, bundle)?],
+                module_offsets: value.x_facebook_offsets.clone().unwrap_or_default(),
+                hermes_offsets: value.hermes_offsets()?,
+                ignored_sources: value.ignored_sources(),
+            };
+            return Ok(JsSourceMap {
+                legacy_format: !segment.module_offsets.is_empty(),
+                segments: HashMap::from([(0, segment)]),
+            });
+        }
+
+        let value: Value =
+            serde_json::from_slice(map).map_err(|e| SourceMapError::InvalidJson(e.to_string()))?;
+        let mut segments = HashMap::new();
+        segments.insert(0, Segment::from_value(&value, bundle)?);
+        let legacy_format =
+            value.get("x_facebook_segments").is_some() || value.get("x_facebook_offsets").is_some();
+        if let Some(extra) = value.get("x_facebook_segments").and_then(Value::as_object) {
+            for (key, segment) in extra {
+                let id: u32 = key.parse().map_err(|_| {
+                    SourceMapError::Malformed(format!(
+                        "x_facebook_segments key {key:?} is not a number"
+                    ))
+                })?;
+                segments.insert(id, Segment::from_value(segment, None)?);
+            }
+        }
+        Ok(JsSourceMap {
+            segments,
+            legacy_format,
+        })
+    }
+
+    /// Whether file names select modules and segments (`N.js`, `seg-S.js`, `seg-S_N.js`): only in
+    /// maps with `x_facebook_segments` or `x_facebook_offsets`, as in metro-symbolicate.
+    pub fn legacy_format(&self) -> bool {
+        self.legacy_format
+    }
+
+    /// A segment by id (0 = the main bundle).
+    pub fn segment(&self, id: u32) -> Option<&Segment> {
+        self.segments.get(&id)
+    }
+}
+
+/// The small top-level fields of a plain map.
+#[derive(Deserialize, Default)]
+struct SmallFields {
+    #[serde(default)]
+    x_facebook_offsets: Option<Vec<Option<u32>>>,
+    #[serde(default)]
+    x_hermes_function_offsets: Option<BTreeMap<String, Vec<u32>>>,
+    #[serde(default)]
+    sources: Option<Vec<Option<String>>>,
+    #[serde(default, rename = "x_google_ignoreList")]
+    x_google_ignore_list: Option<Vec<u32>>,
+    #[serde(default, rename = "ignoreList")]
+    ignore_list: Option<Vec<u32>>,
+}
+
+impl SmallFields {
+    fn hermes_offsets(&self) -> Result<Option<HashMap<u32, Vec<u32>>>, SourceMapError> {
+        let Some(offsets) = &self.x_hermes_function_offsets else {
+            return Ok(None);
+        };
+        let mut out = HashMap::with_capacity(offsets.len());
+        for (key, list) in offsets {
+            let id: u32 = key.parse().map_err(|_| {
+                SourceMapError::Malformed(format!(
+                    "x_hermes_function_offsets key {key:?} is not a number"
+                ))
+            })?;
+            out.insert(id, list.clone());
+        }
+        Ok(Some(out))
+    }
+
+    fn ignored_sources(&self) -> HashSet<String> {
+        let sources = self.sources.as_deref().unwrap_or_default();
+        self.x_google_ignore_list
+            .iter()
+            .chain(self.ignore_list.iter())
+            .flatten()
+            .filter_map(|&i| sources.get(i as usize).cloned().flatten())
+            .collect()
+    }
+}
+
+impl Segment {
+    fn from_value(value: &Value, bundle: Option<&str>) -> Result<Self, SourceMapError> {
+        if !value.is_object() {
+            return Err(SourceMapError::NotASourceMap(
+                "a segment map is not an object".into(),
+            ));
+        }
+        let small: SmallFields = serde_json::from_value(strip_big_fields(value))
+            .map_err(|e| SourceMapError::Malformed(e.to_string()))?;
+        let mut leaves = Vec::new();
+        collect_leaves(value, 0, 0, &mut leaves, 0)?;
+        // The bundle's scopes only line up with a single section at the origin.
+        let bundle = if leaves.len() == 1 && leaves[0].0 == 0 && leaves[0].1 == 0 {
+            bundle
+        } else {
+            None
+        };
+        let mut sections = Vec::with_capacity(leaves.len());
+        let mut ignored_sources = small.ignored_sources();
+        for (line, column, leaf) in leaves {
+            let leaf_small: SmallFields = serde_json::from_value(strip_big_fields(leaf))
+                .map_err(|e| SourceMapError::Malformed(e.to_string()))?;
+            ignored_sources.extend(leaf_small.ignored_sources());
+            let text = if leaf.get("version").is_some() {
+                serde_json::to_string(leaf)
+            } else {
+                // Metro omits `version` in some section maps; the decoder wants it.
+                let mut leaf = leaf.clone();
+                leaf["version"] = Value::from(3);
+                serde_json::to_string(&leaf)
+            }
+            .map_err(|e| SourceMapError::Malformed(e.to_string()))?;
+            sections.push(Section::build(line, column, &text, bundle)?);
+        }
+        sections.sort_by_key(|s| (s.line, s.column));
+        Ok(Segment {
+            sections,
+            module_offsets: small.x_facebook_offsets.clone().unwrap_or_default(),
+            hermes_offsets: small.hermes_offsets()?,
+            ignored_sources,
+        })
+    }
+
+    /// Looks up a 0-based generated position; `None` when nothing maps there (no mapping on
+    /// that line at or before the column, or an unmapped segment).
+    pub fn lookup(&self, line: u32, column: u32) -> Option<SourceLocation<'_>> {
+        let after = self
+            .sections
+            .partition_point(|s| (s.line, s.column) <= (line, column));
+        let section = self.sections[..after].last()?;
+        let local_line = line - section.line;
+        let local_column = if local_line == 0 {
+            column - section.column
+        } else {
+            column
+        };
+        section
+            .cache
+            .get()
+            .lookup(SourcePosition::new(local_line, local_column))
+    }
+
+    /// The generated line offset of RAM bundle module `id` (`x_facebook_offsets`), if known.
+    pub fn module_offset(&self, id: u32) -> Option<u32> {
+        self.module_offsets.get(id as usize).copied().flatten()
+    }
+
+    /// The bytecode offset of Hermes function `function_id` in segment/module `key`
+    /// (`x_hermes_function_offsets[key][function_id]`).
+    pub fn hermes_function_offset(&self, key: u32, function_id: u32) -> Option<u32> {
+        self.hermes_offsets
+            .as_ref()?
+            .get(&key)?
+            .get(function_id as usize)
+            .copied()
+    }
+
+    /// Whether this segment has Hermes function offsets at all.
+    pub fn has_hermes_offsets(&self) -> bool {
+        self.hermes_offsets.is_some()
+    }
+
+    /// Whether `source` is on the map's ignore list (library code).
+    pub fn is_ignored(&self, source: &str) -> bool {
+        self.ignored_sources.contains(source)
+    }
+}
+
+impl Section {
+    fn build(
+        line: u32,
+        column: u32,
+        map: &str,
+        bundle: Option<&str>,
+    ) -> Result<Self, SourceMapError> {
+        let bytes = no_panic(|| {
+            let writer =
+                SourceMapCacheWriter::new(bundle.unwrap_or(""), map).map_err(|e| e.to_string())?;
+            let mut bytes = Vec::new();
+            writer.serialize(&mut bytes).map_err(|e| e.to_string())?;
+            Ok(bytes)
+        })
+        .map_err(SourceMapError::Malformed)?;
+        let cache = SelfCell::try_new(ByteView::from_vec(bytes), |data| {
+            // SAFETY: `data` points into the ByteView owned by the cell.
+            SourceMapCache::parse(unsafe { &*data })
+        })
+        .map_err(|e| SourceMapError::Malformed(format!("source map cache: {e}")))?;
+        Ok(Section {
+            line,
+            column,
+            cache,
+        })
+    }
+}
+
+const MAX_SECTION_DEPTH: usize = 8;
+
+/// Flattens (possibly nested) `sections` into `(line, column, leaf map)` with absolute offsets.
+fn collect_leaves<'a>(
+    map: &'a Value,
+    line: u32,
+    column: u32,
+    out: &mut Vec<(u32, u32, &'a Value)>,
+    depth: usize,
+) -> Result<(), SourceMapError> {
+    let Some(sections) = map.get("sections") else {
+        if map.get("mappings").is_none() {
+            return Err(SourceMapError::NotASourceMap(
+                "a section map has neither `mappings` nor `sections`".into(),
+            ));
+        }
+        out.push((line, column, map));
+        return Ok(());
+    };
+    if depth >= MAX_SECTION_DEPTH {
+        return Err(SourceMapError::Malformed(
+            "sections nested too deeply".into(),
+        ));
+    }
+    let sections = sections
+        .as_array()
+        .ok_or_else(|| SourceMapError::Malformed("`sections` is not an array".into()))?;
+    for (i, section) in sections.iter().enumerate() {
+        let offset = |key: &str| -> Result<u32, SourceMapError> {
+            section
+                .pointer(&format!("/offset/{key}"))
+                .and_then(Value::as_u64)
+                .and_then(|n| u32::try_from(n).ok())
+                .ok_or_else(|| {
+                    SourceMapError::Malformed(format!("sections[{i}].offset.{key} is missing"))
+                })
+        };
+        let (l, c) = (offset("line")?, offset("column")?);
+        let Some(inner) = section.get("map") else {
+            // A section that only references another file by `url` cannot be resolved here.
+            continue;
+        };
+        let abs_line = line + l;
+        let abs_column = if l == 0 { column + c } else { c };
+        collect_leaves(inner, abs_line, abs_column, out, depth + 1)?;
+    }
+    Ok(())
+}
+
+/// A copy of the map object without its large fields, for reading the small ones.
+fn strip_big_fields(value: &Value) -> Value {
+    match value {
+        Value::Object(obj) => Value::Object(
+            obj.iter()
+                .filter(|(k, _)| {
+                    !matches!(
+                        k.as_str(),
+                        "mappings"
+                            | "sections"
+                            | "sourcesContent"
+                            | "names"
+                            | "x_facebook_sources"
+                            | "x_facebook_segments"
+                    )
+                })
+                .map(|(k, v)| (k.clone(), v.clone()))
+                .collect(),
+        ),
+        other => other.clone(),
+    }
+}
+
+/// Strips the `)]}'` anti-XSSI prefix some servers put before JSON.
+fn strip_xssi_prefix(map: &[u8]) -> &[u8] {
+    let trimmed = map.trim_ascii_start();
+    match trimmed.strip_prefix(b")]}'") {
+        Some(rest) => rest,
+        None => trimmed,
+    }
+}
