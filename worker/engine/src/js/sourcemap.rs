@@ -95,6 +95,11 @@ impl JsSourceMap {
     /// single-section maps only. Errors: [`SourceMapError`]; never panics.
     pub fn parse(map: &[u8], bundle: Option<&str>) -> Result<Self, SourceMapError> {
         let map = strip_xssi_prefix(map);
+        if map.first().is_some_and(|&b| b != b'{') {
+            return Err(SourceMapError::NotASourceMap(
+                "the top level is not a JSON object".into(),
+            ));
+        }
         let probe: Probe =
             serde_json::from_slice(map).map_err(|e| SourceMapError::InvalidJson(e.to_string()))?;
         if probe.mappings.is_none() && probe.sections.is_none() {

@@ -7,4 +7,6 @@ mod bad_input;
 mod crashprobe;
 mod demo;
 mod formats;
+mod js_bad_input;
+mod js_metro;
 mod support;

@@ -60,3 +60,37 @@ pub fn frames_in<'a>(thread: &'a ThreadResult, images: &[&str]) -> Vec<&'a Frame
         .filter(|f| f.image.as_deref().is_some_and(|i| images.contains(&i)))
         .collect()
 }
+
+/// Restores `stack` (file contents) with the map at `map` (a fixture path).
+pub fn restore_js(
+    map: &PathBuf,
+    bundle: Option<&PathBuf>,
+    stack: &[u8],
+    column_base: u32,
+) -> symcluster_engine::js::JsRestoreResult {
+    use symcluster_engine::js::{JsSourceMap, parse_stack, restore};
+    let bundle = bundle.map(|b| std::fs::read_to_string(b).unwrap());
+    let map = JsSourceMap::parse(&std::fs::read(map).unwrap(), bundle.as_deref())
+        .unwrap_or_else(|e| panic!("{}: {e}", map.display()));
+    let stack = parse_stack(stack, column_base).unwrap();
+    restore(&stack, &map)
+}
+
+/// `(filename, lineno, colno, function, name)` of a JS frame.
+pub fn js_summary(
+    frame: &symcluster_engine::js::JsFrameResult,
+) -> (
+    Option<&str>,
+    Option<u32>,
+    Option<u32>,
+    Option<&str>,
+    Option<&str>,
+) {
+    (
+        frame.filename.as_deref(),
+        frame.lineno,
+        frame.colno,
+        frame.function.as_deref(),
+        frame.name.as_deref(),
+    )
+}
