@@ -1,7 +1,8 @@
 /* DemoApp: the shopping cart, a class.
  *
- * Test-fixture source (see index.js). Do not move the marked line:
- *   line 22 col 19  Cart#checkout: `computeTotal(this.items, ...)`  [js-frame 4] call
+ * Test-fixture source (see index.js for the notation). Do not move the marked line:
+ *   [js-frame 4] line 24, col 19 (`computeTotal`) / col 31 (`(`): Cart#checkout calls
+ *                the helper computeTotal() of pricing.js
  */
 import {computeTotal} from './pricing';
 import {formatMoney} from './util';

@@ -1,13 +1,16 @@
 /* DemoApp, a React-Native-like app: the entry module (Metro's entry file).
  *
- * Test-fixture source: dist/ and expected.md are generated from it and depend
- * on the line/column (1-based) of the marked lines. Do not move them:
- *   line 20 col 15  App:       `cart.checkout()`   [js-frame 5] call (col 10 = `cart`)
- *   line 24 col 13  <global>:  `AppRegistry.runApplication(...)`  [js-frame 7]
- *                              call (col 1 = `AppRegistry`)
- * make_expected.js checks the `[js-frame N]` markers and fails if they moved.
- * The crash: the second item has no price, so computeTotal() (pricing.js)
- * throws `new Error('price missing')` from a callback of Array.prototype.map.
+ * Test-fixture source: dist/ and expected.md are generated from it and depend on
+ * the lines and columns (1-based) of the marked lines. Do not move them:
+ *   [js-frame 5] line 23, col 15 (`checkout`) / col 23 (`(`): App calls cart.checkout()
+ *   [js-frame 7] line 27, col 13 (`runApplication`) / col 27 (`(`): the module's top
+ *                level calls AppRegistry.runApplication()
+ * The first column is where V8 puts a call (the callee's name; `new` for `new X()`),
+ * the second where Hermes does (the `(` of the arguments). make-expected.js checks
+ * these notes against the `[js-frame N]` markers and fails if they disagree.
+ *
+ * The crash: the second item has no price, so computeTotal() (pricing.js) throws
+ * `new Error('price missing')` from the arrow function it passes to Array.prototype.map.
  */
 import {Cart} from './cart';
 import {AppRegistry} from './util';

@@ -1,7 +1,8 @@
 /* DemoApp: a tiny AppRegistry (like React Native's) and a formatting helper.
  *
- * Test-fixture source (see index.js). Do not move the marked line:
- *   line 21 col 12  AppRegistry.runApplication: `component(props)`  [js-frame 6] call
+ * Test-fixture source (see index.js for the notation). Do not move the marked line:
+ *   [js-frame 6] line 23, col 12 (`component`) / col 21 (`(`): runApplication calls
+ *                the registered component
  */
 
 const registry = {};
@@ -18,6 +19,7 @@ export const AppRegistry = {
       throw new Error('no such application: ' + name);
     }
     const component = provider();
+    // the call into index.js
     return component(props); // [js-frame 6]
   },
 };

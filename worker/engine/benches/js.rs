@@ -7,7 +7,7 @@
 //! - **cold, time to first frame**: read + prepare the map and restore one frame (engine:
 //!   in-process `JsSourceMap::parse` + `restore`; metro-symbolicate: one process, one frame);
 //! - **warm frames/s**: restoring `FRAMES` frames once the map is prepared (engine: criterion on
-//!   `restore`; metro-symbolicate: (t(FRAMES) − t(1)) / (FRAMES − 1) over two processes).
+//!   `restore`, with and without the 5 lines of source context metro does not produce; metro-symbolicate: (t(FRAMES) − t(1)) / (FRAMES − 1) over two processes).
 //!
 //! Also checks that both tools give the same file:line:name for every frame. Needs
 //! `metro-symbolicate` (`bash scripts/install-reference-tools.sh`, or set `METRO_SYMBOLICATE`);
@@ -19,12 +19,14 @@ use std::time::{Duration, Instant};
 
 use criterion::{Criterion, Throughput};
 use sourcemap::SourceMapBuilder;
-use symcluster_engine::js::{parse_stack, render, restore, JsSourceMap};
+use symcluster_engine::js::{
+    JsSourceMap, RestoreOptions, parse_stack, render, restore, restore_with,
+};
 
 const MODULES: u32 = 2_500;
 const TOKENS_PER_MODULE: u32 = 600;
 const SOURCE_LINES: u32 = 200;
-const FRAMES: usize = 50_000;
+const FRAMES: usize = 200_000;
 
 fn main() {
     let target = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../target/bench-js");
@@ -58,21 +60,40 @@ fn main() {
     let mut group = c.benchmark_group("js-warm");
     group.throughput(Throughput::Elements(FRAMES as u64));
     group.bench_function("engine/restore", |b| b.iter(|| restore(&stack, &map)));
+    let bare = RestoreOptions { context_lines: 0 };
+    group.bench_function("engine/restore-no-context", |b| {
+        b.iter(|| restore_with(&stack, &map, bare))
+    });
     group.finish();
     c.final_summary();
     let warm_engine_ns = mean_ns("js-warm/engine_restore");
+    let bare_engine_ns = mean_ns("js-warm/engine_restore-no-context");
 
     println!(
         "\nReact Native stack restoration, {:.1} MB source map ({MODULES} modules):",
         map_bytes.len() as f64 / 1e6
     );
-    println!("  symcluster cold (prepare map + first frame): {:>8.0} ms", ms(cold_engine));
+    println!(
+        "  symcluster cold (prepare map + first frame): {:>8.0} ms",
+        ms(cold_engine)
+    );
     if let Some(ns) = warm_engine_ns {
-        println!("  symcluster warm: {:>12.0} frames/s", FRAMES as f64 / (ns / 1e9));
+        println!(
+            "  symcluster warm, 5 lines of context: {:>10.0} frames/s",
+            FRAMES as f64 / (ns / 1e9)
+        );
+    }
+    if let Some(ns) = bare_engine_ns {
+        println!(
+            "  symcluster warm, no context (metro's work): {:>10.0} frames/s",
+            FRAMES as f64 / (ns / 1e9)
+        );
     }
 
     let Some(metro) = metro_symbolicate() else {
-        println!("  metro-symbolicate not found (bash scripts/install-reference-tools.sh): no ratio");
+        println!(
+            "  metro-symbolicate not found (bash scripts/install-reference-tools.sh): no ratio"
+        );
         return;
     };
     // metro-symbolicate exits before a pipe is drained: its output goes to a file.
@@ -98,17 +119,33 @@ fn main() {
     // Same answers? Compare metro's text output with ours, line by line.
     let (_, metro_text) = run_metro(&target.join("stack-all.txt"));
     let ours = render::metro_text(&stack_all, &stack, &restore(&stack, &map), &map, 1);
-    let same = metro_text.lines().zip(ours.lines()).filter(|(a, b)| a == b).count();
+    let same = metro_text
+        .lines()
+        .zip(ours.lines())
+        .filter(|(a, b)| a == b)
+        .count();
     if let Some((a, b)) = metro_text.lines().zip(ours.lines()).find(|(a, b)| a != b) {
         println!("  first difference: metro {a:?}, symcluster {b:?}");
     }
 
-    println!("  metro-symbolicate cold (node start, parse, first frame): {:>8.0} ms", ms(cold_metro));
+    println!(
+        "  metro-symbolicate cold (node start, parse, first frame): {:>8.0} ms",
+        ms(cold_metro)
+    );
     println!("  metro-symbolicate warm: {:>12.0} frames/s", warm_metro);
-    println!("  ratio cold (metro / symcluster): {:.1}x faster", ms(cold_metro) / ms(cold_engine));
+    println!(
+        "  ratio cold (metro / symcluster): {:.1}x faster",
+        ms(cold_metro) / ms(cold_engine)
+    );
+    if let Some(ns) = bare_engine_ns {
+        println!(
+            "  ratio warm, same work (symcluster / metro): {:.1}x faster",
+            (FRAMES as f64 / (ns / 1e9)) / warm_metro
+        );
+    }
     if let Some(ns) = warm_engine_ns {
         println!(
-            "  ratio warm (symcluster / metro): {:.1}x faster",
+            "  ratio warm, symcluster with context (symcluster / metro): {:.1}x",
             (FRAMES as f64 / (ns / 1e9)) / warm_metro
         );
     }
@@ -129,7 +166,9 @@ fn generate_map(path: &Path) {
         let source = format!("/app/src/feature{}/module{module}.js", module % 40);
         let id = builder.add_source(&source);
         let contents: String = (0..SOURCE_LINES)
-            .map(|l| format!("  const value{l} = compute{module}(input{l}, options); // line {l}\n"))
+            .map(|l| {
+                format!("  const value{l} = compute{module}(input{l}, options); // line {l}\n")
+            })
             .collect();
         builder.set_source_contents(id, Some(&contents));
         for t in 0..TOKENS_PER_MODULE {

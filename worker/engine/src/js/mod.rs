@@ -14,7 +14,7 @@ pub mod result;
 pub mod sourcemap;
 pub mod stack;
 
-pub use restore::restore;
+pub use restore::{RestoreOptions, restore, restore_with};
 pub use result::{JsFrameResult, JsFrameStatus, JsRestoreResult};
 pub use sourcemap::{JsSourceMap, SourceMapError};
 pub use stack::{JsFrame, JsStack, StackError, parse_stack};

@@ -13,7 +13,7 @@ use std::sync::LazyLock;
 use regex::{Captures, Regex};
 use serde_json::{Value, json};
 
-use super::restore::restore_frame;
+use super::restore::{RestoreOptions, restore_frame};
 use super::result::{JsFrameResult, JsFrameStatus, JsRestoreResult};
 use super::sourcemap::JsSourceMap;
 use super::stack::{JsFrame, JsStack, JsStackKind};
@@ -75,7 +75,7 @@ fn rewrite_line(line: &str, map: &JsSourceMap, column_base: u32) -> String {
                 },
                 _ => JsFrame::Native { function: None },
             };
-            let restored = restore_frame(0, &frame, map);
+            let restored = restore_frame(0, &frame, map, RestoreOptions { context_lines: 0 });
             format!(
                 "{}:{}:{}",
                 restored.filename.as_deref().unwrap_or("null"),

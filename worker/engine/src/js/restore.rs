@@ -14,11 +14,37 @@ use super::result::{JsFrameResult, JsFrameStatus, JsRestoreResult};
 use super::sourcemap::{JsSourceMap, Segment};
 use super::stack::{JsFrame, JsStack, StackItem};
 
-/// Lines of context on each side of `context_line`.
+/// Lines of context on each side of `context_line`, by default.
 pub const CONTEXT_LINES: usize = 5;
 
-/// Restores every frame of `stack` with `map`. Never fails: unmapped frames get a status.
+/// What [`restore_with`] adds to each frame.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RestoreOptions {
+    /// Source lines of context on each side of `context_line` (0: none, and no
+    /// `context_line` either).
+    pub context_lines: usize,
+}
+
+impl Default for RestoreOptions {
+    fn default() -> Self {
+        RestoreOptions {
+            context_lines: CONTEXT_LINES,
+        }
+    }
+}
+
+/// Restores every frame of `stack` with `map`, with [`CONTEXT_LINES`] lines of context.
+/// Never fails: unmapped frames get a status.
 pub fn restore(stack: &JsStack, map: &JsSourceMap) -> JsRestoreResult {
+    restore_with(stack, map, RestoreOptions::default())
+}
+
+/// [`restore`] with explicit options.
+pub fn restore_with(
+    stack: &JsStack,
+    map: &JsSourceMap,
+    options: RestoreOptions,
+) -> JsRestoreResult {
     let frames = stack
         .items
         .iter()
@@ -27,13 +53,18 @@ pub fn restore(stack: &JsStack, map: &JsSourceMap) -> JsRestoreResult {
             StackItem::Text(_) => None,
         })
         .enumerate()
-        .map(|(index, frame)| restore_frame(index, frame, map))
+        .map(|(index, frame)| restore_frame(index, frame, map, options))
         .collect();
     JsRestoreResult { frames }
 }
 
 /// Restores one frame; `index` is its position among the stack's frames.
-pub fn restore_frame(index: usize, frame: &JsFrame, map: &JsSourceMap) -> JsFrameResult {
+pub fn restore_frame(
+    index: usize,
+    frame: &JsFrame,
+    map: &JsSourceMap,
+    options: RestoreOptions,
+) -> JsFrameResult {
     let missing = || JsFrameResult::empty(index, JsFrameStatus::MissingMapping);
     match frame {
         JsFrame::Native { .. } => JsFrameResult::empty(index, JsFrameStatus::Native),
@@ -58,7 +89,7 @@ pub fn restore_frame(index: usize, frame: &JsFrame, map: &JsSourceMap) -> JsFram
                 return missing();
             };
             match segment.lookup(line0, column.saturating_sub(1)) {
-                Some(location) => symbolicated(index, segment, &location),
+                Some(location) => symbolicated(index, segment, &location, options),
                 None => missing(),
             }
         }
@@ -79,14 +110,19 @@ pub fn restore_frame(index: usize, frame: &JsFrame, map: &JsSourceMap) -> JsFram
                 return missing();
             };
             match segment.lookup(*key, column) {
-                Some(location) => symbolicated(index, segment, &location),
+                Some(location) => symbolicated(index, segment, &location, options),
                 None => missing(),
             }
         }
     }
 }
 
-fn symbolicated(index: usize, segment: &Segment, location: &SourceLocation<'_>) -> JsFrameResult {
+fn symbolicated(
+    index: usize,
+    segment: &Segment,
+    location: &SourceLocation<'_>,
+    options: RestoreOptions,
+) -> JsFrameResult {
     let function = match location.scope() {
         ScopeLookupResult::NamedScope(name) => Some(name.to_owned()),
         ScopeLookupResult::AnonymousScope | ScopeLookupResult::Unknown => None,
