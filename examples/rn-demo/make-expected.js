@@ -114,7 +114,7 @@ function libSite(frame) {
 
 function groundTruth() {
   const sites = appSites();
-  return FRAMES.map((f, index) => {
+  const truth = FRAMES.map((f, index) => {
     let site = null;
     if (f.kind === 'app') {
       site = sites.get(index);
@@ -126,7 +126,8 @@ function groundTruth() {
     }
     return {...f, index, site};
   });
-  // (a marker left in `sites` would be a frame this table does not know)
+  for (const n of sites.keys()) die(`[js-frame ${n}] in src/ is not a frame of FRAMES`);
+  return truth;
 }
 
 // --- the stacks ------------------------------------------------------------------------------
@@ -137,14 +138,15 @@ const STACKS = [
     engine: 'V8 (node), real',
     columns: 'v8',
     columnStart: 1, // V8's columns are 1-based
-    names: ['at '],
+    messageLines: 1, // "Error: price missing"
   },
   {
     file: 'dist/stack-jsc.txt',
     map: 'dist/index.bundle.map',
-    engine: "JavaScriptCore form, derived from the V8 frames (run.js)",
+    engine: "JavaScriptCore's form, derived from the V8 frames (run.js); frames only, as in JSC's error.stack",
     columns: 'v8',
     columnStart: 1,
+    messageLines: 0,
   },
   {
     file: 'dist/stack-hermes.txt',
@@ -152,13 +154,14 @@ const STACKS = [
     engine: 'Hermes (hermes VM on the bytecode), real',
     columns: 'hermes',
     columnStart: 0, // Hermes prints the bytecode's virtual offset, which starts at 0
+    messageLines: 1,
   },
 ];
 
 // One frame of any of the three forms: its text as in the stack, its position (or none).
-function parseStack(text) {
+function parseStack(text, messageLines) {
   const lines = text.replace(/\n$/, '').split('\n');
-  return lines.slice(1).map((raw) => {
+  return lines.slice(messageLines).map((raw) => {
     const m = /([^\s(@]+):(\d+):(\d+)\)?$/.exec(raw);
     return m
       ? {raw, file: m[1], line: +m[2], column: +m[3]}
@@ -212,12 +215,12 @@ function main() {
     const context = Symbolication.createContext(SourceMapConsumer, mapText, {
       inputColumnStart: st.columnStart,
     });
-    const frames = parseStack(fs.readFileSync(path.join(HERE, st.file), 'utf8'));
+    const frames = parseStack(fs.readFileSync(path.join(HERE, st.file), 'utf8'), st.messageLines);
     if (frames.length !== truth.length) {
       die(`${st.file}: ${frames.length} frames, expected ${truth.length}`);
     }
     const cli = symbolicateCli(st.map, st.file, st.columnStart);
-    const cliLines = cli.out.replace(/\n$/, '').split('\n').slice(1);
+    const cliLines = cli.out.replace(/\n$/, '').split('\n').slice(st.messageLines);
 
     md.push(
       '',
@@ -268,24 +271,29 @@ function main() {
     let note = '';
     if (st.columnStart !== 0) {
       const zero = Symbolication.createContext(SourceMapConsumer, mapText, {});
-      const show = (p) => `${path.basename(p.source ?? 'null')}:${p.line}:${p.column == null ? null : p.column + 1} ${p.name}`;
+      const show = (p) =>
+        `${path.basename(p.source ?? 'null')}:${p.line}:${p.column == null ? null : p.column + 1}`;
       const differ = [];
+      let onlyColumns = true;
       frames.forEach((f, i) => {
         if (f.line == null) return;
-        const a = show(context.getOriginalPositionFor(f.line, f.column));
-        const b = show(zero.getOriginalPositionFor(f.line, f.column));
-        if (a !== b) differ.push(`frame ${i}: ${b} instead of ${a}`);
+        const a = context.getOriginalPositionFor(f.line, f.column);
+        const b = zero.getOriginalPositionFor(f.line, f.column);
+        if (show(a) === show(b) && a.name === b.name) return;
+        if (a.source !== b.source || a.line !== b.line || a.name !== b.name) onlyColumns = false;
+        differ.push(`frame ${i}: ${show(b)} ${b.name} instead of ${show(a)} ${a.name}`);
       });
-      note = differ.length === 0
-        ? `Without \`--input-column-start ${st.columnStart}\` (the columns read as 0-based, one too far ` +
-          'right) metro-symbolicate gives the same answers for this stack, columns included.'
-        : `Without \`--input-column-start ${st.columnStart}\` (the columns read as 0-based, one too far ` +
-          'right) metro-symbolicate gives the same files, lines and functions here but not ' +
-          `always the same column (JS API, 1-based): ${differ.join('; ')}.`;
-      if (differ.some((d) => !/^frame \d+: (\S+:\d+):\d+ (\S+) instead of \1:\d+ \2$/.test(d))) {
-        note = note.replace('the same files, lines and functions here but not always the same column',
-          'other answers');
-      }
+      const without =
+        `Without \`--input-column-start ${st.columnStart}\` (the columns read as 0-based, one ` +
+        'too far right) metro-symbolicate gives ';
+      note =
+        differ.length === 0
+          ? without + 'the same answers for this stack, columns included.'
+          : without +
+            (onlyColumns
+              ? 'the same files, lines and functions, but not the same columns'
+              : 'other answers') +
+            ` (JS API, 1-based): ${differ.join('; ')}.`;
     }
     md.push(
       '',

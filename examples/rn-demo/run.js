@@ -5,8 +5,9 @@
  * writes:
  *
  *   OUT_DIR/stack-v8.txt   error.stack, the text V8 made (real)
- *   OUT_DIR/stack-jsc.txt  the same frames in JavaScriptCore's `fn@file:line:col` form
- *                          (derived from the V8 frames: there is no JSC here)
+ *   OUT_DIR/stack-jsc.txt  the same frames in JavaScriptCore's `fn@file:line:col` form, as
+ *                          JSC's error.stack has them (no message line); derived from the
+ *                          V8 frames, there is no JSC here
  *
  *   node run.js BUNDLE OUT_DIR
  *
@@ -76,11 +77,12 @@ function main() {
   }
   fs.writeFileSync(path.join(outDir, 'stack-v8.txt'), stack + '\n');
 
-  // JSC: "fn@file:line:col"; JSC names a function by its own name, without V8's receiver
-  // type ("Object.", "Cart.", "new "): the last dotted part of V8's name. An anonymous
-  // function is "@file:line:col", the script's global code (the last frame here)
-  // "global code@...", a native function "fn@[native code]". Lines and columns are V8's.
-  const jsc = [err.message];
+  // JSC: "fn@file:line:col", one frame a line; JSC's error.stack has no message line.
+  // JSC names a function by its own name, without V8's receiver type ("Object.", "Cart.",
+  // "new "): the last dotted part of V8's name. An anonymous function is "@file:line:col",
+  // the script's global code (the last frame here) "global code@...", a native function
+  // "fn@[native code]". Lines and columns are V8's.
+  const jsc = [];
   for (const [i, f] of v8Frames.entries()) {
     let fn = f.fn ?? (i === v8Frames.length - 1 ? 'global code' : '');
     fn = fn.replace(/^new /, '').replace(/^async /, '');

@@ -122,3 +122,86 @@ fn missing_report_file_fails_with_one_line() {
         "{err}"
     );
 }
+
+fn metro_fixture(rel: &str) -> PathBuf {
+    let root = std::env::var_os("SYMCLUSTER_FIXTURES")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| repo().join("../shared/fixtures"));
+    root.join("js/metro-symbolicate/__fixtures__").join(rel)
+}
+
+#[test]
+fn restore_js_json_output_follows_the_contract() {
+    let map = metro_fixture("with-function-map.js.map");
+    let dir = tempfile::tempdir().unwrap();
+    let stack = dir.path().join("stack.txt");
+    // metro's fixture with 0-based columns, made 1-based as the contract reads them.
+    std::fs::write(&stack, "Object.throwSmthInner@bundle.js:427:175\n").unwrap();
+    let out = symctl(&[
+        "restore-js",
+        "--sourcemap",
+        map.to_str().unwrap(),
+        "--format",
+        "json",
+        stack.to_str().unwrap(),
+    ]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let json: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let frame = &json["frames"][0];
+    assert_eq!(frame["index"], 0);
+    assert_eq!(frame["status"], "symbolicated");
+    assert_eq!(frame["filename"], "/js/RKJSModules/segmented/biz.js");
+    assert_eq!(frame["lineno"], 5);
+    assert_eq!(frame["function"], "module.exports.throwSmthInner");
+}
+
+#[test]
+fn restore_js_text_output_mirrors_metro_symbolicate() {
+    let map = metro_fixture("testfile.js.map");
+    let stack = metro_fixture("testfile.stack");
+    let out = symctl(&[
+        "restore-js",
+        "--sourcemap",
+        map.to_str().unwrap(),
+        "--format",
+        "text",
+        "--input-column-start",
+        "0",
+        stack.to_str().unwrap(),
+    ]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    // metro-symbolicate's snapshot for this input, verbatim.
+    assert_eq!(
+        String::from_utf8(out.stdout).unwrap(),
+        "thrower.js:18:null\nthrower.js:30:arg\nnull:null:null\nthrower.js:30:arguments\n\
+         thrower.js:35:this\neval code\nnull:null:null\nthrower.js:27:null\nthrower.js:39:throws3\n\
+         thrower.js:44:throws2\nthrower.js:49:throws1\nthrower.js:53:throws0\n\
+         global thrower.js:1:null\n"
+    );
+}
+
+#[test]
+fn restore_js_malformed_map_fails_with_one_line() {
+    let dir = tempfile::tempdir().unwrap();
+    let map = dir.path().join("broken.map");
+    std::fs::write(
+        &map,
+        r#"{"version": 3, "sources": ["a.js"], "mappings": "AAAA;AA"#,
+    )
+    .unwrap();
+    let stack = dir.path().join("stack.txt");
+    std::fs::write(&stack, "at f (a.js:1:1)\n").unwrap();
+    let out = symctl(&[
+        "restore-js",
+        "--sourcemap",
+        map.to_str().unwrap(),
+        stack.to_str().unwrap(),
+    ]);
+    assert_eq!(out.status.code(), Some(1));
+    let err = stderr(&out);
+    assert_eq!(err.lines().count(), 1, "{err}");
+    assert!(
+        err.contains("invalid source map JSON: EOF while parsing"),
+        "{err}"
+    );
+}
