@@ -133,15 +133,14 @@ fn symbolicated(
         file.and_then(|f| f.line(n))
             .map(|l| l.trim_end_matches(['\n', '\r']).to_owned())
     };
-    let context_line = source_line(line);
+    let context = options.context_lines;
+    let context_line = if context > 0 { source_line(line) } else { None };
     let (pre_context, post_context) = if context_line.is_some() {
         (
-            (line.saturating_sub(CONTEXT_LINES)..line)
+            (line.saturating_sub(context)..line)
                 .filter_map(source_line)
                 .collect(),
-            (line + 1..=line + CONTEXT_LINES)
-                .map_while(source_line)
-                .collect(),
+            (line + 1..=line + context).map_while(source_line).collect(),
         )
     } else {
         (Vec::new(), Vec::new())

@@ -3,8 +3,11 @@
 //! Text stacks are read one line at a time. A line is a frame when it ends in a
 //! `file:line:col` position (optionally inside parentheses) or in `[native code]`:
 //! - V8 / Node: `at fn (file:line:col)`, `at file:line:col`, `at fn ([native code])`,
+//!   `at Array.map (<anonymous>)` (a builtin: native),
 //!   `at eval (eval at file:line:col)` (the position is the last one on the line);
-//! - Hermes: `at fn (address at file:line:col)`, where `col` is the 1-based bytecode offset;
+//! - Hermes: `at fn (address at file:line:col)`, where `col` is the bytecode offset, which
+//!   Hermes prints **0-based** (`JSError.cpp`; checked against the Hermes VM's own output in
+//!   `examples/rn-demo`); `at fn (native)` is a native frame;
 //! - JSC: `fn@file:line:col` (names may contain spaces: `global code@…`), `fn@[native code]`;
 //! - bare `file:line:col`.
 //!
@@ -56,7 +59,8 @@ pub enum JsFrame {
         file: Option<String>,
         /// 1-based line.
         line: u32,
-        /// 1-based column (for Hermes `address at`: the bytecode offset + 1).
+        /// 1-based column (for Hermes `address at`: the 0-based bytecode offset Hermes prints,
+        /// plus 1).
         column: u32,
     },
     /// A Hermes crash JSON frame.
@@ -217,6 +221,13 @@ pub fn parse_line(line: &str, column_base: u32) -> Option<JsFrame> {
         }
     };
     let (file, line_no, column) = last_position(location)?;
+    // Hermes prints `address at F:1:N` with N the 0-based bytecode offset (Hermes'
+    // `JSError.cpp`), whatever base the stack's other columns use.
+    let column_base = if location.trim_start().starts_with("address at ") {
+        0
+    } else {
+        column_base
+    };
     // A bare `file:line:col` must be just that; prose that ends in a position is not a frame.
     if !v8 && function.is_none() && file.contains(char::is_whitespace) {
         return None;
@@ -238,11 +249,14 @@ pub fn parse_line(line: &str, column_base: u32) -> Option<JsFrame> {
     })
 }
 
-/// `fn@[native code]`, `[native code]`, `at fn ([native code])` → the function name.
+/// `fn@[native code]`, `[native code]`, `at fn ([native code])`, and V8's / Hermes' builtins
+/// `at Array.map (<anonymous>)`, `at map (native)` → the function name.
 fn native_function(body: &str, v8: bool) -> Option<Option<String>> {
     const NATIVE: &str = "[native code]";
     if v8 {
-        let inner = body.strip_suffix(" ([native code])")?;
+        let inner = [" ([native code])", " (native)", " (<anonymous>)"]
+            .iter()
+            .find_map(|suffix| body.strip_suffix(suffix))?;
         return Some(Some(inner.trim().to_owned()).filter(|f| !f.is_empty()));
     }
     let function = body.strip_suffix(NATIVE)?;
@@ -322,9 +336,22 @@ mod tests {
 
     #[test]
     fn hermes_and_jsc_lines() {
+        // The bytecode offset Hermes prints is 0-based, whatever the column base.
         assert_eq!(
-            parse_line("at foo (address at index.android.bundle:1:11940)", 1),
+            parse_line("at foo (address at index.android.bundle:1:11939)", 1),
             pos(Some("foo"), "index.android.bundle", 1, 11940)
+        );
+        assert_eq!(
+            parse_line("at map (native)", 1),
+            Some(JsFrame::Native {
+                function: Some("map".into())
+            })
+        );
+        assert_eq!(
+            parse_line("    at Array.map (<anonymous>)", 1),
+            Some(JsFrame::Native {
+                function: Some("Array.map".into())
+            })
         );
         assert_eq!(
             parse_line("global code@thrower.min.js:1:534", 1),

@@ -8,5 +8,6 @@ mod crashprobe;
 mod demo;
 mod formats;
 mod js_bad_input;
+mod js_demo;
 mod js_metro;
 mod support;

@@ -77,15 +77,16 @@ pub fn restore_js(
 }
 
 /// `(filename, lineno, colno, function, name)` of a JS frame.
-pub fn js_summary(
-    frame: &symcluster_engine::js::JsFrameResult,
-) -> (
-    Option<&str>,
+pub type JsSummary<'a> = (
+    Option<&'a str>,
     Option<u32>,
     Option<u32>,
-    Option<&str>,
-    Option<&str>,
-) {
+    Option<&'a str>,
+    Option<&'a str>,
+);
+
+/// The [`JsSummary`] of a frame.
+pub fn js_summary(frame: &symcluster_engine::js::JsFrameResult) -> JsSummary<'_> {
     (
         frame.filename.as_deref(),
         frame.lineno,
