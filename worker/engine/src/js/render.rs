@@ -62,6 +62,13 @@ fn rewrite_line(line: &str, map: &JsSourceMap, column_base: u32) -> String {
             if delimiter == Some(":") && func.is_some() && file.is_none() {
                 file = func.take();
             }
+            // Hermes' `address at F:1:N` offsets are 0-based, whatever the other columns use.
+            let start = caps.get(0).map_or(0, |m| m.start());
+            let base = if line[..start].ends_with("address at ") {
+                0
+            } else {
+                column_base
+            };
             let frame = match (caps.get(4), caps.get(5)) {
                 (Some(l), Some(c)) => JsFrame::Position {
                     function: func.map(str::to_owned),
@@ -71,7 +78,7 @@ fn rewrite_line(line: &str, map: &JsSourceMap, column_base: u32) -> String {
                         .as_str()
                         .parse::<u32>()
                         .unwrap_or(u32::MAX)
-                        .saturating_add(1 - column_base.min(1)),
+                        .saturating_add(1 - base.min(1)),
                 },
                 _ => JsFrame::Native { function: None },
             };

@@ -125,3 +125,25 @@ fn real_hermes_stack_with_composed_bytecode_map() {
         ],
     );
 }
+
+#[test]
+fn hermes_text_output_is_metro_symbolicates() {
+    use symcluster_engine::js::{JsSourceMap, parse_stack, render, restore};
+    let input = std::fs::read_to_string(dist("stack-hermes.txt")).unwrap();
+    let map_bytes = std::fs::read(dist("index.android.bundle.hbc.map")).unwrap();
+    let map = JsSourceMap::parse(&map_bytes, None).unwrap();
+    let stack = parse_stack(input.as_bytes(), 1).unwrap();
+    let text = render::metro_text(&input, &stack, &restore(&stack, &map), &map, 1);
+    // What `metro-symbolicate index.android.bundle.hbc.map < stack-hermes.txt` prints.
+    let lines: Vec<&str> = text.lines().take(5).collect();
+    assert_eq!(
+        lines,
+        [
+            "Error: price missing",
+            "    at anonymous (address at /Users/dev/DemoApp/src/pricing.js:22:list.map$argument_0)",
+            "    at map (native)",
+            "    at lineTotals (address at /Users/dev/DemoApp/src/pricing.js:20:lineTotals)",
+            "    at computeTotal (address at /Users/dev/DemoApp/src/pricing.js:29:computeTotal)",
+        ]
+    );
+}
