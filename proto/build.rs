@@ -10,8 +10,12 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         "proto/symcluster/v1/jobs.proto",
         "proto/symcluster/v1/ingest.proto",
         "proto/symcluster/v1/admin.proto",
+        "proto/symcluster/v1/worker.proto",
     ];
-    tonic_prost_build::configure().compile_protos(&protos, &["proto"])?;
+    let out = std::path::PathBuf::from(std::env::var("OUT_DIR")?);
+    tonic_prost_build::configure()
+        .file_descriptor_set_path(out.join("symcluster_descriptor.bin"))
+        .compile_protos(&protos, &["proto"])?;
     for proto in protos {
         println!("cargo:rerun-if-changed={proto}");
     }

@@ -1,0 +1,107 @@
+//! What a job is routed by, and what is checked before a job is accepted.
+//!
+//! Native jobs route by the debug id of the image holding most frames of the crashed thread
+//! (the app's own binary, whose debug file is the big one to keep cached); JS jobs by their
+//! source map key (debug id, or release/dist/bundle).
+
+use symcluster_engine::parse_report;
+use symcluster_proto::v1;
+
+use crate::state::JobKind;
+
+/// Largest report or stack accepted, in bytes.
+pub const MAX_PAYLOAD_BYTES: usize = 16 << 20;
+
+/// A checked job: kind and routing key, or the reason it cannot run.
+pub enum Checked {
+    /// Ready to queue.
+    Runnable {
+        /// Native or JS.
+        kind: JobKind,
+        /// The cache-affinity key.
+        routing_key: String,
+    },
+    /// Accepted but failed at once: its payload cannot be read (one-line reason).
+    Unreadable {
+        /// Native or JS.
+        kind: JobKind,
+        /// Why.
+        error: String,
+    },
+}
+
+/// Validates a spec: `Err` for requests to refuse (`INVALID_ARGUMENT`).
+pub fn check(spec: &v1::JobSpec) -> Result<Checked, String> {
+    if spec.job_id.is_empty() || spec.job_id.len() > 128 {
+        return Err("job_id must be 1 to 128 bytes".into());
+    }
+    match &spec.payload {
+        None => Err("the job has neither a native report nor a JS stack".into()),
+        Some(v1::job_spec::Payload::Native(native)) => {
+            if native.report.len() > MAX_PAYLOAD_BYTES {
+                return Err(format!("the report is larger than {MAX_PAYLOAD_BYTES} bytes"));
+            }
+            Ok(match parse_report(&native.report) {
+                Ok(report) => Checked::Runnable {
+                    kind: JobKind::Native,
+                    routing_key: native_key(&report),
+                },
+                Err(e) => Checked::Unreadable {
+                    kind: JobKind::Native,
+                    error: e.to_string(),
+                },
+            })
+        }
+        Some(v1::job_spec::Payload::Js(js)) => {
+            if js.stack.len() > MAX_PAYLOAD_BYTES {
+                return Err(format!("the stack is larger than {MAX_PAYLOAD_BYTES} bytes"));
+            }
+            if js.debug_id.is_empty() && (js.release.is_empty() || js.bundle.is_empty()) {
+                return Err("a JS job needs a debug_id, or a release and a bundle".into());
+            }
+            Ok(Checked::Runnable {
+                kind: JobKind::Js,
+                routing_key: js_key(js),
+            })
+        }
+    }
+}
+
+fn native_key(report: &symcluster_engine::NativeReport) -> String {
+    let Some(thread) = report.threads.iter().find(|t| t.crashed).or(report.threads.first()) else {
+        return String::new();
+    };
+    let mut counts: Vec<(usize, u64)> = Vec::new();
+    for frame in &thread.frames {
+        let image = frame.image_index.or_else(|| {
+            report
+                .images
+                .iter()
+                .enumerate()
+                .filter(|(_, i)| i.image_addr <= frame.instruction_addr)
+                .max_by_key(|(_, i)| i.image_addr)
+                .map(|(n, _)| n)
+        });
+        if let Some(n) = image.filter(|&n| report.images[n].debug_id.is_some()) {
+            match counts.iter_mut().find(|(i, _)| *i == n) {
+                Some((_, c)) => *c += 1,
+                None => counts.push((n, 1)),
+            }
+        }
+    }
+    counts
+        .iter()
+        .max_by_key(|(n, c)| (*c, std::cmp::Reverse(*n)))
+        .and_then(|(n, _)| report.images[*n].debug_id)
+        .map(|id| id.to_string())
+        .unwrap_or_default()
+}
+
+/// The source map key of a JS job: `debug-id:<id>` or `release:<release>/<dist>/<bundle>`.
+pub fn js_key(js: &v1::JsJob) -> String {
+    if js.debug_id.is_empty() {
+        format!("release:{}/{}/{}", js.release, js.dist, js.bundle)
+    } else {
+        format!("debug-id:{}", js.debug_id.to_ascii_lowercase())
+    }
+}

@@ -1,0 +1,117 @@
+//! `symcluster.v1.WorkerApi`: register, lease stream, complete, fail, heartbeat.
+
+use std::pin::Pin;
+use std::sync::Arc;
+
+use symcluster_proto::v1::{self, worker_api_server::WorkerApi};
+use tokio_stream::StreamExt;
+use tokio_stream::wrappers::ReceiverStream;
+use tonic::{Request, Response, Status};
+
+use super::store_status;
+use crate::scheduler::Scheduler;
+
+/// The worker-facing service.
+pub struct WorkerApiService {
+    scheduler: Arc<Scheduler>,
+}
+
+impl WorkerApiService {
+    /// Serves `scheduler`.
+    pub fn new(scheduler: Arc<Scheduler>) -> Self {
+        WorkerApiService { scheduler }
+    }
+}
+
+type LeaseStream = Pin<Box<dyn tokio_stream::Stream<Item = Result<v1::Lease, Status>> + Send>>;
+
+fn worker_id(id: &str) -> Result<&str, Status> {
+    if id.is_empty() || id.len() > 128 {
+        Err(Status::invalid_argument("worker_id must be 1 to 128 bytes"))
+    } else {
+        Ok(id)
+    }
+}
+
+#[tonic::async_trait]
+impl WorkerApi for WorkerApiService {
+    async fn register(
+        &self,
+        request: Request<v1::RegisterRequest>,
+    ) -> Result<Response<v1::RegisterResponse>, Status> {
+        let r = request.into_inner();
+        let id = worker_id(&r.worker_id)?;
+        if r.slots == 0 {
+            return Err(Status::invalid_argument("slots must be at least 1"));
+        }
+        self.scheduler.register(id, r.slots);
+        tracing::info!(worker = id, slots = r.slots, "worker registered");
+        let config = self.scheduler.config();
+        Ok(Response::new(v1::RegisterResponse {
+            lease_ms: config.lease_ms,
+            heartbeat_ms: config.heartbeat_ms,
+        }))
+    }
+
+    type LeaseJobsStream = LeaseStream;
+
+    async fn lease_jobs(
+        &self,
+        request: Request<v1::LeaseJobsRequest>,
+    ) -> Result<Response<Self::LeaseJobsStream>, Status> {
+        let r = request.into_inner();
+        let id = worker_id(&r.worker_id)?.to_owned();
+        let scheduler = self.scheduler.clone();
+        let rx = tokio::task::spawn_blocking(move || scheduler.open_lease_stream(&id))
+            .await
+            .map_err(|e| Status::internal(e.to_string()))?
+            .ok_or_else(|| Status::failed_precondition("unknown worker: register first"))?;
+        Ok(Response::new(Box::pin(ReceiverStream::new(rx).map(Ok))))
+    }
+
+    async fn complete_job(
+        &self,
+        request: Request<v1::CompleteJobRequest>,
+    ) -> Result<Response<v1::CompleteJobResponse>, Status> {
+        let r = request.into_inner();
+        worker_id(&r.worker_id)?;
+        let scheduler = self.scheduler.clone();
+        let accepted = tokio::task::spawn_blocking(move || {
+            scheduler.complete(&r.worker_id, &r.job_id, r.attempt, r.result_json)
+        })
+        .await
+        .map_err(|e| Status::internal(e.to_string()))?
+        .map_err(store_status)?;
+        if accepted {
+            crate::metrics::JOBS_COMPLETED.inc();
+        }
+        Ok(Response::new(v1::CompleteJobResponse { accepted }))
+    }
+
+    async fn fail_job(
+        &self,
+        request: Request<v1::FailJobRequest>,
+    ) -> Result<Response<v1::FailJobResponse>, Status> {
+        let r = request.into_inner();
+        worker_id(&r.worker_id)?;
+        let scheduler = self.scheduler.clone();
+        let accepted = tokio::task::spawn_blocking(move || {
+            scheduler.fail(&r.worker_id, &r.job_id, r.attempt, r.error, r.retryable)
+        })
+        .await
+        .map_err(|e| Status::internal(e.to_string()))?
+        .map_err(store_status)?;
+        Ok(Response::new(v1::FailJobResponse { accepted }))
+    }
+
+    async fn heartbeat(
+        &self,
+        request: Request<v1::HeartbeatRequest>,
+    ) -> Result<Response<v1::HeartbeatResponse>, Status> {
+        let r = request.into_inner();
+        let known = self
+            .scheduler
+            .heartbeat(worker_id(&r.worker_id)?, &r.running_job_ids, r.cache);
+        Ok(Response::new(v1::HeartbeatResponse { known }))
+    }
+}
