@@ -1,9 +1,199 @@
-//! The symcluster worker: runs symbolication jobs with `symcluster-engine`, one per CPU core,
-//! fetching debug files and source maps from S3 into disk and memory caches.
+//! The symcluster worker: leases jobs from a master and runs them with `symcluster-engine`, up
+//! to one job per slot (CPU cores by default), fetching debug files and source maps from S3 or a
+//! directory through disk and memory caches.
 //!
-//! Not built yet: this crate holds the place the cluster issue fills. The engine it will run is
-//! `symcluster-engine` (`worker/engine`), which `symctl` already uses in-process.
+//! - [`config`]: flags and environment;
+//! - [`layout`]: where files live in the bucket (symbolicator's unified layout for native);
+//! - [`sources`]: S3 (`aws-sdk-s3`, retries with backoff, per-attempt timeouts) or a directory;
+//! - [`disk_cache`]: byte-budgeted LRU disk cache;
+//! - [`caches`]: memory (`moka`) over disk over source, with single-flight and negative caching;
+//! - [`runner`]: one job, start to end;
+//! - [`run`]: the connection to the master: register, lease stream, heartbeats, results.
 
 #![deny(missing_docs)]
 
+pub mod caches;
+pub mod config;
+pub mod disk_cache;
+pub mod layout;
+pub mod runner;
+pub mod sources;
+
+/// The engine the worker runs (re-exported for embedding).
 pub use symcluster_engine as engine;
+
+use std::collections::HashSet;
+use std::sync::atomic::Ordering;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use symcluster_client::{api, Client};
+use tokio::sync::Semaphore;
+
+use caches::Caches;
+use config::WorkerConfig;
+use disk_cache::DiskCache;
+use runner::Outcome;
+use sources::Source;
+
+/// Runs a worker until the process ends: connects (and reconnects) to the master, registers,
+/// and runs the jobs it leases.
+pub async fn run(config: WorkerConfig) -> anyhow::Result<()> {
+    let slots = config.slots.unwrap_or_else(|| {
+        std::thread::available_parallelism().map_or(1, |n| n.get() as u32)
+    });
+    let worker_id = config.worker_id.clone().unwrap_or_else(default_worker_id);
+    let source = Source::from_config(&config).await?;
+    let disk = DiskCache::open(&config.cache_dir, config.disk_cache_bytes)?;
+    let caches = Arc::new(Caches::new(
+        source,
+        config.s3_prefix.clone(),
+        disk,
+        config.memory_cache_bytes,
+        Duration::from_secs(config.negative_cache_secs),
+    ));
+    let running: Arc<Mutex<HashSet<String>>> = Arc::default();
+    let slots_sem = Arc::new(Semaphore::new(slots as usize));
+    tracing::info!(worker = %worker_id, slots, master = %config.master, "worker starting");
+
+    let mut backoff = Duration::from_millis(200);
+    loop {
+        match session(&config, &worker_id, slots, &caches, &running, &slots_sem).await {
+            Ok(()) => tracing::warn!("lease stream ended; reconnecting"),
+            Err(e) => tracing::warn!(error = %e, "master session failed; reconnecting"),
+        }
+        tokio::time::sleep(backoff).await;
+        backoff = (backoff * 2).min(Duration::from_secs(5));
+    }
+}
+
+/// One connection to the master: register, heartbeat, take leases until the stream ends.
+async fn session(
+    config: &WorkerConfig,
+    worker_id: &str,
+    slots: u32,
+    caches: &Arc<Caches>,
+    running: &Arc<Mutex<HashSet<String>>>,
+    slots_sem: &Arc<Semaphore>,
+) -> anyhow::Result<()> {
+    let client = Client::connect(&config.master, &config.token).await?;
+    let registration = client
+        .worker_api()
+        .register(api::RegisterRequest {
+            worker_id: worker_id.to_owned(),
+            slots,
+        })
+        .await?
+        .into_inner();
+
+    let heartbeat = {
+        let client = client.clone();
+        let worker_id = worker_id.to_owned();
+        let running = running.clone();
+        let caches = caches.clone();
+        let every = Duration::from_millis(registration.heartbeat_ms.max(100));
+        tokio::spawn(async move {
+            let mut tick = tokio::time::interval(every);
+            loop {
+                tick.tick().await;
+                let running_job_ids: Vec<String> =
+                    running.lock().unwrap_or_else(|e| e.into_inner()).iter().cloned().collect();
+                let request = api::HeartbeatRequest {
+                    worker_id: worker_id.clone(),
+                    running_job_ids,
+                    cache: Some(api::CacheStats {
+                        hits: caches.counters.hits.load(Ordering::Relaxed),
+                        misses: caches.counters.misses.load(Ordering::Relaxed),
+                        memory_bytes: caches.memory_bytes(),
+                        disk_bytes: caches.disk_bytes(),
+                    }),
+                };
+                match client.worker_api().heartbeat(request).await {
+                    Ok(r) if !r.get_ref().known => {
+                        tracing::warn!("master forgot this worker; re-registering");
+                        return;
+                    }
+                    Ok(_) => {}
+                    Err(e) => tracing::warn!(error = %e, "heartbeat failed"),
+                }
+            }
+        })
+    };
+
+    let mut leases = client
+        .worker_api()
+        .lease_jobs(api::LeaseJobsRequest {
+            worker_id: worker_id.to_owned(),
+        })
+        .await?
+        .into_inner();
+    let result = loop {
+        if heartbeat.is_finished() {
+            break Ok(());
+        }
+        let lease = match leases.message().await {
+            Ok(Some(lease)) => lease,
+            Ok(None) => break Ok(()),
+            Err(e) => break Err(e.into()),
+        };
+        let Some(spec) = lease.job else { continue };
+        let permit = slots_sem.clone().acquire_owned().await?;
+        let job_id = spec.job_id.clone();
+        running.lock().unwrap_or_else(|e| e.into_inner()).insert(job_id.clone());
+        let (client, caches, running) = (client.clone(), caches.clone(), running.clone());
+        let (worker_id, prefix) = (worker_id.to_owned(), config.s3_prefix.clone());
+        tokio::spawn(async move {
+            let started = std::time::Instant::now();
+            let outcome = runner::run(spec, &caches, &prefix).await;
+            tracing::info!(job = %job_id, attempt = lease.attempt, ms = started.elapsed().as_millis() as u64,
+                ok = matches!(outcome, Outcome::Completed(_)), "job finished");
+            report(&client, &worker_id, &job_id, lease.attempt, outcome).await;
+            running.lock().unwrap_or_else(|e| e.into_inner()).remove(&job_id);
+            drop(permit);
+        });
+    };
+    heartbeat.abort();
+    result
+}
+
+/// Sends a job's outcome to the master, retrying briefly on transport errors. If it never
+/// arrives, the lease expires and the job runs again: nothing is lost.
+async fn report(client: &Client, worker_id: &str, job_id: &str, attempt: u32, outcome: Outcome) {
+    for wait_ms in [0u64, 200, 1000, 3000] {
+        tokio::time::sleep(Duration::from_millis(wait_ms)).await;
+        let sent = match &outcome {
+            Outcome::Completed(json) => client
+                .worker_api()
+                .complete_job(api::CompleteJobRequest {
+                    worker_id: worker_id.to_owned(),
+                    job_id: job_id.to_owned(),
+                    attempt,
+                    result_json: json.clone(),
+                })
+                .await
+                .map(|_| ()),
+            Outcome::Failed { error, retryable } => client
+                .worker_api()
+                .fail_job(api::FailJobRequest {
+                    worker_id: worker_id.to_owned(),
+                    job_id: job_id.to_owned(),
+                    attempt,
+                    error: error.clone(),
+                    retryable: *retryable,
+                })
+                .await
+                .map(|_| ()),
+        };
+        match sent {
+            Ok(()) => return,
+            Err(e) => tracing::warn!(job = job_id, error = %e, "reporting the outcome failed"),
+        }
+    }
+}
+
+fn default_worker_id() -> String {
+    let host = std::fs::read_to_string("/etc/hostname")
+        .map(|h| h.trim().to_owned())
+        .unwrap_or_else(|_| "worker".into());
+    format!("{host}-{}", std::process::id())
+}

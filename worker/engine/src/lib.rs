@@ -34,4 +34,4 @@ pub use local::LocalSymCaches;
 pub use model::{NativeReport, ReportFormat};
 pub use reports::{ReportError, parse_report};
 pub use result::SymbolicationResult;
-pub use symbolicate::{ModuleLoad, SymCacheSource, symbolicate};
+pub use symbolicate::{ModuleLoad, SymCacheSource, referenced_images, symbolicate};

@@ -47,6 +47,21 @@ pub trait SymCacheSource {
     }
 }
 
+/// The images (indices into `report.images`) that at least one frame is in, in report order:
+/// the ones [`symbolicate`] will ask its [`SymCacheSource`] for. A worker prefetches these.
+pub fn referenced_images(report: &NativeReport) -> Vec<usize> {
+    let ranges = ImageRanges::new(&report.images);
+    let mut used = vec![false; report.images.len()];
+    for frame in report.threads.iter().flat_map(|t| &t.frames) {
+        if let Some(i) = frame.image_index.or_else(|| ranges.find(frame.instruction_addr)) {
+            if let Some(slot) = used.get_mut(i) {
+                *slot = true;
+            }
+        }
+    }
+    (0..used.len()).filter(|&i| used[i]).collect()
+}
+
 /// Symbolicates every thread of `report`.
 ///
 /// Never fails: problems become frame and module statuses (see [`FrameStatus`],

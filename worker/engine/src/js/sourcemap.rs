@@ -47,6 +47,17 @@ pub struct JsSourceMap {
     legacy_format: bool,
 }
 
+impl JsSourceMap {
+    /// Bytes held by the prepared caches (a cache weight).
+    pub fn size_bytes(&self) -> usize {
+        self.segments
+            .values()
+            .flat_map(|s| &s.sections)
+            .map(|s| s.cache.owner().len())
+            .sum()
+    }
+}
+
 impl std::fmt::Debug for JsSourceMap {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("JsSourceMap")

@@ -1,0 +1,293 @@
+//! The worker's caches: debug files become SymCaches, source maps become prepared maps, each
+//! kept on disk and in memory.
+//!
+//! Layers, fastest first:
+//! 1. memory: `moka` caches of parsed SymCaches and prepared source maps, weighed by bytes.
+//!    moka also merges concurrent misses for the same key, so ten jobs needing the same dSYM
+//!    download and convert it once;
+//! 2. a negative cache: a "not found" is remembered for a while (not fetch errors: those are
+//!    retried by the next job);
+//! 3. disk ([`DiskCache`]): SymCache files (keyed by `SYMCACHE_VERSION`, so a format change never
+//!    reads stale files) and downloaded source maps;
+//! 4. the [`Source`]: S3 or a directory.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use moka::future::Cache;
+use symbolic_common::{ByteView, DebugId};
+use symcluster_engine::js::JsSourceMap;
+use symcluster_engine::symcache::{SymCacheError, SymCacheFile, SYMCACHE_VERSION};
+use symcluster_engine::ModuleLoad;
+
+use crate::disk_cache::DiskCache;
+use crate::layout;
+use crate::sources::{FetchError, Source};
+
+/// Why a source map could not be had.
+#[derive(Debug, Clone, thiserror::Error)]
+pub enum SourceMapLoadError {
+    /// No source map under the job's key.
+    #[error("no source map at {0}")]
+    NotFound(String),
+    /// The map exists but cannot be read.
+    #[error("{0}")]
+    Malformed(String),
+    /// The source could not be asked.
+    #[error(transparent)]
+    Fetch(#[from] FetchError),
+}
+
+#[derive(Debug, Clone)]
+enum SymCacheLoadError {
+    Missing,
+    Malformed(String),
+    Fetch(String),
+}
+
+/// Cache counters.
+#[derive(Debug, Default)]
+pub struct CacheCounters {
+    /// Lookups served from memory or disk.
+    pub hits: AtomicU64,
+    /// Lookups that went to the source.
+    pub misses: AtomicU64,
+}
+
+/// All the worker's caches over one source.
+pub struct Caches {
+    source: Source,
+    prefix: String,
+    disk: Arc<DiskCache>,
+    symcaches: Cache<DebugId, Arc<SymCacheFile>>,
+    sourcemaps: Cache<String, Arc<JsSourceMap>>,
+    missing: Cache<String, ()>,
+    /// Hit and miss counts.
+    pub counters: CacheCounters,
+}
+
+impl Caches {
+    /// Caches over `source` (keys under `prefix`), with a memory budget in bytes, and a
+    /// negative-cache lifetime.
+    pub fn new(
+        source: Source,
+        prefix: String,
+        disk: DiskCache,
+        memory_bytes: u64,
+        negative_ttl: Duration,
+    ) -> Self {
+        let weigh = |bytes: usize| u32::try_from(bytes).unwrap_or(u32::MAX);
+        Caches {
+            source,
+            prefix,
+            disk: Arc::new(disk),
+            symcaches: Cache::builder()
+                .max_capacity(memory_bytes / 2)
+                .weigher(move |_, v: &Arc<SymCacheFile>| weigh(v.size_bytes()))
+                .build(),
+            sourcemaps: Cache::builder()
+                .max_capacity(memory_bytes / 2)
+                .weigher(move |_, v: &Arc<JsSourceMap>| weigh(v.size_bytes()))
+                .build(),
+            missing: Cache::builder()
+                .max_capacity(100_000)
+                .time_to_live(negative_ttl)
+                .build(),
+            counters: CacheCounters::default(),
+        }
+    }
+
+    /// Bytes held in memory (approximate: moka's weighted size).
+    pub fn memory_bytes(&self) -> u64 {
+        self.symcaches.weighted_size() + self.sourcemaps.weighted_size()
+    }
+
+    /// Bytes held on disk.
+    pub fn disk_bytes(&self) -> u64 {
+        self.disk.total_bytes()
+    }
+
+    fn count(&self, hit: bool) {
+        let counter = if hit {
+            &self.counters.hits
+        } else {
+            &self.counters.misses
+        };
+        counter.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// The SymCache of `debug_id`, as the engine wants it: found, missing, malformed, or
+    /// fetching failed.
+    pub async fn symcache(&self, debug_id: DebugId) -> ModuleLoad {
+        let key = layout::debug_file_key(&self.prefix, &debug_id);
+        if self.missing.contains_key(&key) {
+            self.count(true);
+            return ModuleLoad::Missing;
+        }
+        let entry = self
+            .symcaches
+            .entry(debug_id)
+            .or_try_insert_with(self.load_symcache(debug_id, key.clone()))
+            .await;
+        match entry {
+            Ok(entry) => {
+                self.count(!entry.is_fresh());
+                ModuleLoad::Found(entry.into_value())
+            }
+            Err(e) => {
+                self.count(false);
+                match e.as_ref() {
+                    SymCacheLoadError::Missing => {
+                        self.missing.insert(key, ()).await;
+                        ModuleLoad::Missing
+                    }
+                    SymCacheLoadError::Malformed(m) => ModuleLoad::Malformed(m.clone()),
+                    SymCacheLoadError::Fetch(m) => ModuleLoad::FetchingFailed(m.clone()),
+                }
+            }
+        }
+    }
+
+    async fn load_symcache(
+        &self,
+        debug_id: DebugId,
+        key: String,
+    ) -> Result<Arc<SymCacheFile>, SymCacheLoadError> {
+        let disk_key = format!("symcache/v{SYMCACHE_VERSION}/{debug_id}");
+        let disk = self.disk.clone();
+        let dk = disk_key.clone();
+        let cached = tokio::task::spawn_blocking(move || {
+            disk.get(&dk)
+                .and_then(|bytes| SymCacheFile::parse(ByteView::from_vec(bytes)).ok())
+        })
+        .await
+        .ok()
+        .flatten();
+        if let Some(symcache) = cached {
+            return Ok(Arc::new(symcache));
+        }
+        let object = match self.source.fetch(&key).await {
+            Ok(Some(bytes)) => bytes,
+            Ok(None) => return Err(SymCacheLoadError::Missing),
+            Err(e) => return Err(SymCacheLoadError::Fetch(e.to_string())),
+        };
+        let disk = self.disk.clone();
+        tokio::task::spawn_blocking(move || {
+            match SymCacheFile::from_object_file(&object, debug_id) {
+                Ok(symcache) => {
+                    disk.put(&disk_key, symcache.bytes());
+                    Ok(Arc::new(symcache))
+                }
+                Err(SymCacheError::WrongDebugId(_)) => Err(SymCacheLoadError::Malformed(format!(
+                    "{key} holds no object with debug id {debug_id}"
+                ))),
+                Err(e) => Err(SymCacheLoadError::Malformed(format!("{key}: {e}"))),
+            }
+        })
+        .await
+        .map_err(|e| SymCacheLoadError::Malformed(format!("conversion task failed: {e}")))?
+    }
+
+    /// The prepared source map stored under `(map_key, bundle_key)`.
+    pub async fn sourcemap(
+        &self,
+        map_key: &str,
+        bundle_key: &str,
+    ) -> Result<Arc<JsSourceMap>, SourceMapLoadError> {
+        if self.missing.contains_key(map_key) {
+            self.count(true);
+            return Err(SourceMapLoadError::NotFound(map_key.to_owned()));
+        }
+        let entry = self
+            .sourcemaps
+            .entry(map_key.to_owned())
+            .or_try_insert_with(self.load_sourcemap(map_key, bundle_key))
+            .await;
+        match entry {
+            Ok(entry) => {
+                self.count(!entry.is_fresh());
+                Ok(entry.into_value())
+            }
+            Err(e) => {
+                self.count(false);
+                if matches!(e.as_ref(), SourceMapLoadError::NotFound(_)) {
+                    self.missing.insert(map_key.to_owned(), ()).await;
+                }
+                Err(e.as_ref().clone())
+            }
+        }
+    }
+
+    async fn load_sourcemap(
+        &self,
+        map_key: &str,
+        bundle_key: &str,
+    ) -> Result<Arc<JsSourceMap>, SourceMapLoadError> {
+        let disk_map = format!("download/{}", hex_key(map_key));
+        let disk_bundle = format!("download/{}", hex_key(bundle_key));
+        let map = match self.disk_get(&disk_map).await {
+            Some(bytes) => bytes,
+            None => {
+                let bytes = self
+                    .source
+                    .fetch(map_key)
+                    .await?
+                    .ok_or_else(|| SourceMapLoadError::NotFound(map_key.to_owned()))?;
+                self.disk_put(&disk_map, &bytes).await;
+                bytes
+            }
+        };
+        // The bundle is optional: it only adds scope names when the map has no function map.
+        let bundle = match self.disk_get(&disk_bundle).await {
+            Some(bytes) => Some(bytes),
+            None => match self.source.fetch(bundle_key).await {
+                Ok(Some(bytes)) => {
+                    self.disk_put(&disk_bundle, &bytes).await;
+                    Some(bytes)
+                }
+                Ok(None) => None,
+                Err(e) => return Err(e.into()),
+            },
+        };
+        let key = map_key.to_owned();
+        tokio::task::spawn_blocking(move || {
+            let bundle = bundle.and_then(|b| String::from_utf8(b).ok());
+            JsSourceMap::parse(&map, bundle.as_deref())
+                .map(Arc::new)
+                .map_err(|e| SourceMapLoadError::Malformed(format!("{key}: {e}")))
+        })
+        .await
+        .map_err(|e| SourceMapLoadError::Malformed(format!("preparing the map failed: {e}")))?
+    }
+
+    async fn disk_get(&self, key: &str) -> Option<Vec<u8>> {
+        let disk = self.disk.clone();
+        let key = key.to_owned();
+        tokio::task::spawn_blocking(move || disk.get(&key)).await.ok().flatten()
+    }
+
+    async fn disk_put(&self, key: &str, bytes: &[u8]) {
+        let disk = self.disk.clone();
+        let key = key.to_owned();
+        let bytes = bytes.to_vec();
+        let _ = tokio::task::spawn_blocking(move || disk.put(&key, &bytes)).await;
+    }
+}
+
+/// A file-name-safe key: FNV-1a of the object key, in hex, plus the key's last component.
+fn hex_key(key: &str) -> String {
+    use std::hash::Hasher;
+    let mut hasher = fnv::FnvHasher::default();
+    hasher.write(key.as_bytes());
+    let hash = hasher.finish();
+    let tail: String = key
+        .rsplit('/')
+        .next()
+        .unwrap_or("")
+        .chars()
+        .filter(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '-' | '_'))
+        .take(64)
+        .collect();
+    format!("{hash:016x}-{tail}")
+}

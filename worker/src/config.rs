@@ -1,0 +1,70 @@
+//! The worker's configuration: flags, each with an environment variable.
+
+use std::path::PathBuf;
+
+use clap::Parser;
+
+/// symcluster worker: runs symbolication jobs leased from a master.
+#[derive(Debug, Clone, Parser)]
+#[command(name = "symcluster-worker", version, about)]
+pub struct WorkerConfig {
+    /// The master's gRPC endpoint.
+    #[arg(long, env = "SYMCLUSTER_MASTER", default_value = "http://127.0.0.1:7700")]
+    pub master: String,
+
+    /// Bearer token for the master.
+    #[arg(long, env = "SYMCLUSTER_TOKEN", hide_env_values = true)]
+    pub token: String,
+
+    /// This worker's id (default: hostname-pid).
+    #[arg(long, env = "SYMCLUSTER_WORKER_ID")]
+    pub worker_id: Option<String>,
+
+    /// Jobs run at once (default: the number of CPU cores).
+    #[arg(long, env = "SYMCLUSTER_SLOTS")]
+    pub slots: Option<u32>,
+
+    /// Directory of the disk cache.
+    #[arg(long, env = "SYMCLUSTER_CACHE_DIR", default_value = "symcluster-cache")]
+    pub cache_dir: PathBuf,
+
+    /// Disk cache budget in bytes (never exceeded; least recently used files go first).
+    #[arg(long, env = "SYMCLUSTER_DISK_CACHE_BYTES", default_value_t = 10 << 30)]
+    pub disk_cache_bytes: u64,
+
+    /// Memory cache budget in bytes (parsed SymCaches and source maps).
+    #[arg(long, env = "SYMCLUSTER_MEMORY_CACHE_BYTES", default_value_t = 2 << 30)]
+    pub memory_cache_bytes: u64,
+
+    /// How long a "not found" is remembered, in seconds.
+    #[arg(long, env = "SYMCLUSTER_NEGATIVE_CACHE_SECS", default_value_t = 60)]
+    pub negative_cache_secs: u64,
+
+    /// Debug files from a local directory instead of S3 (same layout as the bucket).
+    #[arg(long, env = "SYMCLUSTER_SOURCE_DIR", conflicts_with = "s3_bucket")]
+    pub source_dir: Option<PathBuf>,
+
+    /// S3 bucket holding debug files and source maps.
+    #[arg(long, env = "SYMCLUSTER_S3_BUCKET")]
+    pub s3_bucket: Option<String>,
+
+    /// S3 endpoint URL (for S3-compatible servers such as Garage or MinIO).
+    #[arg(long, env = "SYMCLUSTER_S3_ENDPOINT")]
+    pub s3_endpoint: Option<String>,
+
+    /// S3 region (must equal the server's region for request signing).
+    #[arg(long, env = "SYMCLUSTER_S3_REGION", default_value = "us-east-1")]
+    pub s3_region: String,
+
+    /// Key prefix inside the bucket.
+    #[arg(long, env = "SYMCLUSTER_S3_PREFIX", default_value = "")]
+    pub s3_prefix: String,
+
+    /// Attempts per S3 request (with exponential backoff) before a fetch fails.
+    #[arg(long, env = "SYMCLUSTER_S3_ATTEMPTS", default_value_t = 3)]
+    pub s3_attempts: u32,
+
+    /// Timeout of one S3 request attempt, in milliseconds.
+    #[arg(long, env = "SYMCLUSTER_S3_TIMEOUT_MS", default_value_t = 5_000)]
+    pub s3_timeout_ms: u64,
+}

@@ -1,0 +1,202 @@
+//! A disk cache with a byte budget and least-recently-used eviction.
+//!
+//! Files live under the cache directory by key (`symcache/v<version>/<debug id>`,
+//! `download/<hash>`). The index of sizes and last use is kept in memory and rebuilt from the
+//! directory (oldest modification first) at start. Before a file is added, the least recently
+//! used files are removed until it fits, so the total never exceeds the budget; a file larger
+//! than the whole budget is not stored. Writes go to a temporary file first and are renamed
+//! into place, so a crash never leaves a half-written entry under its key.
+
+use std::collections::{BTreeMap, HashMap};
+use std::path::{Path, PathBuf};
+use std::sync::Mutex;
+
+/// The disk cache.
+#[derive(Debug)]
+pub struct DiskCache {
+    dir: PathBuf,
+    budget: u64,
+    index: Mutex<Index>,
+}
+
+#[derive(Debug, Default)]
+struct Index {
+    entries: HashMap<String, (u64, u64)>, // key -> (size, last use tick)
+    by_use: BTreeMap<u64, String>,        // tick -> key
+    total: u64,
+    tick: u64,
+}
+
+impl Index {
+    fn touch(&mut self, key: &str) {
+        self.tick += 1;
+        let tick = self.tick;
+        if let Some((_, last)) = self.entries.get_mut(key) {
+            self.by_use.remove(last);
+            *last = tick;
+            self.by_use.insert(tick, key.to_owned());
+        }
+    }
+
+    fn insert(&mut self, key: String, size: u64) {
+        self.tick += 1;
+        if let Some((old, last)) = self.entries.insert(key.clone(), (size, self.tick)) {
+            self.total -= old;
+            self.by_use.remove(&last);
+        }
+        self.total += size;
+        self.by_use.insert(self.tick, key);
+    }
+
+    fn remove(&mut self, key: &str) -> bool {
+        match self.entries.remove(key) {
+            Some((size, last)) => {
+                self.total -= size;
+                self.by_use.remove(&last);
+                true
+            }
+            None => false,
+        }
+    }
+}
+
+impl DiskCache {
+    /// Opens the cache in `dir` (created if needed) with a budget of `budget` bytes, indexing
+    /// the files already there and evicting down to the budget.
+    pub fn open(dir: &Path, budget: u64) -> std::io::Result<Self> {
+        std::fs::create_dir_all(dir)?;
+        let mut found = Vec::new();
+        scan(dir, dir, &mut found)?;
+        found.sort_by_key(|(_, _, mtime)| *mtime);
+        let mut index = Index::default();
+        for (key, size, _) in found {
+            index.insert(key, size);
+        }
+        let cache = DiskCache {
+            dir: dir.to_owned(),
+            budget,
+            index: Mutex::new(index),
+        };
+        cache.evict_to(budget);
+        Ok(cache)
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, Index> {
+        self.index.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Reads an entry, marking it used. `None` when absent (or unreadable: then it is dropped).
+    pub fn get(&self, key: &str) -> Option<Vec<u8>> {
+        if !self.lock().entries.contains_key(key) {
+            return None;
+        }
+        match std::fs::read(self.dir.join(key)) {
+            Ok(bytes) => {
+                self.lock().touch(key);
+                Some(bytes)
+            }
+            Err(_) => {
+                self.lock().remove(key);
+                None
+            }
+        }
+    }
+
+    /// Stores an entry, evicting least recently used ones first. Entries larger than the budget
+    /// are not stored. I/O errors are logged and the entry is skipped (a cache is optional).
+    pub fn put(&self, key: &str, bytes: &[u8]) {
+        let size = bytes.len() as u64;
+        if size > self.budget {
+            return;
+        }
+        self.evict_to(self.budget - size);
+        let path = self.dir.join(key);
+        let tmp = path.with_extension(format!("tmp{}", std::process::id()));
+        let written = path
+            .parent()
+            .map_or(Ok(()), std::fs::create_dir_all)
+            .and_then(|_| std::fs::write(&tmp, bytes))
+            .and_then(|_| std::fs::rename(&tmp, &path));
+        match written {
+            Ok(()) => self.lock().insert(key.to_owned(), size),
+            Err(e) => {
+                let _ = std::fs::remove_file(&tmp);
+                tracing::warn!(key, error = %e, "disk cache write failed");
+            }
+        }
+    }
+
+    /// Removes least recently used entries until the total is at most `limit` bytes.
+    fn evict_to(&self, limit: u64) {
+        let mut index = self.lock();
+        while index.total > limit {
+            let Some((_, key)) = index.by_use.iter().next().map(|(t, k)| (*t, k.clone())) else {
+                break;
+            };
+            let _ = std::fs::remove_file(self.dir.join(&key));
+            index.remove(&key);
+        }
+    }
+
+    /// Bytes currently stored.
+    pub fn total_bytes(&self) -> u64 {
+        self.lock().total
+    }
+
+    /// The budget in bytes.
+    pub fn budget(&self) -> u64 {
+        self.budget
+    }
+}
+
+fn scan(root: &Path, dir: &Path, out: &mut Vec<(String, u64, std::time::SystemTime)>) -> std::io::Result<()> {
+    for entry in std::fs::read_dir(dir)? {
+        let entry = entry?;
+        let meta = entry.metadata()?;
+        if meta.is_dir() {
+            scan(root, &entry.path(), out)?;
+        } else if let Ok(rel) = entry.path().strip_prefix(root) {
+            let key = rel.to_string_lossy().into_owned();
+            if key.contains(".tmp") {
+                let _ = std::fs::remove_file(entry.path());
+                continue;
+            }
+            out.push((key, meta.len(), meta.modified().unwrap_or(std::time::UNIX_EPOCH)));
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn never_exceeds_its_budget_and_evicts_least_recently_used() {
+        let dir = tempfile::tempdir().unwrap();
+        let cache = DiskCache::open(dir.path(), 100).unwrap();
+        cache.put("a", &[1; 40]);
+        cache.put("b", &[2; 40]);
+        assert!(cache.get("a").is_some()); // a is now more recent than b
+        cache.put("c", &[3; 40]); // needs 20 more bytes: b goes
+        assert_eq!(cache.total_bytes(), 80);
+        assert!(cache.get("b").is_none());
+        assert_eq!(cache.get("a").unwrap(), vec![1; 40]);
+        assert_eq!(cache.get("c").unwrap(), vec![3; 40]);
+        cache.put("huge", &[0; 101]);
+        assert!(cache.get("huge").is_none());
+        assert!(cache.total_bytes() <= 100);
+    }
+
+    #[test]
+    fn reopening_keeps_entries_within_a_smaller_budget() {
+        let dir = tempfile::tempdir().unwrap();
+        {
+            let cache = DiskCache::open(dir.path(), 1000).unwrap();
+            cache.put("x/one", &[1; 300]);
+            cache.put("x/two", &[2; 300]);
+        }
+        let cache = DiskCache::open(dir.path(), 400).unwrap();
+        assert_eq!(cache.total_bytes(), 300);
+    }
+}

@@ -1,0 +1,16 @@
+//! `symcluster-worker`: parse the configuration, run.
+
+use clap::Parser;
+
+#[tokio::main]
+async fn main() -> anyhow::Result<()> {
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env()
+                .unwrap_or_else(|_| "info".into()),
+        )
+        .with_writer(std::io::stderr)
+        .init();
+    let config = symcluster_worker::config::WorkerConfig::parse();
+    symcluster_worker::run(config).await
+}

@@ -1,0 +1,123 @@
+//! Running one leased job: fetch what it needs through the caches, run the engine, and say how
+//! it ended.
+//!
+//! Native: read the report, prefetch the SymCache of every image a frame is in, symbolicate
+//! (CPU work on the blocking pool). Missing or broken debug files are statuses in a completed
+//! result; a report that cannot be read fails the job for good. JS: find the source map by debug
+//! id or release/dist/bundle; a missing map fails the job for good, an unreachable source fails
+//! the attempt (retried).
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use symbolic_common::DebugId;
+use symcluster_client::api::{self, job_spec::Payload};
+use symcluster_engine::js::{parse_stack, restore};
+use symcluster_engine::model::Image;
+use symcluster_engine::{parse_report, referenced_images, symbolicate, ModuleLoad, SymCacheSource};
+
+use crate::caches::{Caches, SourceMapLoadError};
+use crate::layout;
+
+/// How a job ended.
+#[derive(Debug)]
+pub enum Outcome {
+    /// A result (JSON, the engine's shape).
+    Completed(Vec<u8>),
+    /// No result: the error (one line), and whether another attempt could succeed.
+    Failed {
+        /// One line.
+        error: String,
+        /// Whether to retry.
+        retryable: bool,
+    },
+}
+
+fn permanent(error: impl ToString) -> Outcome {
+    Outcome::Failed {
+        error: error.to_string(),
+        retryable: false,
+    }
+}
+
+/// Runs `spec` with `caches`.
+pub async fn run(spec: api::JobSpec, caches: &Arc<Caches>, prefix: &str) -> Outcome {
+    match spec.payload {
+        Some(Payload::Native(native)) => run_native(native.report, caches).await,
+        Some(Payload::Js(js)) => run_js(js, caches, prefix).await,
+        None => permanent("the job has no payload"),
+    }
+}
+
+/// SymCaches fetched before symbolication, by debug id.
+struct Prefetched(HashMap<DebugId, ModuleLoad>);
+
+impl SymCacheSource for Prefetched {
+    fn load(&self, image: &Image) -> ModuleLoad {
+        image
+            .debug_id
+            .and_then(|id| self.0.get(&id).cloned())
+            .unwrap_or(ModuleLoad::Missing)
+    }
+}
+
+async fn run_native(report: Vec<u8>, caches: &Arc<Caches>) -> Outcome {
+    let report = match parse_report(&report) {
+        Ok(report) => report,
+        Err(e) => return permanent(e),
+    };
+    let mut ids: Vec<DebugId> = referenced_images(&report)
+        .into_iter()
+        .filter_map(|i| report.images[i].debug_id)
+        .collect();
+    ids.sort();
+    ids.dedup();
+    // Fetch every module's debug file concurrently.
+    let loads = futures::future::join_all(ids.iter().map(|id| caches.symcache(*id))).await;
+    let prefetched = Prefetched(ids.into_iter().zip(loads).collect());
+    let result = tokio::task::spawn_blocking(move || {
+        let result = symbolicate(&report, &prefetched);
+        serde_json::to_vec(&result)
+    })
+    .await;
+    match result {
+        Ok(Ok(json)) => Outcome::Completed(json),
+        Ok(Err(e)) => permanent(format!("cannot encode the result: {e}")),
+        Err(e) => Outcome::Failed {
+            error: format!("symbolication task failed: {e}"),
+            retryable: true,
+        },
+    }
+}
+
+async fn run_js(js: api::JsJob, caches: &Arc<Caches>, prefix: &str) -> Outcome {
+    let stack = match parse_stack(&js.stack, 1) {
+        Ok(stack) => stack,
+        Err(e) => return permanent(e),
+    };
+    let (map_key, bundle_key) = if js.debug_id.is_empty() {
+        layout::sourcemap_keys_by_release(prefix, &js.release, &js.dist, &js.bundle)
+    } else {
+        layout::sourcemap_keys_by_debug_id(prefix, &js.debug_id)
+    };
+    let map = match caches.sourcemap(&map_key, &bundle_key).await {
+        Ok(map) => map,
+        Err(e @ (SourceMapLoadError::NotFound(_) | SourceMapLoadError::Malformed(_))) => {
+            return permanent(e);
+        }
+        Err(e @ SourceMapLoadError::Fetch(_)) => {
+            return Outcome::Failed {
+                error: e.to_string(),
+                retryable: true,
+            };
+        }
+    };
+    match tokio::task::spawn_blocking(move || serde_json::to_vec(&restore(&stack, &map))).await {
+        Ok(Ok(json)) => Outcome::Completed(json),
+        Ok(Err(e)) => permanent(format!("cannot encode the result: {e}")),
+        Err(e) => Outcome::Failed {
+            error: format!("restoration task failed: {e}"),
+            retryable: true,
+        },
+    }
+}
