@@ -57,7 +57,9 @@ pub struct BearerToken(MetadataValue<tonic::metadata::Ascii>);
 
 impl tonic::service::Interceptor for BearerToken {
     fn call(&mut self, mut request: Request<()>) -> Result<Request<()>, Status> {
-        request.metadata_mut().insert("authorization", self.0.clone());
+        request
+            .metadata_mut()
+            .insert("authorization", self.0.clone());
         Ok(request)
     }
 }

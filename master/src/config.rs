@@ -10,11 +10,19 @@ use clap::Parser;
 #[command(name = "symcluster-master", version, about)]
 pub struct MasterConfig {
     /// gRPC address (Ingest, WorkerApi, Admin, health, reflection).
-    #[arg(long, env = "SYMCLUSTER_MASTER_LISTEN", default_value = "127.0.0.1:7700")]
+    #[arg(
+        long,
+        env = "SYMCLUSTER_MASTER_LISTEN",
+        default_value = "127.0.0.1:7700"
+    )]
     pub listen: SocketAddr,
 
     /// HTTP address of the Prometheus `/metrics` endpoint.
-    #[arg(long, env = "SYMCLUSTER_METRICS_LISTEN", default_value = "127.0.0.1:7701")]
+    #[arg(
+        long,
+        env = "SYMCLUSTER_METRICS_LISTEN",
+        default_value = "127.0.0.1:7701"
+    )]
     pub metrics_listen: SocketAddr,
 
     /// Directory of the durable index (`index.redb`).

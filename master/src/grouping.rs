@@ -83,7 +83,10 @@ fn js(result: JsRestoreResult) -> Option<GroupKey> {
     }
     Some(GroupKey {
         fingerprint: format!("{:016x}", hasher.finish()),
-        title: format!("JavaScript error in {}", top.function.as_deref().unwrap_or("?")),
+        title: format!(
+            "JavaScript error in {}",
+            top.function.as_deref().unwrap_or("?")
+        ),
         key_stack: frames
             .iter()
             .map(|f| {

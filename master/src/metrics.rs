@@ -12,13 +12,17 @@ pub static REGISTRY: LazyLock<Registry> = LazyLock::new(Registry::new);
 
 fn counter(name: &str, help: &str) -> IntCounter {
     let c = IntCounter::new(name, help).expect("valid metric");
-    REGISTRY.register(Box::new(c.clone())).expect("unique metric");
+    REGISTRY
+        .register(Box::new(c.clone()))
+        .expect("unique metric");
     c
 }
 
 fn gauge(name: &str, help: &str) -> IntGauge {
     let g = IntGauge::new(name, help).expect("valid metric");
-    REGISTRY.register(Box::new(g.clone())).expect("unique metric");
+    REGISTRY
+        .register(Box::new(g.clone()))
+        .expect("unique metric");
     g
 }
 
@@ -34,12 +38,19 @@ static JOBS_RUNNING: LazyLock<IntGauge> =
     LazyLock::new(|| gauge("symcluster_jobs_running", "Jobs leased to workers"));
 static JOBS_FAILED: LazyLock<IntGauge> =
     LazyLock::new(|| gauge("symcluster_jobs_failed", "Jobs failed for good"));
-static WORKERS: LazyLock<IntGauge> =
-    LazyLock::new(|| gauge("symcluster_workers_connected", "Workers with an open lease stream"));
+static WORKERS: LazyLock<IntGauge> = LazyLock::new(|| {
+    gauge(
+        "symcluster_workers_connected",
+        "Workers with an open lease stream",
+    )
+});
 static LEASES: LazyLock<IntGauge> =
     LazyLock::new(|| gauge("symcluster_leases_total", "Leases granted since start"));
 static AFFINE_LEASES: LazyLock<IntGauge> = LazyLock::new(|| {
-    gauge("symcluster_affine_leases_total", "Leases given to the job's preferred worker")
+    gauge(
+        "symcluster_affine_leases_total",
+        "Leases given to the job's preferred worker",
+    )
 });
 
 /// Serves `/metrics` on `addr` until the process ends.

@@ -39,7 +39,9 @@ pub fn check(spec: &v1::JobSpec) -> Result<Checked, String> {
         None => Err("the job has neither a native report nor a JS stack".into()),
         Some(v1::job_spec::Payload::Native(native)) => {
             if native.report.len() > MAX_PAYLOAD_BYTES {
-                return Err(format!("the report is larger than {MAX_PAYLOAD_BYTES} bytes"));
+                return Err(format!(
+                    "the report is larger than {MAX_PAYLOAD_BYTES} bytes"
+                ));
             }
             Ok(match parse_report(&native.report) {
                 Ok(report) => Checked::Runnable {
@@ -54,7 +56,9 @@ pub fn check(spec: &v1::JobSpec) -> Result<Checked, String> {
         }
         Some(v1::job_spec::Payload::Js(js)) => {
             if js.stack.len() > MAX_PAYLOAD_BYTES {
-                return Err(format!("the stack is larger than {MAX_PAYLOAD_BYTES} bytes"));
+                return Err(format!(
+                    "the stack is larger than {MAX_PAYLOAD_BYTES} bytes"
+                ));
             }
             if js.debug_id.is_empty() && (js.release.is_empty() || js.bundle.is_empty()) {
                 return Err("a JS job needs a debug_id, or a release and a bundle".into());
@@ -68,7 +72,12 @@ pub fn check(spec: &v1::JobSpec) -> Result<Checked, String> {
 }
 
 fn native_key(report: &symcluster_engine::NativeReport) -> String {
-    let Some(thread) = report.threads.iter().find(|t| t.crashed).or(report.threads.first()) else {
+    let Some(thread) = report
+        .threads
+        .iter()
+        .find(|t| t.crashed)
+        .or(report.threads.first())
+    else {
         return String::new();
     };
     let mut counts: Vec<(usize, u64)> = Vec::new();

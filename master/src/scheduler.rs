@@ -296,7 +296,10 @@ impl Scheduler {
     ) -> Result<bool, StoreError> {
         let mut core = self.lock();
         let current = core.leases.get(job_id).cloned();
-        if current.as_ref().is_none_or(|l| l.attempt != attempt || l.worker_id != worker_id) {
+        if current
+            .as_ref()
+            .is_none_or(|l| l.attempt != attempt || l.worker_id != worker_id)
+        {
             return Ok(false);
         }
         Self::release(&mut core, job_id, worker_id);
@@ -324,7 +327,10 @@ impl Scheduler {
             }
         } else {
             let error = if retryable {
-                format!("{error} (attempt {attempt} of {})", self.config.max_attempts)
+                format!(
+                    "{error} (attempt {attempt} of {})",
+                    self.config.max_attempts
+                )
             } else {
                 error
             };
@@ -345,7 +351,11 @@ impl Scheduler {
     }
 
     fn release(core: &mut Core, job_id: &str, worker_id: &str) {
-        if core.leases.get(job_id).is_some_and(|l| l.worker_id == worker_id) {
+        if core
+            .leases
+            .get(job_id)
+            .is_some_and(|l| l.worker_id == worker_id)
+        {
             core.leases.remove(job_id);
         }
         if let Some(w) = core.workers.get_mut(worker_id) {
@@ -354,7 +364,12 @@ impl Scheduler {
     }
 
     /// Renews the leases of `running` jobs on `worker_id`; `false` if the worker is unknown.
-    pub fn heartbeat(&self, worker_id: &str, running: &[String], cache: Option<v1::CacheStats>) -> bool {
+    pub fn heartbeat(
+        &self,
+        worker_id: &str,
+        running: &[String],
+        cache: Option<v1::CacheStats>,
+    ) -> bool {
         let mut core = self.lock();
         let deadline = now_ms() + self.config.lease_ms;
         let Some(worker) = core.workers.get_mut(worker_id) else {
@@ -430,7 +445,10 @@ impl Scheduler {
                 deadline_ms,
             };
             let worker = core.workers.get_mut(&worker_id).expect("picked");
-            let sent = worker.sender.as_ref().is_some_and(|s| s.try_send(lease).is_ok());
+            let sent = worker
+                .sender
+                .as_ref()
+                .is_some_and(|s| s.try_send(lease).is_ok());
             if !sent {
                 worker.sender = None;
                 let _ = self.commit(
@@ -531,7 +549,9 @@ mod tests {
         let mut counts = [0usize; 3];
         for k in 0..3000 {
             let key = format!("debug-id-{k}");
-            let best = (0..3).max_by_key(|&i| rendezvous_score(&key, workers[i])).unwrap();
+            let best = (0..3)
+                .max_by_key(|&i| rendezvous_score(&key, workers[i]))
+                .unwrap();
             counts[best] += 1;
             // Removing a worker that was not chosen never moves the key.
             let other = (best + 1) % 3;

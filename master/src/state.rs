@@ -7,8 +7,8 @@
 //!
 //! Reads go straight to `DashMap`s, without the scheduler's lock.
 
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 
 use dashmap::DashMap;
 use serde::{Deserialize, Serialize};
@@ -436,7 +436,10 @@ mod tests {
         });
         sm.apply(&lease("a", "w2", 2));
         // The slow w1 finishes first: accepted. w2's late result is ignored.
-        assert_eq!(sm.apply(&complete("a", "w1", 1, 10)), Applied::Changed("a".into()));
+        assert_eq!(
+            sm.apply(&complete("a", "w1", 1, 10)),
+            Applied::Changed("a".into())
+        );
         assert_eq!(sm.apply(&complete("a", "w2", 2, 11)), Applied::Ignored);
         let job = sm.job("a").unwrap();
         assert_eq!(job.state, JobState::Completed);

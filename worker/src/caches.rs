@@ -11,15 +11,15 @@
 //!    reads stale files) and downloaded source maps;
 //! 4. the [`Source`]: S3 or a directory.
 
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use moka::future::Cache;
 use symbolic_common::{ByteView, DebugId};
-use symcluster_engine::js::JsSourceMap;
-use symcluster_engine::symcache::{SymCacheError, SymCacheFile, SYMCACHE_VERSION};
 use symcluster_engine::ModuleLoad;
+use symcluster_engine::js::JsSourceMap;
+use symcluster_engine::symcache::{SYMCACHE_VERSION, SymCacheError, SymCacheFile};
 
 use crate::disk_cache::DiskCache;
 use crate::layout;
@@ -264,7 +264,10 @@ impl Caches {
     async fn disk_get(&self, key: &str) -> Option<Vec<u8>> {
         let disk = self.disk.clone();
         let key = key.to_owned();
-        tokio::task::spawn_blocking(move || disk.get(&key)).await.ok().flatten()
+        tokio::task::spawn_blocking(move || disk.get(&key))
+            .await
+            .ok()
+            .flatten()
     }
 
     async fn disk_put(&self, key: &str, bytes: &[u8]) {

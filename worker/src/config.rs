@@ -9,7 +9,11 @@ use clap::Parser;
 #[command(name = "symcluster-worker", version, about)]
 pub struct WorkerConfig {
     /// The master's gRPC endpoint.
-    #[arg(long, env = "SYMCLUSTER_MASTER", default_value = "http://127.0.0.1:7700")]
+    #[arg(
+        long,
+        env = "SYMCLUSTER_MASTER",
+        default_value = "http://127.0.0.1:7700"
+    )]
     pub master: String,
 
     /// Bearer token for the master.

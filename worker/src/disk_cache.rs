@@ -149,7 +149,11 @@ impl DiskCache {
     }
 }
 
-fn scan(root: &Path, dir: &Path, out: &mut Vec<(String, u64, std::time::SystemTime)>) -> std::io::Result<()> {
+fn scan(
+    root: &Path,
+    dir: &Path,
+    out: &mut Vec<(String, u64, std::time::SystemTime)>,
+) -> std::io::Result<()> {
     for entry in std::fs::read_dir(dir)? {
         let entry = entry?;
         let meta = entry.metadata()?;
@@ -161,7 +165,11 @@ fn scan(root: &Path, dir: &Path, out: &mut Vec<(String, u64, std::time::SystemTi
                 let _ = std::fs::remove_file(entry.path());
                 continue;
             }
-            out.push((key, meta.len(), meta.modified().unwrap_or(std::time::UNIX_EPOCH)));
+            out.push((
+                key,
+                meta.len(),
+                meta.modified().unwrap_or(std::time::UNIX_EPOCH),
+            ));
         }
     }
     Ok(())

@@ -27,7 +27,7 @@ use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use symcluster_client::{api, Client};
+use symcluster_client::{Client, api};
 use tokio::sync::Semaphore;
 
 use caches::Caches;
@@ -39,9 +39,9 @@ use sources::Source;
 /// Runs a worker until the process ends: connects (and reconnects) to the master, registers,
 /// and runs the jobs it leases.
 pub async fn run(config: WorkerConfig) -> anyhow::Result<()> {
-    let slots = config.slots.unwrap_or_else(|| {
-        std::thread::available_parallelism().map_or(1, |n| n.get() as u32)
-    });
+    let slots = config
+        .slots
+        .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get() as u32));
     let worker_id = config.worker_id.clone().unwrap_or_else(default_worker_id);
     let source = Source::from_config(&config).await?;
     let disk = DiskCache::open(&config.cache_dir, config.disk_cache_bytes)?;
@@ -96,8 +96,12 @@ async fn session(
             let mut tick = tokio::time::interval(every);
             loop {
                 tick.tick().await;
-                let running_job_ids: Vec<String> =
-                    running.lock().unwrap_or_else(|e| e.into_inner()).iter().cloned().collect();
+                let running_job_ids: Vec<String> = running
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .iter()
+                    .cloned()
+                    .collect();
                 let request = api::HeartbeatRequest {
                     worker_id: worker_id.clone(),
                     running_job_ids,
@@ -139,7 +143,10 @@ async fn session(
         let Some(spec) = lease.job else { continue };
         let permit = slots_sem.clone().acquire_owned().await?;
         let job_id = spec.job_id.clone();
-        running.lock().unwrap_or_else(|e| e.into_inner()).insert(job_id.clone());
+        running
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .insert(job_id.clone());
         let (client, caches, running) = (client.clone(), caches.clone(), running.clone());
         let (worker_id, prefix) = (worker_id.to_owned(), config.s3_prefix.clone());
         tokio::spawn(async move {
@@ -148,7 +155,10 @@ async fn session(
             tracing::info!(job = %job_id, attempt = lease.attempt, ms = started.elapsed().as_millis() as u64,
                 ok = matches!(outcome, Outcome::Completed(_)), "job finished");
             report(&client, &worker_id, &job_id, lease.attempt, outcome).await;
-            running.lock().unwrap_or_else(|e| e.into_inner()).remove(&job_id);
+            running
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .remove(&job_id);
             drop(permit);
         });
     };

@@ -14,7 +14,7 @@ use symbolic_common::DebugId;
 use symcluster_client::api::{self, job_spec::Payload};
 use symcluster_engine::js::{parse_stack, restore};
 use symcluster_engine::model::Image;
-use symcluster_engine::{parse_report, referenced_images, symbolicate, ModuleLoad, SymCacheSource};
+use symcluster_engine::{ModuleLoad, SymCacheSource, parse_report, referenced_images, symbolicate};
 
 use crate::caches::{Caches, SourceMapLoadError};
 use crate::layout;

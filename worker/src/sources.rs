@@ -1,4 +1,4 @@
-//! Where debug files and source maps come from: an S3 bucket (`aws-sdk-s3`, any S3-compatible
+//! Where debug files and source maps come from (and where `symctl upload` puts them): an S3 bucket (`aws-sdk-s3`, any S3-compatible
 //! server) or a local directory with the same layout ([`crate::layout`]).
 //!
 //! A fetch distinguishes "not there" (`Ok(None)`, cacheable as a miss) from "could not ask"
@@ -9,7 +9,7 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
-use aws_sdk_s3::config::{retry::RetryConfig, timeout::TimeoutConfig, BehaviorVersion, Region};
+use aws_sdk_s3::config::{BehaviorVersion, Region, retry::RetryConfig, timeout::TimeoutConfig};
 use aws_sdk_s3::error::{ProvideErrorMetadata, SdkError};
 
 use crate::config::WorkerConfig;
@@ -38,9 +38,23 @@ pub enum Source {
     Dir(PathBuf),
 }
 
+/// How to reach an S3 bucket.
+#[derive(Debug, Clone)]
+pub struct S3Settings {
+    /// The bucket.
+    pub bucket: String,
+    /// Endpoint URL of an S3-compatible server (`None`: AWS).
+    pub endpoint: Option<String>,
+    /// Region (must match the server's, for signing).
+    pub region: String,
+    /// Attempts per request.
+    pub attempts: u32,
+    /// Per-attempt timeout, ms.
+    pub timeout_ms: u64,
+}
+
 impl Source {
-    /// The source `config` describes: `--source-dir`, or the S3 bucket. Credentials come from the
-    /// usual AWS environment (`AWS_ACCESS_KEY_ID`, `AWS_SECRET_ACCESS_KEY`, profiles).
+    /// The source `config` describes: `--source-dir`, or the S3 bucket.
     pub async fn from_config(config: &WorkerConfig) -> anyhow::Result<Self> {
         if let Some(dir) = &config.source_dir {
             return Ok(Source::Dir(dir.clone()));
@@ -48,30 +62,93 @@ impl Source {
         let Some(bucket) = &config.s3_bucket else {
             anyhow::bail!("no debug file source: give --s3-bucket or --source-dir");
         };
+        Ok(Self::s3(&S3Settings {
+            bucket: bucket.clone(),
+            endpoint: config.s3_endpoint.clone(),
+            region: config.s3_region.clone(),
+            attempts: config.s3_attempts,
+            timeout_ms: config.s3_timeout_ms,
+        })
+        .await)
+    }
+
+    /// An S3 source. Credentials come from the usual AWS environment (`AWS_ACCESS_KEY_ID`,
+    /// `AWS_SECRET_ACCESS_KEY`, profiles); requests use path-style addressing.
+    pub async fn s3(config: &S3Settings) -> Self {
         let shared = aws_config::defaults(BehaviorVersion::latest())
-            .region(Region::new(config.s3_region.clone()))
+            .region(Region::new(config.region.clone()))
             .load()
             .await;
         let mut builder = aws_sdk_s3::config::Builder::from(&shared)
             .force_path_style(true)
             .retry_config(
                 RetryConfig::standard()
-                    .with_max_attempts(config.s3_attempts.max(1))
+                    .with_max_attempts(config.attempts.max(1))
                     .with_initial_backoff(Duration::from_millis(100)),
             )
             .timeout_config(
                 TimeoutConfig::builder()
-                    .connect_timeout(Duration::from_millis(config.s3_timeout_ms))
-                    .operation_attempt_timeout(Duration::from_millis(config.s3_timeout_ms))
+                    .connect_timeout(Duration::from_millis(config.timeout_ms))
+                    .operation_attempt_timeout(Duration::from_millis(config.timeout_ms))
                     .build(),
             );
-        if let Some(endpoint) = &config.s3_endpoint {
+        if let Some(endpoint) = &config.endpoint {
             builder = builder.endpoint_url(endpoint);
         }
-        Ok(Source::S3 {
+        Source::S3 {
             client: aws_sdk_s3::Client::from_conf(builder.build()),
-            bucket: bucket.clone(),
-        })
+            bucket: config.bucket.clone(),
+        }
+    }
+
+    /// Whether `key` exists (an upload skips what is already there).
+    pub async fn exists(&self, key: &str) -> Result<bool, FetchError> {
+        let fail = |message: String| FetchError {
+            key: key.to_owned(),
+            message,
+        };
+        match self {
+            Source::Dir(dir) => Ok(tokio::fs::try_exists(dir.join(key))
+                .await
+                .map_err(|e| fail(e.to_string()))?),
+            Source::S3 { client, bucket } => {
+                match client.head_object().bucket(bucket).key(key).send().await {
+                    Ok(_) => Ok(true),
+                    Err(SdkError::ServiceError(e)) if e.err().is_not_found() => Ok(false),
+                    Err(e) => Err(fail(describe_sdk_error(&e))),
+                }
+            }
+        }
+    }
+
+    /// Stores `bytes` under `key`.
+    pub async fn put(&self, key: &str, bytes: Vec<u8>) -> Result<(), FetchError> {
+        let fail = |message: String| FetchError {
+            key: key.to_owned(),
+            message,
+        };
+        match self {
+            Source::Dir(dir) => {
+                let path = dir.join(key);
+                if let Some(parent) = path.parent() {
+                    tokio::fs::create_dir_all(parent)
+                        .await
+                        .map_err(|e| fail(e.to_string()))?;
+                }
+                tokio::fs::write(path, bytes)
+                    .await
+                    .map_err(|e| fail(e.to_string()))
+            }
+            Source::S3 { client, bucket } => client
+                .put_object()
+                .bucket(bucket)
+                .key(key)
+                .body(bytes.into())
+                .send()
+                .await
+                .map(|_| ())
+                .map_err(|e| fail(describe_sdk_error(&e))),
+        }
     }
 
     /// Fetches `key`: `Ok(None)` when it does not exist.
@@ -105,7 +182,10 @@ impl Source {
     }
 }
 
-fn describe_sdk_error<E: ProvideErrorMetadata + std::error::Error + 'static, R: std::fmt::Debug + 'static>(
+fn describe_sdk_error<
+    E: ProvideErrorMetadata + std::error::Error + 'static,
+    R: std::fmt::Debug + 'static,
+>(
     e: &SdkError<E, R>,
 ) -> String {
     match e {

@@ -26,6 +26,137 @@ pub enum Command {
     /// Metro function-map and Hermes bytecode source maps are all read.
     #[command(name = "restore-js")]
     RestoreJs(RestoreJsArgs),
+    /// Upload debug files (dSYMs, Mach-O, ELF: every arch slice by debug id) or a source map
+    /// to the cluster's bucket. Files already there are skipped.
+    #[command(subcommand)]
+    Upload(UploadCommand),
+    /// Submit a crash report (native) or a JS stack to the cluster.
+    Submit(SubmitArgs),
+    /// Print a job's state and result as JSON.
+    Job(JobArgs),
+    /// Print the top crash groups.
+    Groups(GroupsArgs),
+    /// Print the cluster's state: workers, slots, queue, cache hit rates.
+    Status(StatusArgs),
+}
+
+/// How to reach the master.
+#[derive(Debug, Clone, clap::Args)]
+pub struct MasterArgs {
+    /// The master's gRPC endpoint.
+    #[arg(
+        long,
+        env = "SYMCLUSTER_MASTER",
+        default_value = "http://127.0.0.1:7700"
+    )]
+    pub master: String,
+    /// Bearer token.
+    #[arg(long, env = "SYMCLUSTER_TOKEN", hide_env_values = true)]
+    pub token: String,
+}
+
+/// How to reach the bucket (credentials: `AWS_ACCESS_KEY_ID` / `AWS_SECRET_ACCESS_KEY`).
+#[derive(Debug, Clone, clap::Args)]
+pub struct BucketArgs {
+    /// The bucket.
+    #[arg(long, env = "SYMCLUSTER_S3_BUCKET")]
+    pub s3_bucket: String,
+    /// S3 endpoint URL (Garage, MinIO, ...).
+    #[arg(long, env = "SYMCLUSTER_S3_ENDPOINT")]
+    pub s3_endpoint: Option<String>,
+    /// S3 region (must equal the server's).
+    #[arg(long, env = "SYMCLUSTER_S3_REGION", default_value = "us-east-1")]
+    pub s3_region: String,
+    /// Key prefix inside the bucket.
+    #[arg(long, env = "SYMCLUSTER_S3_PREFIX", default_value = "")]
+    pub s3_prefix: String,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum UploadCommand {
+    /// Upload debug files: dSYM bundles, Mach-O or ELF files, or directories (recursively).
+    Dsym {
+        #[command(flatten)]
+        bucket: BucketArgs,
+        /// Files or directories.
+        #[arg(required = true)]
+        paths: Vec<PathBuf>,
+    },
+    /// Upload a source map (and optionally its minified bundle).
+    Sourcemap {
+        #[command(flatten)]
+        bucket: BucketArgs,
+        /// The source map file.
+        #[arg(long)]
+        map: PathBuf,
+        /// The minified bundle.
+        #[arg(long)]
+        bundle: Option<PathBuf>,
+        /// Store under this debug id...
+        #[arg(long, conflicts_with = "release")]
+        debug_id: Option<String>,
+        /// ...or under this release (with `--dist` and `--bundle-name`).
+        #[arg(long, requires = "bundle_name")]
+        release: Option<String>,
+        /// Distribution within the release.
+        #[arg(long, default_value = "")]
+        dist: String,
+        /// The bundle's file name as stacks show it (`index.android.bundle`).
+        #[arg(long)]
+        bundle_name: Option<String>,
+    },
+}
+
+#[derive(Debug, clap::Args)]
+pub struct SubmitArgs {
+    #[command(flatten)]
+    pub master: MasterArgs,
+    /// Job id (default: the file name plus a timestamp).
+    #[arg(long)]
+    pub job_id: Option<String>,
+    /// Wait until the job is completed or failed, and print it.
+    #[arg(long)]
+    pub wait: bool,
+    /// The file is a JS stack (text or Hermes crash JSON); give `--debug-id` or `--release`.
+    #[arg(long)]
+    pub js: bool,
+    /// JS: the source map's debug id.
+    #[arg(long, requires = "js")]
+    pub debug_id: Option<String>,
+    /// JS: the release.
+    #[arg(long, requires = "js")]
+    pub release: Option<String>,
+    /// JS: the dist.
+    #[arg(long, requires = "js", default_value = "")]
+    pub dist: String,
+    /// JS: the bundle file name.
+    #[arg(long, requires = "js")]
+    pub bundle_name: Option<String>,
+    /// The report or stack file.
+    pub file: PathBuf,
+}
+
+#[derive(Debug, clap::Args)]
+pub struct JobArgs {
+    #[command(flatten)]
+    pub master: MasterArgs,
+    /// The job id.
+    pub job_id: String,
+}
+
+#[derive(Debug, clap::Args)]
+pub struct GroupsArgs {
+    #[command(flatten)]
+    pub master: MasterArgs,
+    /// How many groups.
+    #[arg(long, default_value_t = 20)]
+    pub limit: u32,
+}
+
+#[derive(Debug, clap::Args)]
+pub struct StatusArgs {
+    #[command(flatten)]
+    pub master: MasterArgs,
 }
 
 #[derive(Debug, clap::Args)]

@@ -10,7 +10,7 @@ use tokio_stream::wrappers::ReceiverStream;
 use tonic::{Request, Response, Status};
 
 use super::{job_to_proto, state_from_proto, store_status};
-use crate::routing::{check, Checked};
+use crate::routing::{Checked, check};
 use crate::scheduler::{Scheduler, SubmitError};
 
 /// The ingestion service.

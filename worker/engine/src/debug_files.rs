@@ -129,6 +129,19 @@ impl DebugFileIndex {
         self.by_id.get(debug_id)?.first()
     }
 
+    /// Every file holding at least one indexed object, once each, sorted.
+    pub fn files(&self) -> Vec<PathBuf> {
+        let mut files: Vec<PathBuf> = self
+            .by_id
+            .values()
+            .flatten()
+            .map(|e| e.path.clone())
+            .collect();
+        files.sort();
+        files.dedup();
+        files
+    }
+
     /// Number of distinct debug ids found.
     pub fn len(&self) -> usize {
         self.by_id.len()

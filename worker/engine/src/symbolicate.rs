@@ -53,7 +53,10 @@ pub fn referenced_images(report: &NativeReport) -> Vec<usize> {
     let ranges = ImageRanges::new(&report.images);
     let mut used = vec![false; report.images.len()];
     for frame in report.threads.iter().flat_map(|t| &t.frames) {
-        if let Some(i) = frame.image_index.or_else(|| ranges.find(frame.instruction_addr)) {
+        if let Some(i) = frame
+            .image_index
+            .or_else(|| ranges.find(frame.instruction_addr))
+        {
             if let Some(slot) = used.get_mut(i) {
                 *slot = true;
             }

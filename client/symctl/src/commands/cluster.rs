@@ -1,0 +1,144 @@
+//! `symctl submit`, `job`, `groups`, `status`: talking to a master with the client library.
+
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use anyhow::Context;
+use symcluster_client::{Client, api};
+
+use crate::cli::{GroupsArgs, JobArgs, MasterArgs, StatusArgs, SubmitArgs};
+
+async fn connect(args: &MasterArgs) -> anyhow::Result<Client> {
+    Ok(Client::connect(&args.master, &args.token).await?)
+}
+
+/// A job as JSON: its fields, with the result parsed.
+fn job_json(job: &api::Job) -> serde_json::Value {
+    let state = api::JobState::try_from(job.state)
+        .map(|s| {
+            s.as_str_name()
+                .trim_start_matches("JOB_STATE_")
+                .to_ascii_lowercase()
+        })
+        .unwrap_or_else(|_| "unknown".into());
+    let result: serde_json::Value = if job.result_json.is_empty() {
+        serde_json::Value::Null
+    } else {
+        serde_json::from_slice(&job.result_json).unwrap_or(serde_json::Value::Null)
+    };
+    serde_json::json!({
+        "job_id": job.job_id,
+        "state": state,
+        "attempts": job.attempts,
+        "worker_id": job.worker_id,
+        "error": (!job.error.is_empty()).then_some(&job.error),
+        "fingerprint": (!job.fingerprint.is_empty()).then_some(&job.fingerprint),
+        "submitted_at_ms": job.submitted_at_ms,
+        "finished_at_ms": job.finished_at_ms,
+        "result": result,
+    })
+}
+
+pub async fn submit(args: SubmitArgs) -> anyhow::Result<()> {
+    let data = std::fs::read(&args.file)
+        .with_context(|| format!("cannot read {}", args.file.display()))?;
+    let job_id = args.job_id.clone().unwrap_or_else(|| {
+        let name = args
+            .file
+            .file_name()
+            .map_or("job".into(), |n| n.to_string_lossy().into_owned());
+        let ms = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .map_or(0, |d| d.as_millis());
+        format!("{name}-{ms}")
+    });
+    let mut client = connect(&args.master).await?;
+    let response = if args.js {
+        client
+            .submit_js(
+                &job_id,
+                api::JsJob {
+                    stack: data,
+                    debug_id: args.debug_id.unwrap_or_default(),
+                    release: args.release.unwrap_or_default(),
+                    dist: args.dist,
+                    bundle: args.bundle_name.unwrap_or_default(),
+                },
+            )
+            .await?
+    } else {
+        client.submit_native(&job_id, data).await?
+    };
+    if !args.wait {
+        let job = response.job.unwrap_or_default();
+        println!("{}", serde_json::to_string_pretty(&job_json(&job))?);
+        return Ok(());
+    }
+    let job = client.wait(&job_id).await?;
+    println!("{}", serde_json::to_string_pretty(&job_json(&job))?);
+    Ok(())
+}
+
+pub async fn job(args: JobArgs) -> anyhow::Result<()> {
+    let job = connect(&args.master).await?.job(&args.job_id).await?;
+    println!("{}", serde_json::to_string_pretty(&job_json(&job))?);
+    Ok(())
+}
+
+pub async fn groups(args: GroupsArgs) -> anyhow::Result<()> {
+    let groups = connect(&args.master)
+        .await?
+        .ingest()
+        .list_groups(api::ListGroupsRequest { limit: args.limit })
+        .await?
+        .into_inner()
+        .groups;
+    for g in groups {
+        println!("{:>6}  {}  {}", g.count, g.fingerprint, g.title);
+        for frame in &g.key_stack {
+            println!("          {frame}");
+        }
+    }
+    Ok(())
+}
+
+pub async fn status(args: StatusArgs) -> anyhow::Result<()> {
+    let s = connect(&args.master)
+        .await?
+        .admin()
+        .cluster_status(api::ClusterStatusRequest {})
+        .await?
+        .into_inner();
+    println!(
+        "leader {}  queue {}  running {}  completed {}  failed {}",
+        s.leader, s.queue_depth, s.jobs_running, s.jobs_completed, s.jobs_failed
+    );
+    let affinity = if s.total_leases > 0 {
+        format!(
+            "{:.0}%",
+            100.0 * s.affine_leases as f64 / s.total_leases as f64
+        )
+    } else {
+        "-".into()
+    };
+    println!(
+        "leases {}  to the preferred (cache-affine) worker {affinity}",
+        s.total_leases
+    );
+    for w in &s.workers {
+        let lookups = w.cache_hits + w.cache_misses;
+        let hit_rate = if lookups > 0 {
+            format!("{:.0}%", 100.0 * w.cache_hits as f64 / lookups as f64)
+        } else {
+            "-".into()
+        };
+        println!(
+            "worker {:<24} {} slots {}/{} busy  cache hits {hit_rate}  heartbeat {} ms ago",
+            w.worker_id,
+            if w.connected { "up  " } else { "down" },
+            w.busy,
+            w.slots,
+            w.last_heartbeat_ms_ago
+        );
+    }
+    Ok(())
+}

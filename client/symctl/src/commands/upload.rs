@@ -1,0 +1,111 @@
+//! `symctl upload`: debug files and source maps into the bucket, in the layout workers read.
+
+use std::path::PathBuf;
+
+use anyhow::Context;
+use indicatif::{ProgressBar, ProgressStyle};
+use symcluster_engine::debug_files::{DebugFileIndex, list_objects};
+use symcluster_worker::layout;
+use symcluster_worker::sources::{S3Settings, Source};
+
+use crate::cli::{BucketArgs, UploadCommand};
+
+async fn bucket(args: &BucketArgs) -> Source {
+    Source::s3(&S3Settings {
+        bucket: args.s3_bucket.clone(),
+        endpoint: args.s3_endpoint.clone(),
+        region: args.s3_region.clone(),
+        attempts: 3,
+        timeout_ms: 60_000,
+    })
+    .await
+}
+
+pub async fn run(command: UploadCommand) -> anyhow::Result<()> {
+    match command {
+        UploadCommand::Dsym { bucket: b, paths } => upload_debug_files(&b, &paths).await,
+        UploadCommand::Sourcemap {
+            bucket: b,
+            map,
+            bundle,
+            debug_id,
+            release,
+            dist,
+            bundle_name,
+        } => {
+            let (map_key, bundle_key) = match (&debug_id, &release) {
+                (Some(id), _) => layout::sourcemap_keys_by_debug_id(&b.s3_prefix, id),
+                (None, Some(release)) => layout::sourcemap_keys_by_release(
+                    &b.s3_prefix,
+                    release,
+                    &dist,
+                    bundle_name.as_deref().unwrap_or_default(),
+                ),
+                (None, None) => anyhow::bail!("give --debug-id, or --release and --bundle-name"),
+            };
+            let source = bucket(&b).await;
+            let map_bytes =
+                std::fs::read(&map).with_context(|| format!("cannot read {}", map.display()))?;
+            // Refuse what workers could not read.
+            symcluster_engine::js::JsSourceMap::parse(&map_bytes, None)
+                .with_context(|| map.display().to_string())?;
+            source.put(&map_key, map_bytes).await?;
+            println!("uploaded {} -> {map_key}", map.display());
+            if let Some(bundle) = bundle {
+                let bytes = std::fs::read(&bundle)
+                    .with_context(|| format!("cannot read {}", bundle.display()))?;
+                source.put(&bundle_key, bytes).await?;
+                println!("uploaded {} -> {bundle_key}", bundle.display());
+            }
+            Ok(())
+        }
+    }
+}
+
+async fn upload_debug_files(b: &BucketArgs, paths: &[PathBuf]) -> anyhow::Result<()> {
+    let index = DebugFileIndex::scan(paths)?;
+    for problem in index.unreadable() {
+        eprintln!("symctl: warning: skipped unreadable debug file {problem}");
+    }
+    // Every object (arch slice) of every file, by debug id.
+    let mut uploads = Vec::new();
+    for path in index.files() {
+        let data =
+            std::fs::read(&path).with_context(|| format!("cannot read {}", path.display()))?;
+        let objects =
+            list_objects(&data).map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))?;
+        for (debug_id, arch, _) in objects {
+            uploads.push((path.clone(), debug_id, arch, data.len() as u64));
+        }
+    }
+    if uploads.is_empty() {
+        anyhow::bail!("no Mach-O or ELF debug file found in the given paths");
+    }
+    let source = bucket(b).await;
+    let total: u64 = uploads.iter().map(|u| u.3).sum();
+    let bar = ProgressBar::new(total).with_style(
+        ProgressStyle::with_template("{bar:40} {bytes}/{total_bytes} {msg}")
+            .expect("valid template"),
+    );
+    let (mut sent, mut skipped) = (0, 0);
+    for (path, debug_id, arch, size) in uploads {
+        let key = layout::debug_file_key(&b.s3_prefix, &debug_id);
+        bar.set_message(format!("{debug_id} ({})", arch.name()));
+        if source.exists(&key).await? {
+            skipped += 1;
+        } else {
+            let bytes = std::fs::read(&path)?;
+            source.put(&key, bytes).await?;
+            sent += 1;
+        }
+        bar.inc(size);
+        bar.println(format!(
+            "{debug_id} {:<8} {} -> {key}",
+            arch.name(),
+            path.display()
+        ));
+    }
+    bar.finish_and_clear();
+    println!("{sent} uploaded, {skipped} already there");
+    Ok(())
+}
