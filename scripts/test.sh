@@ -4,11 +4,18 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-# Nothing beyond cargo is needed for the tests today: the generated fixtures under examples/
-# are committed (their generators need clang/lld/llvm; see examples/*/README.md).
 if [ ! -d ../shared/fixtures ] && [ -z "${SYMCLUSTER_FIXTURES:-}" ]; then
     echo "scripts/test.sh: ../shared/fixtures not found (set SYMCLUSTER_FIXTURES)" >&2
     exit 2
 fi
 
+# The end-to-end tests run a real S3-compatible server: Garage (built once, ~8 minutes on
+# 2 cores, then reused from ~/.cargo/bin).
+export PATH="$HOME/.cargo/bin:$PATH"
+if ! command -v garage >/dev/null || ! garage --version 2>/dev/null | grep -q '2\.5\.0'; then
+    cargo install garage --locked --version 2.5.0
+fi
+
+# The end-to-end tests start the release binaries as real processes.
+cargo build --workspace --release --locked --bins
 cargo test --workspace --release --locked

@@ -1,6 +1,9 @@
-//! Load generation and measurement (throughput, p50/p99 latency) for a symcluster deployment.
+//! Load generation and end-to-end harness for symcluster.
 //!
-//! Not built yet: this crate holds the place the cluster issue fills. The engine's own
-//! micro-benchmark is `worker/engine/benches/native.rs`.
+//! [`cluster`] starts real local clusters (Garage S3, a master, workers, as processes on
+//! loopback) for the end-to-end tests in `tests/integration` and for the `symcluster-loadtest`
+//! binary, which measures throughput and latency through the whole path.
 
 #![deny(missing_docs)]
+
+pub mod cluster;

@@ -45,6 +45,11 @@ pub struct MasterConfig {
     #[arg(long, env = "SYMCLUSTER_MAX_ATTEMPTS", default_value_t = 3)]
     pub max_attempts: u32,
 
+    /// How jobs pick workers: `affinity` (rendezvous hashing on the job's debug id or map key,
+    /// falling back to the least-loaded worker) or `random` (for comparison in load tests).
+    #[arg(long, env = "SYMCLUSTER_ROUTING", value_enum, default_value_t = crate::scheduler::Routing::Affinity)]
+    pub routing: crate::scheduler::Routing,
+
     /// This master's id (reported as the leader).
     #[arg(long, env = "SYMCLUSTER_MASTER_ID", default_value = "master-1")]
     pub master_id: String,

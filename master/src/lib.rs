@@ -47,6 +47,7 @@ pub async fn run(
     let scheduler = Arc::new(Scheduler::open(
         log,
         SchedulerConfig {
+            routing: config.routing,
             lease_ms: config.lease_ms,
             heartbeat_ms: config.heartbeat_ms,
             max_attempts: config.max_attempts.max(1),

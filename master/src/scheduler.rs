@@ -24,9 +24,20 @@ use tokio::sync::{broadcast, mpsc};
 use crate::state::{Applied, Command, JobRecord, JobState, StateMachine};
 use crate::store::{CommandLog, StoreError};
 
+/// How jobs pick workers.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum Routing {
+    /// Rendezvous hashing on the routing key, falling back to the least-loaded worker.
+    Affinity,
+    /// A pseudo-random worker with a free slot (the baseline affinity is measured against).
+    Random,
+}
+
 /// Scheduling settings.
 #[derive(Debug, Clone, Copy)]
 pub struct SchedulerConfig {
+    /// How jobs pick workers.
+    pub routing: Routing,
     /// How long a lease lasts without a heartbeat, in ms.
     pub lease_ms: u64,
     /// Heartbeat interval asked of workers, in ms.
@@ -38,6 +49,7 @@ pub struct SchedulerConfig {
 impl Default for SchedulerConfig {
     fn default() -> Self {
         SchedulerConfig {
+            routing: Routing::Affinity,
             lease_ms: 30_000,
             heartbeat_ms: 5_000,
             max_attempts: 3,
@@ -421,7 +433,11 @@ impl Scheduler {
                 core.queue.pop_front();
                 continue;
             }
-            let Some((worker_id, affine)) = pick_worker(&core.workers, &job.routing_key) else {
+            let picked = match self.config.routing {
+                Routing::Affinity => pick_worker(&core.workers, &job.routing_key),
+                Routing::Random => pick_random(&core.workers, core.total_leases, &job.routing_key),
+            };
+            let Some((worker_id, affine)) = picked else {
                 break;
             };
             core.queue.pop_front();
@@ -537,6 +553,30 @@ fn pick_worker(workers: &BTreeMap<String, WorkerEntry>, key: &str) -> Option<(St
             load(a).total_cmp(&load(b)).then(a_id.cmp(b_id))
         })
         .map(|(id, _)| (id.clone(), false))
+}
+
+/// A pseudo-random worker with a free slot (seeded by the lease count: deterministic per run).
+/// `affine` still reports whether it happens to be the preferred worker.
+fn pick_random(
+    workers: &BTreeMap<String, WorkerEntry>,
+    seed: u64,
+    key: &str,
+) -> Option<(String, bool)> {
+    let free: Vec<&String> = workers
+        .iter()
+        .filter(|(_, w)| w.free())
+        .map(|(id, _)| id)
+        .collect();
+    if free.is_empty() {
+        return None;
+    }
+    let pick = free[(rendezvous_score(&seed.to_string(), "random") % free.len() as u64) as usize];
+    let preferred = workers
+        .iter()
+        .filter(|(_, w)| w.connected())
+        .max_by_key(|(id, _)| rendezvous_score(key, id))
+        .map(|(id, _)| id);
+    Some((pick.clone(), preferred == Some(pick)))
 }
 
 #[cfg(test)]

@@ -1,0 +1,365 @@
+//! Real local clusters for tests and load runs: a Garage S3 server, a master and workers, each a
+//! real process on loopback, started from the release binaries.
+//!
+//! Binaries are found in `SYMCLUSTER_BIN_DIR`, else `target/release` of this workspace
+//! (`cargo build --release --bins` first); `garage` on PATH (see `deploy/garage.sh`).
+
+use std::net::TcpListener;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use symcluster_client::{Client, api};
+use symcluster_worker::sources::{S3Settings, Source};
+
+/// The token every cluster started here uses.
+pub const TOKEN: &str = "symcluster-test-token";
+
+/// The repository root.
+pub fn repo() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..")
+}
+
+fn bin(name: &str) -> PathBuf {
+    let dir = std::env::var_os("SYMCLUSTER_BIN_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| repo().join("target/release"));
+    let path = dir.join(name);
+    assert!(
+        path.exists(),
+        "{} not found: run `cargo build --release --bins` (or set SYMCLUSTER_BIN_DIR)",
+        path.display()
+    );
+    path
+}
+
+/// A free loopback port (bound then released).
+pub fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .map(|a| a.port())
+        .expect("a free port")
+}
+
+/// A free port `p` such that `p..=p+3` are all free (Garage uses S3, RPC and admin ports).
+fn free_port_block() -> u16 {
+    loop {
+        let p = free_port();
+        if p < 65000 && (1..=3).all(|i| TcpListener::bind(("127.0.0.1", p + i)).is_ok()) {
+            return p;
+        }
+    }
+}
+
+/// A single-node Garage server (real S3), started with `deploy/garage.sh`.
+pub struct Garage {
+    dir: PathBuf,
+    /// The S3 port.
+    pub port: u16,
+    /// Environment for S3 clients (`AWS_ACCESS_KEY_ID`, `SYMCLUSTER_S3_*`).
+    pub env: Vec<(String, String)>,
+}
+
+impl Garage {
+    /// Starts Garage in `dir` on a free port.
+    pub fn start(dir: &Path) -> Self {
+        let port = free_port_block();
+        let mut garage = Garage {
+            dir: dir.to_owned(),
+            port,
+            env: Vec::new(),
+        };
+        garage.env = garage.run_script("start");
+        garage
+    }
+
+    fn run_script(&self, command: &str) -> Vec<(String, String)> {
+        let out = Command::new("bash")
+            .arg(repo().join("deploy/garage.sh"))
+            .arg(command)
+            .arg(&self.dir)
+            .arg(self.port.to_string())
+            .stderr(Stdio::inherit())
+            .output()
+            .expect("run deploy/garage.sh");
+        assert!(out.status.success(), "deploy/garage.sh {command} failed");
+        String::from_utf8_lossy(&out.stdout)
+            .lines()
+            .filter_map(|l| l.strip_prefix("export "))
+            .filter_map(|l| l.split_once('='))
+            .map(|(k, v)| (k.to_owned(), v.to_owned()))
+            .collect()
+    }
+
+    /// Stops the server (its data stays).
+    pub fn stop(&self) {
+        self.run_script("stop");
+        // Wait until the port is closed.
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while std::net::TcpStream::connect(("127.0.0.1", self.port)).is_ok()
+            && Instant::now() < deadline
+        {
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+
+    /// Starts it again after [`Self::stop`].
+    pub fn restart(&self) {
+        self.run_script("start");
+    }
+
+    /// A client of the bucket.
+    pub async fn bucket(&self) -> Source {
+        for (k, v) in &self.env {
+            if k.starts_with("AWS_") {
+                // SAFETY: set once per test process before any S3 client reads the environment;
+                // every Garage started here uses the same fixed test key.
+                unsafe { std::env::set_var(k, v) };
+            }
+        }
+        Source::s3(&S3Settings {
+            bucket: "symcluster".into(),
+            endpoint: Some(format!("http://127.0.0.1:{}", self.port)),
+            region: "garage".into(),
+            attempts: 3,
+            timeout_ms: 10_000,
+        })
+        .await
+    }
+}
+
+impl Drop for Garage {
+    fn drop(&mut self) {
+        let _ = Command::new("bash")
+            .arg(repo().join("deploy/garage.sh"))
+            .arg("stop")
+            .arg(&self.dir)
+            .status();
+    }
+}
+
+/// A process that is killed when dropped.
+pub struct Proc {
+    child: Child,
+    /// Its name in logs.
+    pub name: String,
+    /// Its log file.
+    pub log: PathBuf,
+}
+
+impl Proc {
+    /// SIGKILL, now.
+    pub fn kill(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+
+    /// The process's log so far.
+    pub fn log(&self) -> String {
+        std::fs::read_to_string(&self.log).unwrap_or_default()
+    }
+}
+
+impl Drop for Proc {
+    fn drop(&mut self) {
+        self.kill();
+    }
+}
+
+/// Master settings for a test cluster.
+#[derive(Debug, Clone)]
+pub struct MasterOptions {
+    /// Lease duration, ms.
+    pub lease_ms: u64,
+    /// Heartbeat interval, ms.
+    pub heartbeat_ms: u64,
+    /// `affinity` or `random`.
+    pub routing: &'static str,
+}
+
+impl Default for MasterOptions {
+    fn default() -> Self {
+        MasterOptions {
+            lease_ms: 3_000,
+            heartbeat_ms: 500,
+            routing: "affinity",
+        }
+    }
+}
+
+/// A cluster: Garage, a master, workers.
+pub struct Cluster {
+    /// Scratch space (data, caches, logs).
+    pub dir: tempfile::TempDir,
+    /// The S3 server.
+    pub garage: Garage,
+    /// The master process.
+    pub master: Proc,
+    /// The master's gRPC endpoint.
+    pub endpoint: String,
+    /// The master's metrics address.
+    pub metrics: String,
+    master_port: u16,
+    options: MasterOptions,
+    /// Worker processes by index.
+    pub workers: Vec<Option<Proc>>,
+}
+
+impl Cluster {
+    /// Starts Garage, a master and `workers` workers (2 slots each), and waits until the
+    /// workers are connected.
+    pub async fn start(workers: usize, options: MasterOptions) -> Self {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let garage = Garage::start(&dir.path().join("garage"));
+        let master_port = free_port();
+        let metrics_port = free_port();
+        let master = Self::spawn_master(dir.path(), master_port, metrics_port, &options);
+        let mut cluster = Cluster {
+            endpoint: format!("http://127.0.0.1:{master_port}"),
+            metrics: format!("127.0.0.1:{metrics_port}"),
+            dir,
+            garage,
+            master,
+            master_port,
+            options,
+            workers: Vec::new(),
+        };
+        cluster.wait_for_master().await;
+        for _ in 0..workers {
+            cluster.add_worker(2).await;
+        }
+        cluster
+    }
+
+    fn spawn_master(dir: &Path, port: u16, metrics_port: u16, options: &MasterOptions) -> Proc {
+        let log = dir.join(format!("master-{port}.log"));
+        let child = Command::new(bin("symcluster-master"))
+            .args(["--listen", &format!("127.0.0.1:{port}")])
+            .args(["--metrics-listen", &format!("127.0.0.1:{metrics_port}")])
+            .arg("--data-dir")
+            .arg(dir.join("master-data"))
+            .args(["--token", TOKEN])
+            .args(["--lease-ms", &options.lease_ms.to_string()])
+            .args(["--heartbeat-ms", &options.heartbeat_ms.to_string()])
+            .args(["--routing", options.routing])
+            .stdout(Stdio::null())
+            .stderr(std::fs::File::create(&log).expect("log file"))
+            .spawn()
+            .expect("start symcluster-master");
+        Proc {
+            child,
+            name: "master".into(),
+            log,
+        }
+    }
+
+    /// Kills the master (SIGKILL) and starts a new one on the same data and port.
+    pub async fn restart_master(&mut self) {
+        self.master.kill();
+        let metrics_port = free_port();
+        self.master = Self::spawn_master(
+            self.dir.path(),
+            self.master_port,
+            metrics_port,
+            &self.options,
+        );
+        self.metrics = format!("127.0.0.1:{metrics_port}");
+        self.wait_for_master().await;
+    }
+
+    async fn wait_for_master(&self) {
+        let deadline = Instant::now() + Duration::from_secs(20);
+        loop {
+            if let Ok(client) = Client::connect(&self.endpoint, TOKEN).await {
+                if client
+                    .admin()
+                    .cluster_status(api::ClusterStatusRequest {})
+                    .await
+                    .is_ok()
+                {
+                    return;
+                }
+            }
+            assert!(
+                Instant::now() < deadline,
+                "master did not start:\n{}",
+                self.master.log()
+            );
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+
+    /// Starts a worker with `slots` slots; returns its index. Waits until it is connected.
+    pub async fn add_worker(&mut self, slots: u32) -> usize {
+        let index = self.workers.len();
+        let id = format!("worker-{index}");
+        let log = self.dir.path().join(format!("{id}.log"));
+        let mut command = Command::new(bin("symcluster-worker"));
+        command
+            .args(["--master", &self.endpoint])
+            .args(["--token", TOKEN])
+            .args(["--worker-id", &id])
+            .args(["--slots", &slots.to_string()])
+            .arg("--cache-dir")
+            .arg(self.dir.path().join(format!("{id}-cache")))
+            .args(["--s3-attempts", "2", "--s3-timeout-ms", "1000"])
+            .envs(self.garage.env.iter().cloned())
+            .stdout(Stdio::null())
+            .stderr(std::fs::File::create(&log).expect("log file"));
+        let child = command.spawn().expect("start symcluster-worker");
+        self.workers.push(Some(Proc {
+            child,
+            name: id.clone(),
+            log,
+        }));
+        let deadline = Instant::now() + Duration::from_secs(20);
+        loop {
+            let status = self.status().await;
+            if status
+                .workers
+                .iter()
+                .any(|w| w.worker_id == id && w.connected)
+            {
+                return index;
+            }
+            assert!(Instant::now() < deadline, "worker {id} did not connect");
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+
+    /// SIGKILLs worker `index`.
+    pub fn kill_worker(&mut self, index: usize) {
+        if let Some(mut proc) = self.workers[index].take() {
+            proc.kill();
+        }
+    }
+
+    /// A client of the master.
+    pub async fn client(&self) -> Client {
+        Client::connect(&self.endpoint, TOKEN)
+            .await
+            .expect("connect to master")
+    }
+
+    /// The cluster status.
+    pub async fn status(&self) -> api::ClusterStatusResponse {
+        self.client()
+            .await
+            .admin()
+            .cluster_status(api::ClusterStatusRequest {})
+            .await
+            .expect("cluster status")
+            .into_inner()
+    }
+
+    /// Runs `symctl` with this cluster's master and bucket settings.
+    pub fn symctl(&self, args: &[&str]) -> std::process::Output {
+        Command::new(bin("symctl"))
+            .args(args)
+            .env("SYMCLUSTER_MASTER", &self.endpoint)
+            .env("SYMCLUSTER_TOKEN", TOKEN)
+            .envs(self.garage.env.iter().cloned())
+            .output()
+            .expect("run symctl")
+    }
+}

@@ -1,0 +1,86 @@
+//! The API around the jobs: auth on every call, health checking and reflection for probes and
+//! grpcurl, metrics, cluster status.
+
+use symcluster_client::{Client, api};
+use symcluster_loadtest::cluster::{Cluster, MasterOptions};
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn auth_health_metrics_and_status() {
+    let cluster = Cluster::start(1, MasterOptions::default()).await;
+
+    // No token, or a wrong one: refused.
+    let channel = tonic::transport::Endpoint::from_shared(cluster.endpoint.clone())
+        .unwrap()
+        .connect()
+        .await
+        .unwrap();
+    let e = api::ingest_client::IngestClient::new(channel.clone())
+        .get_job(api::GetJobRequest { job_id: "x".into() })
+        .await
+        .unwrap_err();
+    assert_eq!(e.code(), tonic::Code::Unauthenticated);
+    assert_eq!(
+        e.message(),
+        "missing `authorization: Bearer <token>` metadata"
+    );
+    let mut wrong = Client::connect(&cluster.endpoint, "wrong-token")
+        .await
+        .unwrap();
+    match wrong.job("x").await.unwrap_err() {
+        symcluster_client::ClientError::Status(s) => {
+            assert_eq!(
+                (s.code(), s.message()),
+                (tonic::Code::Unauthenticated, "invalid bearer token")
+            );
+        }
+        other => panic!("expected a status, got {other}"),
+    }
+
+    // With the token: an unknown job is NOT_FOUND.
+    let mut client = cluster.client().await;
+    let e = client.job("nope").await.unwrap_err();
+    assert!(e.to_string().contains("no job \"nope\""), "{e}");
+
+    // Health checking needs no token (Kubernetes probes).
+    let mut health = tonic_health::pb::health_client::HealthClient::new(channel);
+    let serving = health
+        .check(tonic_health::pb::HealthCheckRequest {
+            service: "symcluster.v1.Ingest".into(),
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(
+        serving.status,
+        tonic_health::pb::health_check_response::ServingStatus::Serving as i32
+    );
+
+    // Status: one worker with 2 slots, connected.
+    let status = cluster.status().await;
+    assert_eq!(status.leader, "master-1");
+    assert_eq!(status.workers.len(), 1);
+    assert_eq!(
+        (status.workers[0].slots, status.workers[0].connected),
+        (2, true)
+    );
+
+    // Prometheus metrics over HTTP.
+    let metrics = http_get(&cluster.metrics, "/metrics").await;
+    assert!(
+        metrics.contains("symcluster_workers_connected 1"),
+        "{metrics}"
+    );
+    assert!(metrics.contains("symcluster_queue_depth 0"), "{metrics}");
+}
+
+async fn http_get(addr: &str, path: &str) -> String {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let mut stream = tokio::net::TcpStream::connect(addr).await.unwrap();
+    stream
+        .write_all(format!("GET {path} HTTP/1.0\r\nHost: {addr}\r\n\r\n").as_bytes())
+        .await
+        .unwrap();
+    let mut out = String::new();
+    stream.read_to_string(&mut out).await.unwrap();
+    out
+}

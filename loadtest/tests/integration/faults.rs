@@ -1,0 +1,172 @@
+//! Faults caused for real: a worker SIGKILLed mid-job, S3 stopped, the master restarted.
+
+use std::time::{Duration, Instant};
+
+use symcluster_client::api;
+use symcluster_loadtest::cluster::{Cluster, MasterOptions, repo};
+
+use crate::support::{app_frames, fixture, result, upload_dsyms, wait};
+
+/// A worker is killed while it runs a job; the job's lease expires and another worker completes
+/// it, once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn killed_worker_job_completes_once_elsewhere() {
+    let mut cluster = Cluster::start(1, MasterOptions::default()).await;
+    // A slow job: a 40 MB source map to download and prepare (hundreds of ms), so the kill
+    // lands while the worker is on it.
+    let map = big_map(cluster.dir.path());
+    let out = cluster.symctl(&[
+        "upload",
+        "sourcemap",
+        "--map",
+        &map.display().to_string(),
+        "--debug-id",
+        "00000000-0000-0000-0000-00000000b16b",
+    ]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+
+    let mut client = cluster.client().await;
+    client
+        .submit_js(
+            "slow",
+            api::JsJob {
+                stack: b"f@big.bundle:1:100\n".to_vec(),
+                debug_id: "00000000-0000-0000-0000-00000000b16b".into(),
+                ..Default::default()
+            },
+        )
+        .await
+        .unwrap();
+    // Kill worker-0 as soon as it holds the lease.
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let job = client.job("slow").await.unwrap();
+        if job.state == api::JobState::Running as i32 {
+            assert_eq!(job.worker_id, "worker-0");
+            break;
+        }
+        assert!(Instant::now() < deadline, "the job was never leased");
+        tokio::time::sleep(Duration::from_millis(2)).await;
+    }
+    cluster.kill_worker(0);
+    let during = client.job("slow").await.unwrap();
+    assert_ne!(
+        during.state,
+        api::JobState::Completed as i32,
+        "finished before the kill"
+    );
+
+    cluster.add_worker(2).await;
+    let job = wait(&mut client, "slow").await;
+    let result = result(&job);
+    assert_eq!(job.worker_id, "worker-1");
+    assert_eq!(job.attempts, 2, "one expired lease, one completed attempt");
+    assert_eq!(result["frames"][0]["status"], "symbolicated");
+    // Completed once: the index holds one completion and the job is not queued again.
+    let status = cluster.status().await;
+    assert_eq!(
+        (
+            status.jobs_completed,
+            status.queue_depth,
+            status.jobs_running
+        ),
+        (1, 0, 0)
+    );
+}
+
+/// S3 stops: jobs still end, within the retry budget, with `fetching_failed` modules; once S3 is
+/// back, the next job symbolicates (the failure was not cached).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn s3_outage_gives_fetching_failed_then_recovers() {
+    let cluster = Cluster::start(1, MasterOptions::default()).await;
+    upload_dsyms(&cluster, &[repo().join("examples/ios-demo/DemoApp.dSYM")]);
+    let report = std::fs::read(repo().join("examples/ios-demo/DemoApp.crash")).unwrap();
+    let mut client = cluster.client().await;
+
+    cluster.garage.stop();
+    let started = Instant::now();
+    client
+        .submit_native("during-outage", report.clone())
+        .await
+        .unwrap();
+    let job = wait(&mut client, "during-outage").await;
+    let elapsed = started.elapsed();
+    let during = result(&job);
+    let module = during["modules"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|m| m["debug_id"] == "4c4c443b-5555-3144-a126-3cc30cf88fdb")
+        .unwrap();
+    assert_eq!(module["status"], "fetching_failed");
+    assert!(
+        module["error"]
+            .as_str()
+            .unwrap()
+            .contains("4c/4c443b55553144a1263cc30cf88fdb/debuginfo")
+    );
+    assert_eq!(during["threads"][0]["frames"][0]["status"], "missing");
+    eprintln!("job during the S3 outage ended in {elapsed:?}");
+
+    cluster.garage.restart();
+    client.submit_native("after-outage", report).await.unwrap();
+    let after = result(&wait(&mut client, "after-outage").await);
+    assert_eq!(
+        app_frames(&after, &["DemoApp"])[0],
+        ("crash_write_null".to_owned(), "crash.c".to_owned(), 23)
+    );
+}
+
+/// The index is durable: a master killed with SIGKILL comes back with every job and result.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn master_restart_keeps_the_index() {
+    let mut cluster = Cluster::start(1, MasterOptions::default()).await;
+    upload_dsyms(&cluster, &[fixture("crashprobe/release/dSYMs")]);
+    let report = std::fs::read(fixture("crashprobe/release/arm64/Call abort().json")).unwrap();
+    let mut client = cluster.client().await;
+    client.submit_native("durable", report).await.unwrap();
+    let before = wait(&mut client, "durable").await;
+
+    cluster.restart_master().await;
+    let mut client = cluster.client().await;
+    let after = client.job("durable").await.unwrap();
+    assert_eq!(after.state, api::JobState::Completed as i32);
+    assert_eq!(after.result_json, before.result_json);
+    assert_eq!(after.fingerprint, before.fingerprint);
+    let groups = client
+        .ingest()
+        .list_groups(api::ListGroupsRequest { limit: 5 })
+        .await
+        .unwrap()
+        .into_inner()
+        .groups;
+    assert_eq!(groups.len(), 1);
+    assert_eq!(groups[0].count, 1);
+}
+
+/// Writes a ~40 MB source map with one generated line per module (a production bundle's shape).
+fn big_map(dir: &std::path::Path) -> std::path::PathBuf {
+    let mut builder = sourcemap::SourceMapBuilder::new(Some("big.bundle"));
+    for module in 0..2500u32 {
+        let source = format!("/app/src/module{module}.js");
+        let id = builder.add_source(&source);
+        let contents: String = (0..200)
+            .map(|l| format!("  const value{l} = compute{module}(input{l}, options); // {l}\n"))
+            .collect();
+        builder.set_source_contents(id, Some(&contents));
+        for t in 0..600u32 {
+            builder.add(module, t * 7, t / 3, 2, Some(&source), None, false);
+        }
+    }
+    let path = dir.join("big.bundle.map");
+    let file = std::fs::File::create(&path).unwrap();
+    builder
+        .into_sourcemap()
+        .to_writer(std::io::BufWriter::new(file))
+        .unwrap();
+    path
+}

@@ -1,0 +1,11 @@
+//! End-to-end tests: a real Garage S3 server, a real master and real workers (processes on
+//! loopback), real gRPC. Uploads real debug files and source maps, submits real reports, and
+//! checks the symbolicated frames; kills workers, stops S3, restarts the master.
+//!
+//! Needs the release binaries (`cargo build --release --bins`) and `garage` on PATH; both are
+//! provided by `scripts/test.sh`.
+
+mod cluster_api;
+mod faults;
+mod support;
+mod symbolication;

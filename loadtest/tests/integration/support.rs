@@ -1,0 +1,72 @@
+//! Shared helpers: fixtures, uploads, waiting for jobs.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use symcluster_client::{Client, api};
+use symcluster_loadtest::cluster::{Cluster, repo};
+
+/// A path in the shared third-party fixtures.
+pub fn fixture(rel: &str) -> PathBuf {
+    std::env::var_os("SYMCLUSTER_FIXTURES")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| repo().join("../shared/fixtures"))
+        .join(rel)
+}
+
+/// Waits (bounded) until a job is completed or failed.
+pub async fn wait(client: &mut Client, job_id: &str) -> api::Job {
+    tokio::time::timeout(Duration::from_secs(90), client.wait(job_id))
+        .await
+        .unwrap_or_else(|_| panic!("job {job_id} did not finish within 90 s"))
+        .expect("watch job")
+}
+
+/// The result JSON of a completed job.
+pub fn result(job: &api::Job) -> serde_json::Value {
+    assert_eq!(
+        job.state,
+        api::JobState::Completed as i32,
+        "job {} not completed: {}",
+        job.job_id,
+        job.error
+    );
+    serde_json::from_slice(&job.result_json).expect("result JSON")
+}
+
+/// Uploads debug files with `symctl upload dsym`.
+pub fn upload_dsyms(cluster: &Cluster, paths: &[PathBuf]) {
+    let mut args = vec!["upload".to_owned(), "dsym".to_owned()];
+    args.extend(paths.iter().map(|p| p.display().to_string()));
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let out = cluster.symctl(&args);
+    assert!(
+        out.status.success(),
+        "symctl upload failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+/// The crashed thread's frames whose image is one of `images`:
+/// `(function, filename, lineno)`.
+pub fn app_frames(result: &serde_json::Value, images: &[&str]) -> Vec<(String, String, u64)> {
+    let thread = result["threads"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|t| t["crashed"] == true)
+        .expect("crashed thread");
+    thread["frames"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|f| images.iter().any(|i| f["image"] == *i))
+        .map(|f| {
+            (
+                f["function"].as_str().unwrap_or("").to_owned(),
+                f["filename"].as_str().unwrap_or("").to_owned(),
+                f["lineno"].as_u64().unwrap_or(0),
+            )
+        })
+        .collect()
+}

@@ -1,0 +1,172 @@
+//! The whole path: upload, submit, symbolicate on workers, read the index.
+
+use symcluster_client::api;
+use symcluster_loadtest::cluster::{Cluster, MasterOptions, repo};
+
+use crate::support::{app_frames, fixture, result, upload_dsyms, wait};
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn crashprobe_demo_and_js_jobs_end_to_end() {
+    let cluster = Cluster::start(2, MasterOptions::default()).await;
+    upload_dsyms(
+        &cluster,
+        &[
+            fixture("crashprobe/release/dSYMs"),
+            repo().join("examples/ios-demo/DemoAppFat.dSYM"),
+        ],
+    );
+    let out = cluster.symctl(&[
+        "upload",
+        "sourcemap",
+        "--map",
+        &repo()
+            .join("examples/rn-demo/dist/index.android.bundle.hbc.map")
+            .display()
+            .to_string(),
+        "--release",
+        "demo@1.0",
+        "--bundle-name",
+        "index.android.bundle",
+    ]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+
+    let mut client = cluster.client().await;
+    let reports = [
+        (
+            "abort",
+            "Call abort().json",
+            "-[CRLCrashAbort crash]",
+            "CRLCrashAbort.m",
+            37,
+        ),
+        (
+            "null",
+            "Dereference a NULL pointer.json",
+            "-[CRLCrashNULL crash]",
+            "CRLCrashNULL.m",
+            37,
+        ),
+        (
+            "trap",
+            "Call __builtin_trap().json",
+            "-[CRLCrashTrap crash]",
+            "CRLCrashTrap.m",
+            37,
+        ),
+    ];
+    for (id, file, ..) in &reports {
+        let report = std::fs::read(fixture(&format!("crashprobe/release/arm64/{file}"))).unwrap();
+        let submitted = client.submit_native(id, report).await.unwrap();
+        assert!(submitted.created);
+    }
+    // The same id again: idempotent, nothing new.
+    let again = client
+        .submit_native("abort", b"ignored".to_vec())
+        .await
+        .unwrap();
+    assert!(!again.created);
+
+    for (id, _, function, file, line) in &reports {
+        let job = wait(&mut client, id).await;
+        let result = result(&job);
+        let frames = app_frames(&result, &["CrashLibiOS", "CrashProbeiOS"]);
+        assert_eq!(
+            frames[0],
+            (function.to_string(), file.to_string(), *line),
+            "{id}"
+        );
+        assert_eq!(
+            frames[1],
+            (
+                "-[CRLDetailViewController doCrash]".to_owned(),
+                "CRLDetailViewController.m".to_owned(),
+                53
+            ),
+            "{id}"
+        );
+        assert_eq!(job.attempts, 1);
+        assert!(!job.fingerprint.is_empty());
+    }
+
+    // The project's own iOS example, from the fat dSYM in S3.
+    let report = std::fs::read(repo().join("examples/ios-demo/DemoApp.ips")).unwrap();
+    client.submit_native("demo-ips", report).await.unwrap();
+    let demo = result(&wait(&mut client, "demo-ips").await);
+    assert_eq!(
+        app_frames(&demo, &["DemoApp"])[..3],
+        [
+            ("crash_write_null".to_owned(), "crash.c".to_owned(), 23),
+            ("validate_total".to_owned(), "crash.c".to_owned(), 33),
+            ("process_order".to_owned(), "crash.c".to_owned(), 41),
+        ]
+    );
+
+    // A real Hermes crash of the React Native example, its map found by release and bundle.
+    let stack = std::fs::read(repo().join("examples/rn-demo/dist/stack-hermes.txt")).unwrap();
+    client
+        .submit_js(
+            "hermes",
+            api::JsJob {
+                stack,
+                release: "demo@1.0".into(),
+                bundle: "index.android.bundle".into(),
+                ..Default::default()
+            },
+        )
+        .await
+        .unwrap();
+    let js = result(&wait(&mut client, "hermes").await);
+    let top = &js["frames"][0];
+    assert_eq!(top["filename"], "/Users/dev/DemoApp/src/pricing.js");
+    assert_eq!(top["lineno"], 22);
+    assert_eq!(top["function"], "list.map$argument_0");
+
+    // A JS job whose map was never uploaded fails with a precise error.
+    client
+        .submit_js(
+            "no-map",
+            api::JsJob {
+                stack: b"at f (address at index.android.bundle:1:10)".to_vec(),
+                release: "unknown@0".into(),
+                bundle: "index.android.bundle".into(),
+                ..Default::default()
+            },
+        )
+        .await
+        .unwrap();
+    let failed = wait(&mut client, "no-map").await;
+    assert_eq!(failed.state, api::JobState::Failed as i32);
+    assert_eq!(
+        failed.error,
+        "no source map at js/release/unknown@0/_/index.android.bundle.map"
+    );
+
+    // A report that is not a report: failed at once, with the engine's message.
+    let bad = client
+        .submit_native("garbage", b"hello, this is not a crash".to_vec())
+        .await
+        .unwrap();
+    let bad = bad.job.unwrap();
+    assert_eq!(bad.state, api::JobState::Failed as i32);
+    assert!(bad.error.starts_with("not a crash report"), "{}", bad.error);
+
+    // Crash groups: the three CrashProbe crashes are three groups, the demo a fourth.
+    let groups = client
+        .ingest()
+        .list_groups(api::ListGroupsRequest { limit: 10 })
+        .await
+        .unwrap()
+        .into_inner()
+        .groups;
+    assert_eq!(groups.len(), 5, "3 CrashProbe + iOS demo + Hermes");
+    let abort = groups
+        .iter()
+        .find(|g| g.key_stack[0].starts_with("-[CRLCrashAbort crash]"))
+        .unwrap();
+    assert_eq!(abort.count, 1);
+    assert_eq!(abort.title, "EXC_CRASH (SIGABRT) in -[CRLCrashAbort crash]");
+}
