@@ -29,6 +29,16 @@ fi
 command -v garage >/dev/null || { echo "garage.sh: garage not on PATH" >&2; exit 1; }
 
 rpc=$((port + 1)); admin=$((port + 3))
+if [ -f "$dir/garage.pid" ] && kill -0 "$(cat "$dir/garage.pid")" 2>/dev/null; then
+    echo "garage.sh: already running in $dir (pid $(cat "$dir/garage.pid"))" >&2
+    exit 1
+fi
+for p in "$port" "$rpc" "$admin"; do
+    if (exec 3<>/dev/tcp/127.0.0.1/"$p") 2>/dev/null; then
+        echo "garage.sh: port $p is in use" >&2
+        exit 1
+    fi
+done
 cat > "$dir/garage.toml" <<TOML
 metadata_dir = "$dir/meta"
 data_dir = "$dir/data"
@@ -54,6 +64,10 @@ echo $! > "$dir/garage.pid"
 
 for _ in $(seq 1 100); do
     garage status > /dev/null 2>&1 && break
+    kill -0 "$(cat "$dir/garage.pid")" 2>/dev/null || {
+        echo "garage.sh: garage exited; see $dir/garage.log" >&2
+        exit 1
+    }
     sleep 0.1
 done
 if [ ! -f "$dir/configured" ]; then

@@ -187,6 +187,27 @@ impl Default for MasterOptions {
     }
 }
 
+/// Worker settings for a test cluster.
+#[derive(Debug, Clone)]
+pub struct WorkerOptions {
+    /// Job slots.
+    pub slots: u32,
+    /// Memory cache budget, bytes.
+    pub memory_cache_bytes: u64,
+    /// Disk cache budget, bytes.
+    pub disk_cache_bytes: u64,
+}
+
+impl Default for WorkerOptions {
+    fn default() -> Self {
+        WorkerOptions {
+            slots: 2,
+            memory_cache_bytes: 512 << 20,
+            disk_cache_bytes: 1 << 30,
+        }
+    }
+}
+
 /// A cluster: Garage, a master, workers.
 pub struct Cluster {
     /// Scratch space (data, caches, logs).
@@ -289,8 +310,19 @@ impl Cluster {
         }
     }
 
-    /// Starts a worker with `slots` slots; returns its index. Waits until it is connected.
+    /// Starts a worker with `slots` slots and default cache budgets; returns its index. Waits
+    /// until it is connected.
     pub async fn add_worker(&mut self, slots: u32) -> usize {
+        self.add_worker_with(WorkerOptions {
+            slots,
+            ..WorkerOptions::default()
+        })
+        .await
+    }
+
+    /// Starts a worker with `options`; returns its index. Waits until it is connected.
+    pub async fn add_worker_with(&mut self, options: WorkerOptions) -> usize {
+        let slots = options.slots;
         let index = self.workers.len();
         let id = format!("worker-{index}");
         let log = self.dir.path().join(format!("{id}.log"));
@@ -303,6 +335,8 @@ impl Cluster {
             .arg("--cache-dir")
             .arg(self.dir.path().join(format!("{id}-cache")))
             .args(["--s3-attempts", "2", "--s3-timeout-ms", "1000"])
+            .args(["--memory-cache-bytes", &options.memory_cache_bytes.to_string()])
+            .args(["--disk-cache-bytes", &options.disk_cache_bytes.to_string()])
             .envs(self.garage.env.iter().cloned())
             .stdout(Stdio::null())
             .stderr(std::fs::File::create(&log).expect("log file"));

@@ -8,8 +8,9 @@
 //! Routing: each job has a routing key (its main debug id, or its source map key). Among
 //! connected workers, the one with the highest rendezvous score `hash(key, worker id)` is the
 //! job's preferred worker: the same key always lands on the same worker while the set of workers
-//! is stable, so its caches already hold the files. When that worker has no free slot, the job
-//! goes to the least-loaded worker with a free slot. Leases expire unless renewed by heartbeats;
+//! is stable, so its caches already hold the files. A free slot first takes a queued job that
+//! prefers its worker (looking a bounded way down the queue); when no queued job does, the
+//! oldest job goes to the least-loaded worker with a free slot. Leases expire unless renewed by heartbeats;
 //! a job whose every attempt (up to `max_attempts`) ends in expiry or a retryable failure fails
 //! with the last error.
 
@@ -92,8 +93,13 @@ struct LeaseInfo {
     deadline_ms: u64,
 }
 
+/// Queued jobs affinity routing looks at for one whose preferred worker is free.
+pub const LOOKAHEAD: usize = 64;
+
 struct Core {
     log: CommandLog,
+    /// Jobs dispatched ahead of the oldest queued job since it became the oldest.
+    head_skips: usize,
     queue: VecDeque<String>,
     workers: BTreeMap<String, WorkerEntry>,
     leases: HashMap<String, LeaseInfo>,
@@ -137,6 +143,7 @@ impl Scheduler {
         Ok(Scheduler {
             core: Mutex::new(Core {
                 log,
+                head_skips: 0,
                 queue,
                 workers: BTreeMap::new(),
                 leases: HashMap::new(),
@@ -423,74 +430,130 @@ impl Scheduler {
     }
 
     /// Hands queued jobs to workers with free slots.
+    ///
+    /// Affinity routing looks at the first [`LOOKAHEAD`] queued jobs for one whose preferred
+    /// worker has a free slot; when none has, the oldest job goes to the least-loaded worker.
+    /// The oldest job is never passed over more than [`LOOKAHEAD`] times in a row.
     fn dispatch(&self, core: &mut Core) {
-        while let Some(job_id) = core.queue.front().cloned() {
-            let Some(job) = self.state.job(&job_id) else {
-                core.queue.pop_front();
-                continue;
+        loop {
+            while let Some(head) = core.queue.front() {
+                match self.state.job(head) {
+                    Some(job) if job.state == JobState::Queued => break,
+                    _ => {
+                        core.queue.pop_front();
+                        core.head_skips = 0;
+                    }
+                }
+            }
+            if core.queue.is_empty() || !core.workers.values().any(WorkerEntry::free) {
+                return;
+            }
+            let choice = match self.config.routing {
+                Routing::Affinity => self
+                    .affine_choice(core)
+                    .or_else(|| {
+                        let head = self.state.job(&core.queue[0])?;
+                        pick_worker(&core.workers, &head.routing_key).map(|(w, a)| (0, w, a))
+                    }),
+                Routing::Random => {
+                    let head = self.state.job(&core.queue[0]);
+                    head.and_then(|h| {
+                        pick_random(&core.workers, core.total_leases, &h.routing_key)
+                            .map(|(w, a)| (0, w, a))
+                    })
+                }
             };
+            let Some((position, worker_id, affine)) = choice else {
+                return;
+            };
+            core.head_skips = if position == 0 { 0 } else { core.head_skips + 1 };
+            let job_id = core.queue.remove(position).expect("position in queue");
+            if !self.grant(core, job_id, worker_id, affine) {
+                return;
+            }
+        }
+    }
+
+    /// The first of the first [`LOOKAHEAD`] queued jobs whose preferred worker is free, unless
+    /// the oldest job has waited its turn long enough.
+    fn affine_choice(&self, core: &Core) -> Option<(usize, String, bool)> {
+        if core.head_skips >= LOOKAHEAD {
+            return None;
+        }
+        for (position, job_id) in core.queue.iter().take(LOOKAHEAD).enumerate() {
+            let Some(job) = self.state.job(job_id) else { continue };
             if job.state != JobState::Queued {
-                core.queue.pop_front();
                 continue;
             }
-            let picked = match self.config.routing {
-                Routing::Affinity => pick_worker(&core.workers, &job.routing_key),
-                Routing::Random => pick_random(&core.workers, core.total_leases, &job.routing_key),
-            };
-            let Some((worker_id, affine)) = picked else {
-                break;
-            };
-            core.queue.pop_front();
-            let attempt = job.attempts + 1;
-            let lease_cmd = Command::Lease {
-                job_id: job_id.clone(),
-                worker_id: worker_id.clone(),
-                attempt,
-                at_ms: now_ms(),
-            };
-            if let Err(e) = self.commit(core, vec![lease_cmd]) {
-                tracing::error!(error = %e, "cannot log a lease; job stays queued");
-                core.queue.push_front(job_id);
-                break;
+            let preferred = core
+                .workers
+                .iter()
+                .filter(|(_, w)| w.connected())
+                .max_by_key(|(id, _)| rendezvous_score(&job.routing_key, id));
+            if let Some((id, worker)) = preferred {
+                if worker.free() {
+                    return Some((position, id.clone(), true));
+                }
             }
-            let deadline_ms = now_ms() + self.config.lease_ms;
-            let spec = prost::Message::decode(job.spec.as_slice()).ok();
-            let lease = v1::Lease {
-                job: spec,
+        }
+        None
+    }
+
+    /// Leases `job_id` to `worker_id`: logs the lease and sends it on the worker's stream.
+    /// Returns `false` when dispatching should stop (the log cannot be written).
+    fn grant(&self, core: &mut Core, job_id: String, worker_id: String, affine: bool) -> bool {
+        let Some(job) = self.state.job(&job_id) else {
+            return true;
+        };
+        let attempt = job.attempts + 1;
+        let lease_cmd = Command::Lease {
+            job_id: job_id.clone(),
+            worker_id: worker_id.clone(),
+            attempt,
+            at_ms: now_ms(),
+        };
+        if let Err(e) = self.commit(core, vec![lease_cmd]) {
+            tracing::error!(error = %e, "cannot log a lease; job stays queued");
+            core.queue.push_front(job_id);
+            return false;
+        }
+        let deadline_ms = now_ms() + self.config.lease_ms;
+        let lease = v1::Lease {
+            job: prost::Message::decode(job.spec.as_slice()).ok(),
+            attempt,
+            deadline_ms,
+        };
+        let worker = core.workers.get_mut(&worker_id).expect("picked worker exists");
+        let sent = worker
+            .sender
+            .as_ref()
+            .is_some_and(|s| s.try_send(lease).is_ok());
+        if !sent {
+            worker.sender = None;
+            let _ = self.commit(
+                core,
+                vec![Command::Requeue {
+                    job_id: job_id.clone(),
+                    attempt,
+                    reason: format!("worker {worker_id} disconnected"),
+                    at_ms: now_ms(),
+                }],
+            );
+            core.queue.push_front(job_id);
+            return true;
+        }
+        worker.busy.insert(job_id.clone());
+        core.leases.insert(
+            job_id,
+            LeaseInfo {
+                worker_id,
                 attempt,
                 deadline_ms,
-            };
-            let worker = core.workers.get_mut(&worker_id).expect("picked");
-            let sent = worker
-                .sender
-                .as_ref()
-                .is_some_and(|s| s.try_send(lease).is_ok());
-            if !sent {
-                worker.sender = None;
-                let _ = self.commit(
-                    core,
-                    vec![Command::Requeue {
-                        job_id: job_id.clone(),
-                        attempt,
-                        reason: format!("worker {worker_id} disconnected"),
-                        at_ms: now_ms(),
-                    }],
-                );
-                core.queue.push_front(job_id);
-                continue;
-            }
-            worker.busy.insert(job_id.clone());
-            core.leases.insert(
-                job_id,
-                LeaseInfo {
-                    worker_id,
-                    attempt,
-                    deadline_ms,
-                },
-            );
-            core.total_leases += 1;
-            core.affine_leases += u64::from(affine);
-        }
+            },
+        );
+        core.total_leases += 1;
+        core.affine_leases += u64::from(affine);
+        true
     }
 
     /// The cluster's state for the admin API.
