@@ -291,15 +291,14 @@ impl Cluster {
     async fn wait_for_master(&self) {
         let deadline = Instant::now() + Duration::from_secs(20);
         loop {
-            if let Ok(client) = Client::connect(&self.endpoint, TOKEN).await {
-                if client
+            if let Ok(client) = Client::connect(&self.endpoint, TOKEN).await
+                && client
                     .admin()
                     .cluster_status(api::ClusterStatusRequest {})
                     .await
                     .is_ok()
-                {
-                    return;
-                }
+            {
+                return;
             }
             assert!(
                 Instant::now() < deadline,
@@ -335,7 +334,10 @@ impl Cluster {
             .arg("--cache-dir")
             .arg(self.dir.path().join(format!("{id}-cache")))
             .args(["--s3-attempts", "2", "--s3-timeout-ms", "1000"])
-            .args(["--memory-cache-bytes", &options.memory_cache_bytes.to_string()])
+            .args([
+                "--memory-cache-bytes",
+                &options.memory_cache_bytes.to_string(),
+            ])
             .args(["--disk-cache-bytes", &options.disk_cache_bytes.to_string()])
             .envs(self.garage.env.iter().cloned())
             .stdout(Stdio::null())

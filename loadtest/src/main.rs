@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 
 use clap::Parser;
 use hdrhistogram::Histogram;
-use symcluster_loadtest::cluster::{repo, Cluster, MasterOptions, WorkerOptions};
+use symcluster_loadtest::cluster::{Cluster, MasterOptions, WorkerOptions, repo};
 use tokio::sync::Semaphore;
 
 /// Load test options.
@@ -50,7 +50,8 @@ async fn main() -> anyhow::Result<()> {
     let args = Args::parse();
     let mut reports = Vec::new();
     for build in ["release", "debug"] {
-        for entry in std::fs::read_dir(args.fixtures.join("crashprobe").join(build).join("arm64"))? {
+        for entry in std::fs::read_dir(args.fixtures.join("crashprobe").join(build).join("arm64"))?
+        {
             reports.push(std::fs::read(entry?.path())?);
         }
     }
@@ -62,11 +63,17 @@ async fn main() -> anyhow::Result<()> {
         reports.len(),
         args.slots
     );
-    println!("| workers | routing | reports/s | p50 ms | p99 ms | cache hit rate | affine leases |");
+    println!(
+        "| workers | routing | reports/s | p50 ms | p99 ms | cache hit rate | affine leases |"
+    );
     println!("|---|---|---|---|---|---|---|");
     for &workers in &args.workers {
         for routing in &args.routing {
-            let routing: &'static str = if routing == "random" { "random" } else { "affinity" };
+            let routing: &'static str = if routing == "random" {
+                "random"
+            } else {
+                "affinity"
+            };
             let line = run(&args, workers, routing, reports.clone()).await?;
             println!("{line}");
         }
@@ -104,7 +111,11 @@ async fn run(
         &crashprobe.join("release/dSYMs").display().to_string(),
         &crashprobe.join("debug/dSYMs").display().to_string(),
     ]);
-    anyhow::ensure!(out.status.success(), "upload failed: {}", String::from_utf8_lossy(&out.stderr));
+    anyhow::ensure!(
+        out.status.success(),
+        "upload failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
 
     let client = cluster.client().await;
     let gate = Arc::new(Semaphore::new(args.concurrency));

@@ -399,10 +399,10 @@ impl Scheduler {
             worker.cache = cache;
         }
         for job_id in running {
-            if let Some(lease) = core.leases.get_mut(job_id) {
-                if lease.worker_id == worker_id {
-                    lease.deadline_ms = deadline;
-                }
+            if let Some(lease) = core.leases.get_mut(job_id)
+                && lease.worker_id == worker_id
+            {
+                lease.deadline_ms = deadline;
             }
         }
         true
@@ -449,12 +449,10 @@ impl Scheduler {
                 return;
             }
             let choice = match self.config.routing {
-                Routing::Affinity => self
-                    .affine_choice(core)
-                    .or_else(|| {
-                        let head = self.state.job(&core.queue[0])?;
-                        pick_worker(&core.workers, &head.routing_key).map(|(w, a)| (0, w, a))
-                    }),
+                Routing::Affinity => self.affine_choice(core).or_else(|| {
+                    let head = self.state.job(&core.queue[0])?;
+                    pick_worker(&core.workers, &head.routing_key).map(|(w, a)| (0, w, a))
+                }),
                 Routing::Random => {
                     let head = self.state.job(&core.queue[0]);
                     head.and_then(|h| {
@@ -466,7 +464,11 @@ impl Scheduler {
             let Some((position, worker_id, affine)) = choice else {
                 return;
             };
-            core.head_skips = if position == 0 { 0 } else { core.head_skips + 1 };
+            core.head_skips = if position == 0 {
+                0
+            } else {
+                core.head_skips + 1
+            };
             let job_id = core.queue.remove(position).expect("position in queue");
             if !self.grant(core, job_id, worker_id, affine) {
                 return;
@@ -481,7 +483,9 @@ impl Scheduler {
             return None;
         }
         for (position, job_id) in core.queue.iter().take(LOOKAHEAD).enumerate() {
-            let Some(job) = self.state.job(job_id) else { continue };
+            let Some(job) = self.state.job(job_id) else {
+                continue;
+            };
             if job.state != JobState::Queued {
                 continue;
             }
@@ -490,10 +494,10 @@ impl Scheduler {
                 .iter()
                 .filter(|(_, w)| w.connected())
                 .max_by_key(|(id, _)| rendezvous_score(&job.routing_key, id));
-            if let Some((id, worker)) = preferred {
-                if worker.free() {
-                    return Some((position, id.clone(), true));
-                }
+            if let Some((id, worker)) = preferred
+                && worker.free()
+            {
+                return Some((position, id.clone(), true));
             }
         }
         None
@@ -523,7 +527,10 @@ impl Scheduler {
             attempt,
             deadline_ms,
         };
-        let worker = core.workers.get_mut(&worker_id).expect("picked worker exists");
+        let worker = core
+            .workers
+            .get_mut(&worker_id)
+            .expect("picked worker exists");
         let sent = worker
             .sender
             .as_ref()

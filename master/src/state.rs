@@ -336,7 +336,7 @@ impl StateMachine {
             .filter(|j| state.is_none_or(|s| j.state == s))
             .map(|j| j.clone())
             .collect();
-        jobs.sort_by(|a, b| b.sequence.cmp(&a.sequence));
+        jobs.sort_by_key(|j| std::cmp::Reverse(j.sequence));
         jobs.truncate(limit);
         jobs
     }

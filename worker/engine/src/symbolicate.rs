@@ -56,10 +56,9 @@ pub fn referenced_images(report: &NativeReport) -> Vec<usize> {
         if let Some(i) = frame
             .image_index
             .or_else(|| ranges.find(frame.instruction_addr))
+            && let Some(slot) = used.get_mut(i)
         {
-            if let Some(slot) = used.get_mut(i) {
-                *slot = true;
-            }
+            *slot = true;
         }
     }
     (0..used.len()).filter(|&i| used[i]).collect()
