@@ -17,5 +17,5 @@ if ! command -v garage >/dev/null || ! garage --version 2>/dev/null | grep -q '2
 fi
 
 # The end-to-end tests start the release binaries as real processes.
-cargo build --workspace --release --locked --bins
+cargo build --workspace --release --locked --bins --lib
 cargo test --workspace --release --locked

@@ -1,6 +1,194 @@
-//! On-device capture of raw crash and hang reports for iOS apps (a static library with a C
-//! header), feeding them to a symcluster master.
+//! symcluster's on-device SDK: captures raw crash and hang reports and sends them to a
+//! symcluster master on the next launch.
 //!
-//! Not built yet: this crate holds the place the SDK issue fills.
+//! An app links the static library and calls, through the C header (`include/symcluster_sdk.h`):
+//! 1. [`symcluster_sdk_install`] early at launch: crash handlers for fatal signals on an
+//!    alternate stack, writing `crash-*.json` into a report directory;
+//! 2. [`symcluster_sdk_start_hang_watchdog`] and [`symcluster_sdk_heartbeat`] from the main run
+//!    loop: main-thread hangs become `hang-*.json` reports with a sampled call tree;
+//! 3. [`symcluster_sdk_send_pending`] (on a background thread): pending reports go to the master
+//!    and are deleted once acknowledged.
+//!
+//! Reports are JSON in the symbolicator request shape the engine reads (`modules` with code
+//! ids, `stacktraces` with instruction addresses, `signal`), plus `symcluster_sdk_report: 1`,
+//! `kind`, `crash_reason`, `metadata` (and `call_tree` for hangs); see the crate's README.
+//!
+//! Modules: [`writer`] (no-alloc JSON), [`images`] (loaded images and build ids), [`unwind`]
+//! (frame-pointer walking with fault-free reads), [`sampler`] (other threads' stacks via a
+//! signal), [`crash`] (signal handlers), [`watchdog`] (hangs), [`send`] (delivery).
 
 #![deny(missing_docs)]
+
+pub mod crash;
+pub mod images;
+pub mod sampler;
+pub mod send;
+pub mod unwind;
+pub mod watchdog;
+pub mod writer;
+
+use std::ffi::{CStr, c_char, c_int};
+use std::path::{Path, PathBuf};
+use std::sync::OnceLock;
+
+/// The report format version written in `symcluster_sdk_report`.
+pub const SYMCLUSTER_REPORT_VERSION: u32 = 1;
+
+static REPORT_DIR: OnceLock<PathBuf> = OnceLock::new();
+
+/// `{"os", "arch", "app", "pid", "sdk"}` for every report.
+fn metadata_json() -> Vec<u8> {
+    let app = std::fs::read_link("/proc/self/exe")
+        .ok()
+        .and_then(|p| p.file_name().map(|n| n.to_string_lossy().into_owned()))
+        .unwrap_or_default();
+    let mut buf = vec![0u8; 4096];
+    let mut w = writer::Writer::new(&mut buf);
+    w.raw(b"{");
+    w.key("os", true);
+    w.string(std::env::consts::OS.as_bytes());
+    w.key("arch", false);
+    w.string(images::ARCH.as_bytes());
+    w.key("app", false);
+    w.string(app.as_bytes());
+    w.key("pid", false);
+    w.dec(u64::from(std::process::id()));
+    w.key("sdk", false);
+    w.string(concat!("symcluster-sdk ", env!("CARGO_PKG_VERSION")).as_bytes());
+    w.raw(b"}");
+    w.as_bytes().to_vec()
+}
+
+/// Installs the crash handlers; reports go to `dir`. See [`crash::install`].
+pub fn install(dir: &Path) -> std::io::Result<()> {
+    let _ = REPORT_DIR.set(dir.to_owned());
+    crash::install(dir, metadata_json())
+}
+
+/// Starts the hang watchdog on the calling (main) thread. See [`watchdog`].
+pub fn start_hang_watchdog(threshold_ms: u64, report_min_ms: u64) -> std::io::Result<()> {
+    let dir = REPORT_DIR
+        .get()
+        .cloned()
+        .ok_or_else(|| std::io::Error::other("install the SDK first"))?;
+    watchdog::start(watchdog::HangConfig {
+        threshold_ms,
+        report_min_ms,
+        dir,
+        modules_json: images::modules_json(&images::loaded_images()),
+        metadata_json: metadata_json(),
+    })
+}
+
+fn c_path(path: *const c_char) -> Option<PathBuf> {
+    if path.is_null() {
+        return None;
+    }
+    // SAFETY: the caller passes a NUL-terminated string.
+    let s = unsafe { CStr::from_ptr(path) }.to_str().ok()?;
+    Some(PathBuf::from(s))
+}
+
+fn c_str(s: *const c_char) -> Option<String> {
+    if s.is_null() {
+        return None;
+    }
+    // SAFETY: the caller passes a NUL-terminated string.
+    unsafe { CStr::from_ptr(s) }
+        .to_str()
+        .ok()
+        .map(str::to_owned)
+}
+
+/// Installs the crash handlers, writing reports into `report_dir` (created if needed).
+/// Returns 0 on success, -1 on error (bad path, directory not writable, sigaction failed).
+///
+/// # Safety
+/// `report_dir` must be a NUL-terminated UTF-8 path.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn symcluster_sdk_install(report_dir: *const c_char) -> c_int {
+    match c_path(report_dir).map(|dir| install(&dir)) {
+        Some(Ok(())) => 0,
+        _ => -1,
+    }
+}
+
+/// Gives the calling thread an alternate signal stack, so that its stack overflows are
+/// reported. The installing thread has one already. Returns 0 on success, -1 on error.
+#[unsafe(no_mangle)]
+pub extern "C" fn symcluster_sdk_thread_init() -> c_int {
+    if crash::install_alt_stack().is_ok() {
+        0
+    } else {
+        -1
+    }
+}
+
+/// Starts the hang watchdog for the calling thread, which must be the main thread: a hang
+/// starts after `threshold_ms` without [`symcluster_sdk_heartbeat`], and is reported if it lasts
+/// at least `report_min_ms`. Returns 0 on success, -1 on error (SDK not installed).
+#[unsafe(no_mangle)]
+pub extern "C" fn symcluster_sdk_start_hang_watchdog(
+    threshold_ms: u32,
+    report_min_ms: u32,
+) -> c_int {
+    match start_hang_watchdog(u64::from(threshold_ms), u64::from(report_min_ms)) {
+        Ok(()) => 0,
+        Err(_) => -1,
+    }
+}
+
+/// Tells the hang watchdog the main thread is responsive. Call it from the main run loop.
+#[unsafe(no_mangle)]
+pub extern "C" fn symcluster_sdk_heartbeat() {
+    watchdog::heartbeat();
+}
+
+/// Records an uncaught C++ or Objective-C exception (`kind`, `reason`) for the crash report
+/// that follows; call it from the terminate / uncaught-exception handler before aborting.
+///
+/// # Safety
+/// Both arguments must be NUL-terminated strings (or null).
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn symcluster_sdk_note_exception(kind: *const c_char, reason: *const c_char) {
+    crash::note_exception(
+        &c_str(kind).unwrap_or_default(),
+        &c_str(reason).unwrap_or_default(),
+    );
+}
+
+/// Sends the reports pending in `report_dir` to the master at `endpoint` (`http://host:port`)
+/// with bearer `token`, deleting each once acknowledged; retries unreachable masters up to 5
+/// times with backoff. Blocks: call it from a background thread. Returns the number of reports
+/// sent, or -1 on bad arguments.
+///
+/// # Safety
+/// All arguments must be NUL-terminated UTF-8 strings.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn symcluster_sdk_send_pending(
+    report_dir: *const c_char,
+    endpoint: *const c_char,
+    token: *const c_char,
+) -> c_int {
+    let (Some(dir), Some(endpoint), Some(token)) =
+        (c_path(report_dir), c_str(endpoint), c_str(token))
+    else {
+        return -1;
+    };
+    let Ok(runtime) = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+    else {
+        return -1;
+    };
+    let prefix = metadata_app_prefix();
+    let summary = runtime.block_on(send::send_pending(&dir, &endpoint, &token, &prefix, 5));
+    summary.sent.len() as c_int
+}
+
+fn metadata_app_prefix() -> String {
+    std::fs::read_link("/proc/self/exe")
+        .ok()
+        .and_then(|p| p.file_name().map(|n| n.to_string_lossy().into_owned()))
+        .unwrap_or_else(|| "app".into())
+}

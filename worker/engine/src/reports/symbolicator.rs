@@ -90,7 +90,8 @@ pub fn parse(request: &Value) -> Result<NativeReport, ReportError> {
     Ok(NativeReport {
         format: FORMAT,
         arch,
-        crash_reason: None,
+        // Not part of symbolicator's request; symcluster's SDK reports carry it.
+        crash_reason: str_field(request, "crash_reason").map(str::to_owned),
         signal: request
             .get("signal")
             .and_then(Value::as_u64)

@@ -1,0 +1,234 @@
+//! The main-thread hang watchdog.
+//!
+//! The app pings it from its main run loop ([`heartbeat`]). A watchdog thread checks the last
+//! ping; once the main thread has been silent past the threshold, it samples the main thread's
+//! stack (through [`crate::sampler`]) at growing intervals (10 ms, doubling, at most 500 ms) and
+//! aggregates the samples into a call tree with hit counts. While the hang lasts, the current
+//! report is kept on disk (`hang-<ms>-<pid>.json`), so it survives the app being killed blocked
+//! (which is what iOS's watchdog does). When the main thread recovers, the report is kept if the
+//! hang lasted at least the reporting threshold, and deleted otherwise.
+//!
+//! The report's requesting stack trace is the **key stack**: from the root, the most-hit child
+//! at each level, innermost first; the whole tree is in `call_tree`.
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, AtomicI32, AtomicU64, Ordering};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use crate::sampler;
+use crate::writer::Writer;
+
+static LAST_PING_MS: AtomicU64 = AtomicU64::new(0);
+static MAIN_TID: AtomicI32 = AtomicI32::new(0);
+static RUNNING: AtomicBool = AtomicBool::new(false);
+
+/// Watchdog settings.
+#[derive(Debug, Clone)]
+pub struct HangConfig {
+    /// Silence of the main thread that starts a hang, ms.
+    pub threshold_ms: u64,
+    /// Hangs shorter than this are dropped when the main thread recovers, ms.
+    pub report_min_ms: u64,
+    /// Where hang reports go.
+    pub dir: PathBuf,
+    /// Serialized `modules` and `metadata` (as in crash reports).
+    pub modules_json: Vec<u8>,
+    /// See `modules_json`.
+    pub metadata_json: Vec<u8>,
+}
+
+fn epoch() -> &'static Instant {
+    static EPOCH: std::sync::OnceLock<Instant> = std::sync::OnceLock::new();
+    EPOCH.get_or_init(Instant::now)
+}
+
+fn now_ms() -> u64 {
+    epoch().elapsed().as_millis() as u64
+}
+
+/// Records that the main thread is responsive. Call it from the main run loop, often (every
+/// iteration, or from a timer).
+pub fn heartbeat() {
+    LAST_PING_MS.store(now_ms(), Ordering::Release);
+}
+
+/// Starts the watchdog for the calling thread (the main thread). Idempotent.
+pub fn start(config: HangConfig) -> std::io::Result<()> {
+    if RUNNING.swap(true, Ordering::AcqRel) {
+        return Ok(());
+    }
+    MAIN_TID.store(sampler::gettid(), Ordering::Release);
+    heartbeat();
+    std::fs::create_dir_all(&config.dir)?;
+    std::thread::Builder::new()
+        .name("symcluster-watchdog".into())
+        .spawn(move || watch(config))?;
+    Ok(())
+}
+
+/// A call tree node: hits and children by address.
+#[derive(Debug, Default)]
+struct Node {
+    hits: u64,
+    children: BTreeMap<u64, Node>,
+}
+
+impl Node {
+    /// Adds a sample (innermost first) from the root (outermost frame).
+    fn add(&mut self, frames: &[u64]) {
+        self.hits += 1;
+        let mut node = self;
+        for addr in frames.iter().rev() {
+            node = node.children.entry(*addr).or_default();
+            node.hits += 1;
+        }
+    }
+
+    /// The most-hit path from the root, innermost first.
+    fn key_stack(&self) -> Vec<u64> {
+        let mut path = Vec::new();
+        let mut node = self;
+        while let Some((addr, child)) = node
+            .children
+            .iter()
+            .max_by_key(|(a, c)| (c.hits, std::cmp::Reverse(**a)))
+        {
+            path.push(*addr);
+            node = child;
+        }
+        path.reverse();
+        path
+    }
+
+    fn write(&self, w: &mut Writer<'_>) {
+        w.raw(b"[");
+        for (i, (addr, child)) in self.children.iter().enumerate() {
+            if i > 0 {
+                w.raw(b",");
+            }
+            w.raw(b"{");
+            w.key("instruction_addr", true);
+            w.hex(*addr);
+            w.key("hits", false);
+            w.dec(child.hits);
+            w.key("children", false);
+            child.write(w);
+            w.raw(b"}");
+        }
+        w.raw(b"]");
+    }
+}
+
+fn watch(config: HangConfig) {
+    let main_tid = MAIN_TID.load(Ordering::Acquire);
+    let mut frames = vec![0u64; sampler::MAX_FRAMES];
+    loop {
+        std::thread::sleep(Duration::from_millis(20));
+        let silent = now_ms().saturating_sub(LAST_PING_MS.load(Ordering::Acquire));
+        if silent < config.threshold_ms {
+            continue;
+        }
+        // A hang: sample until the main thread pings again.
+        let started_ms = LAST_PING_MS.load(Ordering::Acquire);
+        let stamp = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .map_or(0, |d| d.as_millis());
+        let path = config
+            .dir
+            .join(format!("hang-{stamp}-{}.json", std::process::id()));
+        let mut tree = Node::default();
+        let mut interval = 10u64;
+        while LAST_PING_MS.load(Ordering::Acquire) == started_ms {
+            let n = sampler::sample(main_tid, &mut frames, 100);
+            if n > 0 {
+                tree.add(&frames[..n]);
+                let duration = now_ms().saturating_sub(started_ms);
+                write_hang_report(&config, &path, &tree, duration, main_tid);
+            }
+            std::thread::sleep(Duration::from_millis(interval));
+            interval = (interval * 2).min(500);
+        }
+        let duration = LAST_PING_MS
+            .load(Ordering::Acquire)
+            .saturating_sub(started_ms);
+        if duration < config.report_min_ms {
+            let _ = std::fs::remove_file(&path);
+        } else if tree.hits > 0 {
+            write_hang_report(&config, &path, &tree, duration, main_tid);
+        }
+    }
+}
+
+fn write_hang_report(
+    config: &HangConfig,
+    path: &std::path::Path,
+    tree: &Node,
+    duration_ms: u64,
+    tid: i32,
+) {
+    let mut buf = vec![0u8; 1 << 20];
+    let mut w = Writer::new(&mut buf);
+    w.raw(b"{");
+    w.key("symcluster_sdk_report", true);
+    w.dec(1);
+    w.key("kind", false);
+    w.string(b"hang");
+    w.key("crash_reason", false);
+    w.string(format!("App Hang: main thread blocked for {duration_ms} ms").as_bytes());
+    w.key("hang_duration_ms", false);
+    w.dec(duration_ms);
+    w.key("samples", false);
+    w.dec(tree.hits);
+    w.key("metadata", false);
+    w.raw(&config.metadata_json);
+    w.key("modules", false);
+    w.raw(&config.modules_json);
+    w.key("stacktraces", false);
+    w.raw(b"[{");
+    w.key("thread_id", true);
+    w.dec(tid as u64);
+    w.key("thread_name", false);
+    w.string(b"main");
+    w.key("is_requesting", false);
+    w.raw(b"true");
+    w.key("frames", false);
+    w.raw(b"[");
+    for (i, addr) in tree.key_stack().iter().enumerate() {
+        if i > 0 {
+            w.raw(b",");
+        }
+        w.raw(b"{");
+        w.key("instruction_addr", true);
+        w.hex(*addr);
+        w.raw(b"}");
+    }
+    w.raw(b"]}]");
+    w.key("call_tree", false);
+    tree.write(&mut w);
+    w.raw(b"}\n");
+    let tmp = path.with_extension("tmp");
+    if std::fs::write(&tmp, w.as_bytes()).is_ok() {
+        let _ = std::fs::rename(&tmp, path);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn key_stack_follows_the_most_hit_path() {
+        let mut tree = Node::default();
+        // innermost first: main → work → spin (3×), main → work → io (1×), main → other (1×)
+        for _ in 0..3 {
+            tree.add(&[0x30, 0x20, 0x10]);
+        }
+        tree.add(&[0x31, 0x20, 0x10]);
+        tree.add(&[0x40, 0x10]);
+        assert_eq!(tree.hits, 5);
+        assert_eq!(tree.key_stack(), vec![0x30, 0x20, 0x10]);
+        assert_eq!(tree.children[&0x10].hits, 5);
+        assert_eq!(tree.children[&0x10].children[&0x20].hits, 4);
+    }
+}

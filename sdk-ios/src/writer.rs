@@ -1,0 +1,140 @@
+//! A JSON writer into a fixed buffer: no allocation, no locks, so it runs inside a signal
+//! handler. Output that does not fit is cut (and the report marked truncated by the caller).
+
+/// A fixed-capacity byte buffer with JSON helpers.
+pub struct Writer<'a> {
+    buf: &'a mut [u8],
+    len: usize,
+    overflow: bool,
+}
+
+impl<'a> Writer<'a> {
+    /// Writes into `buf`.
+    pub fn new(buf: &'a mut [u8]) -> Self {
+        Writer {
+            buf,
+            len: 0,
+            overflow: false,
+        }
+    }
+
+    /// The bytes written so far.
+    pub fn as_bytes(&self) -> &[u8] {
+        &self.buf[..self.len]
+    }
+
+    /// Whether some output did not fit.
+    pub fn overflowed(&self) -> bool {
+        self.overflow
+    }
+
+    /// Raw bytes.
+    pub fn raw(&mut self, bytes: &[u8]) {
+        let room = self.buf.len() - self.len;
+        let n = bytes.len().min(room);
+        self.buf[self.len..self.len + n].copy_from_slice(&bytes[..n]);
+        self.len += n;
+        if n < bytes.len() {
+            self.overflow = true;
+        }
+    }
+
+    /// A JSON string literal (quotes, escapes; control bytes as `\u00XX`).
+    pub fn string(&mut self, s: &[u8]) {
+        self.raw(b"\"");
+        for &b in s {
+            match b {
+                b'"' => self.raw(b"\\\""),
+                b'\\' => self.raw(b"\\\\"),
+                b'\n' => self.raw(b"\\n"),
+                b'\r' => self.raw(b"\\r"),
+                b'\t' => self.raw(b"\\t"),
+                0..=0x1f => {
+                    self.raw(b"\\u00");
+                    self.raw(&[hex_digit(b >> 4), hex_digit(b & 0xf)]);
+                }
+                _ => self.raw(&[b]),
+            }
+        }
+        self.raw(b"\"");
+    }
+
+    /// `"0x…"`: an address as a JSON string in lowercase hex.
+    pub fn hex(&mut self, value: u64) {
+        let mut digits = [0u8; 16];
+        let mut n = 0;
+        let mut v = value;
+        loop {
+            digits[n] = hex_digit((v & 0xf) as u8);
+            n += 1;
+            v >>= 4;
+            if v == 0 {
+                break;
+            }
+        }
+        self.raw(b"\"0x");
+        for i in (0..n).rev() {
+            self.raw(&[digits[i]]);
+        }
+        self.raw(b"\"");
+    }
+
+    /// A decimal integer.
+    pub fn dec(&mut self, value: u64) {
+        let mut digits = [0u8; 20];
+        let mut n = 0;
+        let mut v = value;
+        loop {
+            digits[n] = b'0' + (v % 10) as u8;
+            n += 1;
+            v /= 10;
+            if v == 0 {
+                break;
+            }
+        }
+        for i in (0..n).rev() {
+            self.raw(&[digits[i]]);
+        }
+    }
+
+    /// `"key":` (with a leading comma unless `first`).
+    pub fn key(&mut self, key: &str, first: bool) {
+        if !first {
+            self.raw(b",");
+        }
+        self.string(key.as_bytes());
+        self.raw(b":");
+    }
+}
+
+fn hex_digit(n: u8) -> u8 {
+    b"0123456789abcdef"[(n & 0xf) as usize]
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn writes_valid_json_and_cuts_on_overflow() {
+        let mut buf = [0u8; 128];
+        let mut w = Writer::new(&mut buf);
+        w.raw(b"{");
+        w.key("a", true);
+        w.hex(0x1007da384);
+        w.key("b\"", false);
+        w.dec(18446744073709551615);
+        w.key("c", false);
+        w.string(b"x\n\x01");
+        w.raw(b"}");
+        assert_eq!(
+            std::str::from_utf8(w.as_bytes()).unwrap(),
+            r#"{"a":"0x1007da384","b\"":18446744073709551615,"c":"x\n\u0001"}"#
+        );
+        let mut small = [0u8; 4];
+        let mut w = Writer::new(&mut small);
+        w.raw(b"hello");
+        assert!(w.overflowed());
+        assert_eq!(w.as_bytes(), b"hell");
+    }
+}

@@ -1,0 +1,105 @@
+//! Building and running the crasher.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+use std::sync::OnceLock;
+
+use symcluster_engine::result::SymbolicationResult;
+use symcluster_engine::{LocalSymCaches, parse_report, symbolicate};
+
+pub fn crate_dir() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+}
+
+pub fn crasher_source() -> PathBuf {
+    crate_dir().join("tests/crasher.c")
+}
+
+/// The 1-based line of `[sdk-frame NAME]` in the crasher's source.
+pub fn marker_line(name: &str) -> u32 {
+    let source = std::fs::read_to_string(crasher_source()).unwrap();
+    let marker = format!("[sdk-frame {name}]");
+    source
+        .lines()
+        .position(|l| l.contains(&marker))
+        .map(|i| i as u32 + 1)
+        .unwrap_or_else(|| panic!("no marker {marker}"))
+}
+
+/// Compiles the crasher against the release static library (once per test run).
+pub fn crasher() -> &'static Path {
+    static BUILT: OnceLock<PathBuf> = OnceLock::new();
+    BUILT.get_or_init(|| {
+        let lib = crate_dir().join("../target/release/libsymcluster_sdk.a");
+        assert!(
+            lib.exists(),
+            "{} not found: run `cargo build --release -p symcluster-sdk-ios`",
+            lib.display()
+        );
+        let out_dir = crate_dir().join("../target/sdk-test");
+        std::fs::create_dir_all(&out_dir).unwrap();
+        let exe = out_dir.join("crasher");
+        let status = Command::new("cc")
+            .args([
+                "-g",
+                "-O0",
+                "-fno-omit-frame-pointer",
+                "-Wl,--build-id=sha1",
+            ])
+            .arg("-I")
+            .arg(crate_dir().join("include"))
+            .arg(crasher_source())
+            .arg(&lib)
+            .args([
+                "-lgcc_s",
+                "-lutil",
+                "-lrt",
+                "-lpthread",
+                "-lm",
+                "-ldl",
+                "-lc",
+            ])
+            .arg("-o")
+            .arg(&exe)
+            .status()
+            .expect("run cc");
+        assert!(status.success(), "compiling the crasher failed");
+        exe
+    })
+}
+
+/// Runs the crasher with `args`.
+pub fn run(dir: &Path, mode: &str) -> Output {
+    Command::new(crasher())
+        .arg(dir)
+        .arg(mode)
+        .output()
+        .expect("run the crasher")
+}
+
+/// The one report file of `kind` (`crash` or `hang`) in `dir`.
+pub fn report(dir: &Path, kind: &str) -> PathBuf {
+    let files: Vec<PathBuf> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| {
+            let name = p.file_name().unwrap().to_str().unwrap();
+            name.starts_with(kind) && name.ends_with(".json")
+        })
+        .collect();
+    assert_eq!(
+        files.len(),
+        1,
+        "expected one {kind} report in {}: {files:?}",
+        dir.display()
+    );
+    files[0].clone()
+}
+
+/// Symbolicates a report against the crasher's own debug info.
+pub fn symbolicate_report(path: &Path) -> SymbolicationResult {
+    let data = std::fs::read(path).unwrap();
+    let report = parse_report(&data).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    let sources = LocalSymCaches::scan(&[crasher()]).unwrap();
+    symbolicate(&report, &sources)
+}
