@@ -537,7 +537,7 @@ impl Scheduler {
             .is_some_and(|s| s.try_send(lease).is_ok());
         if !sent {
             worker.sender = None;
-            let _ = self.commit(
+            let requeued = self.commit(
                 core,
                 vec![Command::Requeue {
                     job_id: job_id.clone(),
@@ -546,7 +546,21 @@ impl Scheduler {
                     at_ms: now_ms(),
                 }],
             );
-            core.queue.push_front(job_id);
+            match requeued {
+                Ok(_) => core.queue.push_front(job_id),
+                Err(e) => {
+                    // The job stays running in the index: keep its lease so expiry retries.
+                    tracing::error!(error = %e, job = %job_id, "cannot log a requeue");
+                    core.leases.insert(
+                        job_id,
+                        LeaseInfo {
+                            worker_id,
+                            attempt,
+                            deadline_ms,
+                        },
+                    );
+                }
+            }
             return true;
         }
         worker.busy.insert(job_id.clone());
