@@ -310,17 +310,8 @@ fn write_thread(
         w.raw(b"}");
     }
     w.key("frames", false);
-    w.raw(b"[");
-    for (i, addr) in frames.iter().enumerate() {
-        if i > 0 {
-            w.raw(b",");
-        }
-        w.raw(b"{");
-        w.key("instruction_addr", true);
-        w.hex(*addr);
-        w.raw(b"}");
-    }
-    w.raw(b"]}");
+    w.frames(frames);
+    w.raw(b"}");
 }
 
 /// Reads `/proc/self/task/<tid>/comm` into `out`. Async-signal-safe.

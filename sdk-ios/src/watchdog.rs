@@ -193,17 +193,8 @@ fn write_hang_report(
     w.key("is_requesting", false);
     w.raw(b"true");
     w.key("frames", false);
-    w.raw(b"[");
-    for (i, addr) in tree.key_stack().iter().enumerate() {
-        if i > 0 {
-            w.raw(b",");
-        }
-        w.raw(b"{");
-        w.key("instruction_addr", true);
-        w.hex(*addr);
-        w.raw(b"}");
-    }
-    w.raw(b"]}]");
+    w.frames(&tree.key_stack());
+    w.raw(b"}]");
     w.key("call_tree", false);
     tree.write(&mut w);
     w.raw(b"}\n");

@@ -97,6 +97,21 @@ impl<'a> Writer<'a> {
         }
     }
 
+    /// `[{"instruction_addr":"0x…"},…]`: a report's frame list, innermost first.
+    pub fn frames(&mut self, addresses: &[u64]) {
+        self.raw(b"[");
+        for (i, addr) in addresses.iter().enumerate() {
+            if i > 0 {
+                self.raw(b",");
+            }
+            self.raw(b"{");
+            self.key("instruction_addr", true);
+            self.hex(*addr);
+            self.raw(b"}");
+        }
+        self.raw(b"]");
+    }
+
     /// `"key":` (with a leading comma unless `first`).
     pub fn key(&mut self, key: &str, first: bool) {
         if !first {

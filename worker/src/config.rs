@@ -48,6 +48,23 @@ pub struct WorkerConfig {
     #[arg(long, env = "SYMCLUSTER_SOURCE_DIR", conflicts_with = "s3_bucket")]
     pub source_dir: Option<PathBuf>,
 
+    /// The bucket (shared with `symctl upload`).
+    #[command(flatten)]
+    pub bucket: BucketArgs,
+
+    /// Attempts per S3 request (with exponential backoff) before a fetch fails.
+    #[arg(long, env = "SYMCLUSTER_S3_ATTEMPTS", default_value_t = 3)]
+    pub s3_attempts: u32,
+
+    /// Timeout of one S3 request attempt, in milliseconds.
+    #[arg(long, env = "SYMCLUSTER_S3_TIMEOUT_MS", default_value_t = 5_000)]
+    pub s3_timeout_ms: u64,
+}
+
+/// Where the bucket is: the flags the worker and `symctl upload` share. Credentials come from
+/// the AWS environment (`AWS_ACCESS_KEY_ID`, `AWS_SECRET_ACCESS_KEY`).
+#[derive(Debug, Clone, clap::Args)]
+pub struct BucketArgs {
     /// S3 bucket holding debug files and source maps.
     #[arg(long, env = "SYMCLUSTER_S3_BUCKET")]
     pub s3_bucket: Option<String>,
@@ -63,12 +80,4 @@ pub struct WorkerConfig {
     /// Key prefix inside the bucket.
     #[arg(long, env = "SYMCLUSTER_S3_PREFIX", default_value = "")]
     pub s3_prefix: String,
-
-    /// Attempts per S3 request (with exponential backoff) before a fetch fails.
-    #[arg(long, env = "SYMCLUSTER_S3_ATTEMPTS", default_value_t = 3)]
-    pub s3_attempts: u32,
-
-    /// Timeout of one S3 request attempt, in milliseconds.
-    #[arg(long, env = "SYMCLUSTER_S3_TIMEOUT_MS", default_value_t = 5_000)]
-    pub s3_timeout_ms: u64,
 }

@@ -47,7 +47,7 @@ pub async fn run(config: WorkerConfig) -> anyhow::Result<()> {
     let disk = DiskCache::open(&config.cache_dir, config.disk_cache_bytes)?;
     let caches = Arc::new(Caches::new(
         source,
-        config.s3_prefix.clone(),
+        config.bucket.s3_prefix.clone(),
         disk,
         config.memory_cache_bytes,
         Duration::from_secs(config.negative_cache_secs),
@@ -148,7 +148,7 @@ async fn session(
             .unwrap_or_else(|e| e.into_inner())
             .insert(job_id.clone());
         let (client, caches, running) = (client.clone(), caches.clone(), running.clone());
-        let (worker_id, prefix) = (worker_id.to_owned(), config.s3_prefix.clone());
+        let (worker_id, prefix) = (worker_id.to_owned(), config.bucket.s3_prefix.clone());
         tokio::spawn(async move {
             let started = std::time::Instant::now();
             let outcome = runner::run(spec, &caches, &prefix).await;

@@ -59,13 +59,13 @@ impl Source {
         if let Some(dir) = &config.source_dir {
             return Ok(Source::Dir(dir.clone()));
         }
-        let Some(bucket) = &config.s3_bucket else {
+        let Some(bucket) = &config.bucket.s3_bucket else {
             anyhow::bail!("no debug file source: give --s3-bucket or --source-dir");
         };
         Ok(Self::s3(&S3Settings {
             bucket: bucket.clone(),
-            endpoint: config.s3_endpoint.clone(),
-            region: config.s3_region.clone(),
+            endpoint: config.bucket.s3_endpoint.clone(),
+            region: config.bucket.s3_region.clone(),
             attempts: config.s3_attempts,
             timeout_ms: config.s3_timeout_ms,
         })

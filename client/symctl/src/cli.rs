@@ -55,22 +55,7 @@ pub struct MasterArgs {
     pub token: String,
 }
 
-/// How to reach the bucket (credentials: `AWS_ACCESS_KEY_ID` / `AWS_SECRET_ACCESS_KEY`).
-#[derive(Debug, Clone, clap::Args)]
-pub struct BucketArgs {
-    /// The bucket.
-    #[arg(long, env = "SYMCLUSTER_S3_BUCKET")]
-    pub s3_bucket: String,
-    /// S3 endpoint URL (Garage, MinIO, ...).
-    #[arg(long, env = "SYMCLUSTER_S3_ENDPOINT")]
-    pub s3_endpoint: Option<String>,
-    /// S3 region (must equal the server's).
-    #[arg(long, env = "SYMCLUSTER_S3_REGION", default_value = "us-east-1")]
-    pub s3_region: String,
-    /// Key prefix inside the bucket.
-    #[arg(long, env = "SYMCLUSTER_S3_PREFIX", default_value = "")]
-    pub s3_prefix: String,
-}
+pub use symcluster_worker::config::BucketArgs;
 
 #[derive(Debug, Subcommand)]
 pub enum UploadCommand {

@@ -50,11 +50,11 @@ pub struct DebugFileIndex {
 
 /// A `--debug-files` path that does not exist or cannot be listed.
 #[derive(Debug, thiserror::Error)]
-#[error("debug files: cannot read {path}: {source}")]
+#[error("debug files: cannot read {path}: {error}")]
 pub struct ScanError {
     path: PathBuf,
-    #[source]
-    source: std::io::Error,
+    // Not a `source`: the message already includes it, and chains would print it twice.
+    error: std::io::Error,
 }
 
 impl DebugFileIndex {
@@ -69,7 +69,7 @@ impl DebugFileIndex {
             let root = root.as_ref();
             std::fs::metadata(root).map_err(|source| ScanError {
                 path: root.to_owned(),
-                source,
+                error: source,
             })?;
             for entry in walkdir::WalkDir::new(root)
                 .follow_links(true)
@@ -77,7 +77,7 @@ impl DebugFileIndex {
             {
                 let entry = entry.map_err(|e| ScanError {
                     path: e.path().unwrap_or(root).to_owned(),
-                    source: e
+                    error: e
                         .into_io_error()
                         .unwrap_or_else(|| std::io::Error::other("directory loop")),
                 })?;

@@ -10,15 +10,18 @@ use symcluster_worker::sources::{S3Settings, Source};
 
 use crate::cli::{BucketArgs, UploadCommand};
 
-async fn bucket(args: &BucketArgs) -> Source {
-    Source::s3(&S3Settings {
-        bucket: args.s3_bucket.clone(),
+async fn bucket(args: &BucketArgs) -> anyhow::Result<Source> {
+    let Some(bucket) = args.s3_bucket.clone() else {
+        anyhow::bail!("give the bucket: --s3-bucket or SYMCLUSTER_S3_BUCKET");
+    };
+    Ok(Source::s3(&S3Settings {
+        bucket,
         endpoint: args.s3_endpoint.clone(),
         region: args.s3_region.clone(),
         attempts: 3,
         timeout_ms: 60_000,
     })
-    .await
+    .await)
 }
 
 pub async fn run(command: UploadCommand) -> anyhow::Result<()> {
@@ -43,7 +46,7 @@ pub async fn run(command: UploadCommand) -> anyhow::Result<()> {
                 ),
                 (None, None) => anyhow::bail!("give --debug-id, or --release and --bundle-name"),
             };
-            let source = bucket(&b).await;
+            let source = bucket(&b).await?;
             let map_bytes =
                 std::fs::read(&map).with_context(|| format!("cannot read {}", map.display()))?;
             // Refuse what workers could not read.
@@ -81,7 +84,7 @@ async fn upload_debug_files(b: &BucketArgs, paths: &[PathBuf]) -> anyhow::Result
     if uploads.is_empty() {
         anyhow::bail!("no Mach-O or ELF debug file found in the given paths");
     }
-    let source = bucket(b).await;
+    let source = bucket(b).await?;
     let total: u64 = uploads.iter().map(|u| u.3).sum();
     let bar = ProgressBar::new(total).with_style(
         ProgressStyle::with_template("{bar:40} {bytes}/{total_bytes} {msg}")
