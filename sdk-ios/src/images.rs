@@ -1,32 +1,46 @@
-//! The binary image list: name, load address, size and build id of every loaded object.
+//! The binary image list in reports: name, load address, size, identifier and arch of every
+//! loaded object, serialized once outside the crash handler and published for it.
 //!
-//! Linux host backend: `dl_iterate_phdr`, the GNU build id from each object's `PT_NOTE`
-//! segments (`NT_GNU_BUILD_ID`), and `/proc/self/exe` for the main program's path. Reports carry
-//! the build id as `code_id`; the engine derives the debug id from it. On Apple platforms the same
-//! list comes from dyld (`_dyld_image_count`, `_dyld_get_image_header`, `LC_UUID`): that backend is
-//! not built or verified on this host.
-//!
-//! The list is read at install time (allocation allowed) and serialized once; the crash handler
-//! writes the serialized bytes as they are.
+//! The platform backends produce the list ([`crate::platform::Backend::loaded_images`]):
+//! `dl_iterate_phdr` with GNU build ids on Linux, dyld with `LC_UUID` on Apple platforms, where
+//! images loaded later (`dlopen`) are added as dyld reports them. [`publish`] serializes a list
+//! into the report's `modules` JSON and makes it the one the crash handler writes; the handler
+//! reads it with [`published_modules_json`], an atomic load, without allocating.
 
-use std::ffi::CStr;
+use std::sync::atomic::{AtomicPtr, Ordering};
+
+/// How an image is identified, which decides the report's module `type`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ImageId {
+    /// ELF: the GNU build id bytes (`type: "elf"`, `code_id` in lowercase hex; the engine
+    /// derives the debug id from it as symbolic does).
+    GnuBuildId(Vec<u8>),
+    /// Mach-O: the `LC_UUID` (`type: "macho"`, `debug_id` as the UUID in its 8-4-4-4-12 form,
+    /// `code_id` as 32 lowercase hex digits).
+    MachUuid([u8; 16]),
+    /// Neither (an object linked without one): the engine cannot find its debug file.
+    None,
+}
 
 /// One loaded object.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Image {
-    /// Full path (the main program's from `/proc/self/exe`).
+    /// Full path.
     pub path: String,
-    /// Lowest mapped address, bytes.
+    /// Load address of its first byte (ELF: lowest `PT_LOAD`; Mach-O: the `mach_header`).
     pub image_addr: u64,
-    /// Span of its `PT_LOAD` segments, bytes.
+    /// Bytes from `image_addr` (ELF: span of the `PT_LOAD` segments; Mach-O: `__TEXT`'s vmsize,
+    /// as Apple's crash reports show it).
     pub image_size: u64,
-    /// GNU build id, lowercase hex; empty when the object has none.
-    pub build_id: String,
-    /// Executable segments, `[start, end)` absolute addresses (for stack scanning).
+    /// Build id or UUID.
+    pub id: ImageId,
+    /// CPU architecture name (`x86_64`, `arm64`, `arm64e`, …).
+    pub arch: &'static str,
+    /// Executable ranges, `[start, end)` absolute addresses (for stack scanning).
     pub code_ranges: Vec<(u64, u64)>,
 }
 
-/// The CPU architecture name reports use.
+/// The CPU architecture of this build, as reports name it.
 pub const ARCH: &str = if cfg!(target_arch = "x86_64") {
     "x86_64"
 } else if cfg!(target_arch = "aarch64") {
@@ -35,114 +49,26 @@ pub const ARCH: &str = if cfg!(target_arch = "x86_64") {
     "unknown"
 };
 
-/// Every loaded object, main program first.
-#[cfg(target_os = "linux")]
-pub fn loaded_images() -> Vec<Image> {
-    let mut images: Vec<Image> = Vec::new();
-    unsafe extern "C" fn callback(
-        info: *mut libc::dl_phdr_info,
-        _size: libc::size_t,
-        data: *mut libc::c_void,
-    ) -> libc::c_int {
-        // SAFETY: dl_iterate_phdr passes a valid info for the duration of the call, and `data`
-        // is the Vec handed in below.
-        let (info, images) = unsafe { (&*info, &mut *(data as *mut Vec<Image>)) };
-        let headers = if info.dlpi_phdr.is_null() {
-            &[][..]
-        } else {
-            // SAFETY: dlpi_phdr points at dlpi_phnum program headers.
-            unsafe { std::slice::from_raw_parts(info.dlpi_phdr, info.dlpi_phnum as usize) }
-        };
-        let loads = headers.iter().filter(|h| h.p_type == libc::PT_LOAD);
-        let start = loads.clone().map(|h| h.p_vaddr).min().unwrap_or(0);
-        let end = loads.map(|h| h.p_vaddr + h.p_memsz).max().unwrap_or(0);
-        let code_ranges = headers
-            .iter()
-            .filter(|h| h.p_type == libc::PT_LOAD && h.p_flags & libc::PF_X != 0)
-            .map(|h| {
-                (
-                    info.dlpi_addr + h.p_vaddr,
-                    info.dlpi_addr + h.p_vaddr + h.p_memsz,
-                )
-            })
-            .collect();
-        let mut build_id = String::new();
-        for h in headers.iter().filter(|h| h.p_type == libc::PT_NOTE) {
-            let addr = info.dlpi_addr + h.p_vaddr;
-            // SAFETY: a PT_NOTE segment of a loaded object is mapped and readable.
-            let note = unsafe { std::slice::from_raw_parts(addr as *const u8, h.p_memsz as usize) };
-            if let Some(id) = gnu_build_id(note) {
-                build_id = id.iter().map(|b| format!("{b:02x}")).collect();
-                break;
-            }
-        }
-        let name = if info.dlpi_name.is_null() {
-            String::new()
-        } else {
-            // SAFETY: dlpi_name is a NUL-terminated string.
-            unsafe { CStr::from_ptr(info.dlpi_name) }
-                .to_string_lossy()
-                .into_owned()
-        };
-        let path = if name.is_empty() && images.is_empty() {
-            std::fs::read_link("/proc/self/exe")
-                .map(|p| p.display().to_string())
-                .unwrap_or_default()
-        } else {
-            name
-        };
-        if end > start && !path.is_empty() {
-            images.push(Image {
-                path,
-                image_addr: info.dlpi_addr + start,
-                image_size: end - start,
-                build_id,
-                code_ranges,
-            });
-        }
-        0
-    }
-    // SAFETY: the callback only reads the info it is given and pushes into `images`.
-    unsafe {
-        libc::dl_iterate_phdr(
-            Some(callback),
-            &mut images as *mut Vec<Image> as *mut libc::c_void,
-        );
-    }
-    images
+fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
 
-/// The image list on platforms without a backend here: empty.
-#[cfg(not(target_os = "linux"))]
-pub fn loaded_images() -> Vec<Image> {
-    Vec::new()
+/// A UUID in its 8-4-4-4-12 lowercase form.
+pub fn uuid_string(uuid: &[u8; 16]) -> String {
+    let h = hex(uuid);
+    format!(
+        "{}-{}-{}-{}-{}",
+        &h[0..8],
+        &h[8..12],
+        &h[12..16],
+        &h[16..20],
+        &h[20..32]
+    )
 }
 
-/// Finds the `NT_GNU_BUILD_ID` descriptor in a note segment.
-fn gnu_build_id(mut notes: &[u8]) -> Option<&[u8]> {
-    const NT_GNU_BUILD_ID: u32 = 3;
-    let word = |b: &[u8]| u32::from_ne_bytes([b[0], b[1], b[2], b[3]]);
-    let align4 = |n: usize| (n + 3) & !3;
-    while notes.len() >= 12 {
-        let (namesz, descsz, kind) = (
-            word(&notes[0..]) as usize,
-            word(&notes[4..]) as usize,
-            word(&notes[8..]),
-        );
-        let name_end = 12 + align4(namesz);
-        let desc_end = name_end + align4(descsz);
-        if desc_end > notes.len() {
-            return None;
-        }
-        if kind == NT_GNU_BUILD_ID && &notes[12..12 + namesz] == b"GNU\0" {
-            return Some(&notes[name_end..name_end + descsz]);
-        }
-        notes = &notes[desc_end..];
-    }
-    None
-}
-
-/// The images as a JSON array in the report's `modules` shape.
+/// The images as a JSON array in the report's `modules` shape (symbolicator's module shape:
+/// `type`, `code_file`, `debug_id` / `code_id`, `image_addr` as a `"0x…"` string, `image_size`
+/// in bytes, `arch`).
 pub fn modules_json(images: &[Image]) -> Vec<u8> {
     let mut out = Vec::new();
     out.push(b'[');
@@ -150,21 +76,33 @@ pub fn modules_json(images: &[Image]) -> Vec<u8> {
         if i > 0 {
             out.push(b',');
         }
-        let mut buf = vec![0u8; image.path.len() * 6 + 256];
+        let mut buf = vec![0u8; image.path.len() * 6 + 512];
         let mut w = crate::writer::Writer::new(&mut buf);
         w.raw(b"{");
         w.key("type", true);
-        w.string(b"elf");
+        match &image.id {
+            ImageId::GnuBuildId(id) => {
+                w.string(b"elf");
+                w.key("code_id", false);
+                w.string(hex(id).as_bytes());
+            }
+            ImageId::MachUuid(uuid) => {
+                w.string(b"macho");
+                w.key("debug_id", false);
+                w.string(uuid_string(uuid).as_bytes());
+                w.key("code_id", false);
+                w.string(hex(uuid).as_bytes());
+            }
+            ImageId::None => w.string(b"unknown"),
+        }
         w.key("code_file", false);
         w.string(image.path.as_bytes());
-        w.key("code_id", false);
-        w.string(image.build_id.as_bytes());
         w.key("image_addr", false);
         w.hex(image.image_addr);
         w.key("image_size", false);
         w.dec(image.image_size);
         w.key("arch", false);
-        w.string(ARCH.as_bytes());
+        w.string(image.arch.as_bytes());
         w.raw(b"}");
         out.extend_from_slice(w.as_bytes());
     }
@@ -172,21 +110,55 @@ pub fn modules_json(images: &[Image]) -> Vec<u8> {
     out
 }
 
+static PUBLISHED: AtomicPtr<Vec<u8>> = AtomicPtr::new(std::ptr::null_mut());
+
+/// Serializes `images` and makes them the list crash reports carry. The previous list is
+/// leaked on purpose: a crash handler may be reading it at this moment (one list per
+/// `dlopen`, a few kilobytes each).
+pub fn publish(images: &[Image]) {
+    let json = Box::into_raw(Box::new(modules_json(images)));
+    PUBLISHED.store(json, Ordering::Release);
+}
+
+/// The `modules` JSON last [`publish`]ed (`[]` before). Async-signal-safe.
+pub fn published_modules_json() -> &'static [u8] {
+    let json = PUBLISHED.load(Ordering::Acquire);
+    if json.is_null() {
+        return b"[]";
+    }
+    // SAFETY: published lists are leaked, never freed or changed.
+    unsafe { (*json).as_slice() }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
 
     #[test]
-    fn the_test_binary_itself_is_listed_with_a_build_id() {
-        let images = loaded_images();
-        let exe = std::fs::read_link("/proc/self/exe").unwrap();
-        let main = &images[0];
-        assert_eq!(main.path, exe.display().to_string());
-        assert!(main.image_size > 0);
-        // Rust test binaries on Linux are linked with a build id by default.
-        assert_eq!(main.build_id.len(), 40, "{main:?}");
-        assert!(images.iter().any(|i| i.path.contains("libc.so")));
-        let json: serde_json::Value = serde_json::from_slice(&modules_json(&images)).unwrap();
-        assert_eq!(json[0]["code_id"], main.build_id.as_str());
+    fn mach_o_modules_carry_the_uuid_as_debug_id() {
+        let image = Image {
+            path: "/var/containers/Bundle/Application/X/DemoApp.app/DemoApp".into(),
+            image_addr: 0x1_04f4_8000,
+            image_size: 0x8000,
+            id: ImageId::MachUuid([
+                0x4c, 0x4c, 0x44, 0x3b, 0x55, 0x55, 0x31, 0x44, 0xa1, 0x26, 0x3c, 0xc3, 0x0c, 0xf8,
+                0x8f, 0xdb,
+            ]),
+            arch: "arm64",
+            code_ranges: vec![],
+        };
+        let json: serde_json::Value = serde_json::from_slice(&modules_json(&[image])).unwrap();
+        assert_eq!(
+            json[0],
+            serde_json::json!({
+                "type": "macho",
+                "debug_id": "4c4c443b-5555-3144-a126-3cc30cf88fdb",
+                "code_id": "4c4c443b55553144a1263cc30cf88fdb",
+                "code_file": "/var/containers/Bundle/Application/X/DemoApp.app/DemoApp",
+                "image_addr": "0x104f48000",
+                "image_size": 32768,
+                "arch": "arm64",
+            })
+        );
     }
 }

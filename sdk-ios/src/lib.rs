@@ -13,19 +13,24 @@
 //! ids, `stacktraces` with instruction addresses, `signal`), plus `symcluster_sdk_report: 1`,
 //! `kind`, `crash_reason`, `metadata` (and `call_tree` for hangs); see the crate's README.
 //!
-//! Modules: [`writer`] (no-alloc JSON), [`images`] (loaded images and build ids), [`unwind`]
-//! (frame-pointer walking with fault-free reads), [`sampler`] (other threads' stacks via a
-//! signal), [`crash`] (signal handlers), [`watchdog`] (hangs), [`send`] (delivery).
+//! Modules: [`writer`] (no-alloc JSON), [`images`] (the image list in reports), [`unwind`]
+//! (frame-pointer walking with fault-free reads), [`crash`] (signal handlers and the once-only
+//! guard), [`crash_report`] (the crash report written from a handler), [`watchdog`] (hangs),
+//! [`send`] (delivery), and [`platform`]: the [`platform::Backend`] trait with the Linux host
+//! backend and the Apple backend (Mach exceptions, dyld images, thread states).
 
 #![deny(missing_docs)]
 
 pub mod crash;
+pub mod crash_report;
 pub mod images;
-pub mod sampler;
+pub mod platform;
 pub mod send;
 pub mod unwind;
 pub mod watchdog;
 pub mod writer;
+
+use platform::{Backend, Host};
 
 use std::ffi::{CStr, c_char, c_int};
 use std::path::{Path, PathBuf};
@@ -38,15 +43,12 @@ static REPORT_DIR: OnceLock<PathBuf> = OnceLock::new();
 
 /// `{"os", "arch", "app", "pid", "sdk"}` for every report.
 fn metadata_json() -> Vec<u8> {
-    let app = std::fs::read_link("/proc/self/exe")
-        .ok()
-        .and_then(|p| p.file_name().map(|n| n.to_string_lossy().into_owned()))
-        .unwrap_or_default();
+    let app = app_name().unwrap_or_default();
     let mut buf = vec![0u8; 4096];
     let mut w = writer::Writer::new(&mut buf);
     w.raw(b"{");
     w.key("os", true);
-    w.string(std::env::consts::OS.as_bytes());
+    w.string(Host::OS.as_bytes());
     w.key("arch", false);
     w.string(images::ARCH.as_bytes());
     w.key("app", false);
@@ -75,7 +77,6 @@ pub fn start_hang_watchdog(threshold_ms: u64, report_min_ms: u64) -> std::io::Re
         threshold_ms,
         report_min_ms,
         dir,
-        modules_json: images::modules_json(&images::loaded_images()),
         metadata_json: metadata_json(),
     })
 }
@@ -151,7 +152,7 @@ pub extern "C" fn symcluster_sdk_heartbeat() {
 /// Both arguments must be NUL-terminated strings (or null).
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn symcluster_sdk_note_exception(kind: *const c_char, reason: *const c_char) {
-    crash::note_exception(
+    crash_report::note_exception(
         &c_str(kind).unwrap_or_default(),
         &c_str(reason).unwrap_or_default(),
     );
@@ -181,14 +182,14 @@ pub unsafe extern "C" fn symcluster_sdk_send_pending(
     else {
         return -1;
     };
-    let prefix = metadata_app_prefix();
+    let prefix = app_name().unwrap_or_else(|| "app".into());
     let summary = runtime.block_on(send::send_pending(&dir, &endpoint, &token, &prefix, 5));
     summary.sent.len() as c_int
 }
 
-fn metadata_app_prefix() -> String {
-    std::fs::read_link("/proc/self/exe")
+/// The executable's file name (`DemoApp`), from `std::env::current_exe`.
+fn app_name() -> Option<String> {
+    std::env::current_exe()
         .ok()
         .and_then(|p| p.file_name().map(|n| n.to_string_lossy().into_owned()))
-        .unwrap_or_else(|| "app".into())
 }

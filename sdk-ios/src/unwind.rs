@@ -12,17 +12,26 @@
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 
+use crate::platform::{Backend, Host};
+
+/// Frames kept per stack.
+pub const MAX_FRAMES: usize = 128;
+
 const MAX_RANGES: usize = 1024;
 static RANGE_COUNT: AtomicUsize = AtomicUsize::new(0);
 static mut RANGES: [(u64, u64); MAX_RANGES] = [(0, 0); MAX_RANGES];
 
-/// Records the address ranges of loaded images (`[start, end)`), for stack scanning. Call
-/// before handlers are installed.
-pub fn set_code_ranges(ranges: &[(u64, u64)]) {
-    let n = ranges.len().min(MAX_RANGES);
-    // SAFETY: written at install, before any handler reads it.
-    unsafe { (&mut *std::ptr::addr_of_mut!(RANGES))[..n].copy_from_slice(&ranges[..n]) };
-    RANGE_COUNT.store(n, Ordering::Release);
+/// Adds address ranges of loaded images' code (`[start, end)`), for stack scanning; past
+/// 1,024 ranges the rest are ignored. Called at install and, on Apple platforms, as dyld
+/// loads images; callers are serialized (install, then dyld's callbacks under dyld's lock).
+pub fn add_code_ranges(ranges: &[(u64, u64)]) {
+    let start = RANGE_COUNT.load(Ordering::Acquire);
+    let n = ranges.len().min(MAX_RANGES - start);
+    // SAFETY: entries past RANGE_COUNT are not read until RANGE_COUNT is raised below.
+    unsafe {
+        (&mut *std::ptr::addr_of_mut!(RANGES))[start..start + n].copy_from_slice(&ranges[..n])
+    };
+    RANGE_COUNT.store(start + n, Ordering::Release);
 }
 
 fn in_image(addr: u64) -> bool {
@@ -56,7 +65,7 @@ fn is_return_address(addr: u64) -> bool {
 /// Whether `addr` holds a frame record: `[next record above it, return address]`.
 fn is_frame_record(addr: u64) -> Option<u64> {
     let next = read_word(addr)?;
-    let ret = read_word(addr + 8)?;
+    let ret = Host::strip_code_pointer(read_word(addr + 8)?);
     (addr.is_multiple_of(8) && next > addr && next < addr + (1 << 20) && is_return_address(ret))
         .then_some(next)
 }
@@ -84,23 +93,13 @@ pub fn walk_with_scan(pc: u64, fp: u64, sp: u64, out: &mut [u64]) -> usize {
     let (Some(next), Some(ret)) = (read_word(record), read_word(record + 8)) else {
         return n;
     };
-    1 + walk(ret, next, record, &mut out[1..])
+    1 + walk(Host::strip_code_pointer(ret), next, record, &mut out[1..])
 }
 
-/// Reads one word of our own memory; `None` if it is not readable.
+/// Reads one word of our own memory through the platform backend; `None` if it is not
+/// readable. Async-signal-safe.
 pub fn read_word(addr: u64) -> Option<u64> {
-    let mut value: u64 = 0;
-    let local = libc::iovec {
-        iov_base: &mut value as *mut u64 as *mut libc::c_void,
-        iov_len: 8,
-    };
-    let remote = libc::iovec {
-        iov_base: addr as *mut libc::c_void,
-        iov_len: 8,
-    };
-    // SAFETY: process_vm_readv writes at most 8 bytes into `value`; it is async-signal-safe.
-    let n = unsafe { libc::process_vm_readv(libc::getpid(), &local, 1, &remote, 1, 0) };
-    (n == 8).then_some(value)
+    Host::read_word(addr)
 }
 
 /// Walks from `pc` and `fp` (and `sp`, the lowest valid frame address) into `out`:
@@ -119,6 +118,7 @@ pub fn walk(pc: u64, fp: u64, sp: u64, out: &mut [u64]) -> usize {
         let (Some(next), Some(ret)) = (read_word(fp), read_word(fp + 8)) else {
             break;
         };
+        let ret = Host::strip_code_pointer(ret);
         if ret == 0 {
             break;
         }
@@ -144,40 +144,6 @@ pub struct Registers {
     pub sp: u64,
     /// Link register (arm64) or 0.
     pub lr: u64,
-}
-
-/// The registers of a `ucontext_t` passed to a signal handler.
-///
-/// # Safety
-/// `ctx` must be the third argument of an `SA_SIGINFO` handler.
-#[cfg(all(target_os = "linux", target_arch = "x86_64"))]
-pub unsafe fn registers(ctx: *const libc::c_void) -> Registers {
-    // SAFETY: the caller passes the kernel's ucontext.
-    let uc = unsafe { &*(ctx as *const libc::ucontext_t) };
-    let g = &uc.uc_mcontext.gregs;
-    Registers {
-        pc: g[libc::REG_RIP as usize] as u64,
-        fp: g[libc::REG_RBP as usize] as u64,
-        sp: g[libc::REG_RSP as usize] as u64,
-        lr: 0,
-    }
-}
-
-/// The registers of a `ucontext_t` passed to a signal handler.
-///
-/// # Safety
-/// `ctx` must be the third argument of an `SA_SIGINFO` handler.
-#[cfg(all(target_os = "linux", target_arch = "aarch64"))]
-pub unsafe fn registers(ctx: *const libc::c_void) -> Registers {
-    // SAFETY: the caller passes the kernel's ucontext.
-    let uc = unsafe { &*(ctx as *const libc::ucontext_t) };
-    let m = &uc.uc_mcontext;
-    Registers {
-        pc: m.pc,
-        fp: m.regs[29],
-        sp: m.sp,
-        lr: m.regs[30],
-    }
 }
 
 /// The names of the registers in reports: `[pc, fp, sp, lr]`.

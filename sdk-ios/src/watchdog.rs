@@ -2,7 +2,7 @@
 //!
 //! The app pings it from its main run loop ([`heartbeat`]). A watchdog thread checks the last
 //! ping; once the main thread has been silent past the threshold, it samples the main thread's
-//! stack (through [`crate::sampler`]) at growing intervals (10 ms, doubling, at most 500 ms) and
+//! stack (through [`Backend::sample_thread`]) at growing intervals (10 ms, doubling, at most 500 ms) and
 //! aggregates the samples into a call tree with hit counts. While the hang lasts, the current
 //! report is kept on disk (`hang-<ms>-<pid>.json`), so it survives the app being killed blocked
 //! (which is what iOS's watchdog does). When the main thread recovers, the report is kept if the
@@ -13,14 +13,14 @@
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicBool, AtomicI32, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use crate::sampler;
+use crate::platform::{Backend, Host};
+use crate::unwind::MAX_FRAMES;
 use crate::writer::Writer;
 
 static LAST_PING_MS: AtomicU64 = AtomicU64::new(0);
-static MAIN_TID: AtomicI32 = AtomicI32::new(0);
 static RUNNING: AtomicBool = AtomicBool::new(false);
 
 /// Watchdog settings.
@@ -32,9 +32,8 @@ pub struct HangConfig {
     pub report_min_ms: u64,
     /// Where hang reports go.
     pub dir: PathBuf,
-    /// Serialized `modules` and `metadata` (as in crash reports).
-    pub modules_json: Vec<u8>,
-    /// See `modules_json`.
+    /// Serialized `metadata` (as in crash reports); `modules` is the list
+    /// [`crate::images::publish`]ed at install.
     pub metadata_json: Vec<u8>,
 }
 
@@ -58,12 +57,12 @@ pub fn start(config: HangConfig) -> std::io::Result<()> {
     if RUNNING.swap(true, Ordering::AcqRel) {
         return Ok(());
     }
-    MAIN_TID.store(sampler::gettid(), Ordering::Release);
+    let main_thread = Host::current_thread();
     heartbeat();
     std::fs::create_dir_all(&config.dir)?;
     std::thread::Builder::new()
         .name("symcluster-watchdog".into())
-        .spawn(move || watch(config))?;
+        .spawn(move || watch(config, main_thread))?;
     Ok(())
 }
 
@@ -120,9 +119,9 @@ impl Node {
     }
 }
 
-fn watch(config: HangConfig) {
-    let main_tid = MAIN_TID.load(Ordering::Acquire);
-    let mut frames = vec![0u64; sampler::MAX_FRAMES];
+fn watch(config: HangConfig, main_thread: <Host as Backend>::Thread) {
+    let main_tid = Host::thread_report_id(main_thread);
+    let mut frames = vec![0u64; MAX_FRAMES];
     loop {
         std::thread::sleep(Duration::from_millis(20));
         let silent = now_ms().saturating_sub(LAST_PING_MS.load(Ordering::Acquire));
@@ -140,7 +139,7 @@ fn watch(config: HangConfig) {
         let mut tree = Node::default();
         let mut interval = 10u64;
         while LAST_PING_MS.load(Ordering::Acquire) == started_ms {
-            let n = sampler::sample(main_tid, &mut frames, 100);
+            let n = Host::sample_thread(main_thread, &mut frames, 100);
             if n > 0 {
                 tree.add(&frames[..n]);
                 let duration = now_ms().saturating_sub(started_ms);
@@ -165,13 +164,13 @@ fn write_hang_report(
     path: &std::path::Path,
     tree: &Node,
     duration_ms: u64,
-    tid: i32,
+    tid: u64,
 ) {
     let mut buf = vec![0u8; 1 << 20];
     let mut w = Writer::new(&mut buf);
     w.raw(b"{");
     w.key("symcluster_sdk_report", true);
-    w.dec(1);
+    w.dec(u64::from(crate::SYMCLUSTER_REPORT_VERSION));
     w.key("kind", false);
     w.string(b"hang");
     w.key("crash_reason", false);
@@ -183,11 +182,11 @@ fn write_hang_report(
     w.key("metadata", false);
     w.raw(&config.metadata_json);
     w.key("modules", false);
-    w.raw(&config.modules_json);
+    w.raw(crate::images::published_modules_json());
     w.key("stacktraces", false);
     w.raw(b"[{");
     w.key("thread_id", true);
-    w.dec(tid as u64);
+    w.dec(tid);
     w.key("thread_name", false);
     w.string(b"main");
     w.key("is_requesting", false);

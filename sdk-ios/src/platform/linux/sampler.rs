@@ -8,8 +8,9 @@ use std::sync::atomic::{AtomicBool, AtomicI32, AtomicUsize, Ordering};
 
 use crate::unwind;
 
-/// Frames kept per sample.
-pub const MAX_FRAMES: usize = 128;
+use super::context_registers;
+
+use crate::unwind::MAX_FRAMES;
 
 static BUSY: AtomicBool = AtomicBool::new(false);
 static TARGET: AtomicI32 = AtomicI32::new(0);
@@ -33,7 +34,7 @@ extern "C" fn on_sample(_sig: libc::c_int, _info: *mut libc::siginfo_t, ctx: *mu
         return;
     }
     // SAFETY: `ctx` is this SA_SIGINFO handler's context.
-    let regs = unsafe { unwind::registers(ctx) };
+    let regs = unsafe { context_registers(ctx) };
     // SAFETY: only the target thread writes FRAMES, while the sampler waits for DONE.
     let frames = unsafe { &mut *std::ptr::addr_of_mut!(FRAMES) };
     let n = unwind::walk_with_scan(regs.pc, regs.fp, regs.sp, frames);

@@ -1,0 +1,311 @@
+//! Writing a crash report from inside a crash handler: async-signal-safe, no allocation, no
+//! locks.
+//!
+//! Everything the writer needs is prepared at install ([`prepare`], allocation allowed): the
+//! report file (`crash-<ms>-<pid>.inprogress`, opened then), the serialized metadata, a 512 KiB
+//! buffer, and room for an exception note. [`write`] formats one report into the buffer, writes
+//! it with `write(2)`, `fsync`s it and renames it to `crash-<ms>-<pid>.json`; it runs once per
+//! process. It is called by the POSIX signal handler ([`crate::crash`]) on the crashing thread,
+//! and on Apple platforms by the Mach exception server's thread for the thread that faulted.
+
+use std::ffi::CString;
+use std::os::fd::IntoRawFd;
+use std::sync::atomic::{AtomicI32, Ordering};
+
+use crate::platform::Backend;
+use crate::unwind::{self, MAX_FRAMES, REGISTER_NAMES, Registers};
+use crate::writer::Writer;
+
+const REPORT_BYTES: usize = 512 * 1024;
+const MAX_THREADS: usize = 256;
+
+static REPORT_FD: AtomicI32 = AtomicI32::new(-1);
+
+/// What the writer needs, prepared at install.
+struct Prepared {
+    metadata_json: &'static [u8],
+    inprogress_path: CString,
+    final_path: CString,
+    buffer: *mut u8,
+    exception: *mut ExceptionNote,
+}
+
+/// An uncaught C++/Objective-C exception recorded just before `abort()`.
+struct ExceptionNote {
+    /// Bytes used in `text`.
+    len: usize,
+    /// `type: reason`, cut at 1,024 bytes.
+    text: [u8; 1024],
+}
+
+static mut PREPARED: Option<Prepared> = None;
+
+/// A Mach exception as the kernel delivered it (`exception_type_t` and the two 64-bit codes of
+/// `MACH_EXCEPTION_CODES`), with the names the report shows.
+#[derive(Debug, Clone, Copy)]
+pub struct MachExceptionNote {
+    /// `EXC_*` number.
+    pub exception: u32,
+    /// `code[0]` (for `EXC_BAD_ACCESS`, a `kern_return_t` such as `KERN_INVALID_ADDRESS`).
+    pub code: i64,
+    /// `code[1]` (for `EXC_BAD_ACCESS`, the fault address).
+    pub subcode: i64,
+    /// `EXC_BAD_ACCESS`, … .
+    pub name: &'static str,
+    /// `KERN_INVALID_ADDRESS`, … ; empty when the code has no name.
+    pub code_name: &'static str,
+}
+
+/// The crash being reported.
+#[derive(Debug, Clone, Copy)]
+pub struct CrashInfo<T> {
+    /// The POSIX signal number (on Apple platforms, the signal the kernel turns the Mach
+    /// exception into).
+    pub signal: i32,
+    /// Its name (`SIGSEGV`).
+    pub signal_name: &'static str,
+    /// The Mach exception, when a Mach exception server caught the crash.
+    pub mach_exception: Option<MachExceptionNote>,
+    /// The faulting address (`si_addr`; for `EXC_BAD_ACCESS`, `code[1]`), 0 if none.
+    pub fault_address: u64,
+    /// The thread that crashed.
+    pub thread: T,
+    /// Its registers at the crash.
+    pub registers: Registers,
+    /// A thread left out of the report (the Mach exception server's own), if any.
+    pub skip: Option<T>,
+}
+
+/// Opens the report file in `dir` and allocates what [`write`] needs. Call once, before any
+/// handler that may call [`write`] is installed.
+pub fn prepare(dir: &std::path::Path, metadata_json: Vec<u8>) -> std::io::Result<()> {
+    std::fs::create_dir_all(dir)?;
+    let stamp = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis());
+    let base = dir.join(format!("crash-{stamp}-{}", std::process::id()));
+    let inprogress = base.with_extension("inprogress");
+    let file = std::fs::OpenOptions::new()
+        .create(true)
+        .truncate(true)
+        .write(true)
+        .open(&inprogress)?;
+    let prepared = Prepared {
+        metadata_json: Box::leak(metadata_json.into_boxed_slice()),
+        inprogress_path: CString::new(inprogress.into_os_string().into_encoded_bytes())
+            .map_err(std::io::Error::other)?,
+        final_path: CString::new(
+            base.with_extension("json")
+                .into_os_string()
+                .into_encoded_bytes(),
+        )
+        .map_err(std::io::Error::other)?,
+        buffer: Box::leak(vec![0u8; REPORT_BYTES].into_boxed_slice()).as_mut_ptr(),
+        exception: Box::leak(Box::new(ExceptionNote {
+            len: 0,
+            text: [0; 1024],
+        })),
+    };
+    // SAFETY: written once, before any handler that reads it is installed.
+    unsafe { *std::ptr::addr_of_mut!(PREPARED) = Some(prepared) };
+    REPORT_FD.store(file.into_raw_fd(), Ordering::Release);
+    Ok(())
+}
+
+fn prepared() -> Option<&'static Prepared> {
+    // SAFETY: PREPARED is written once at install, before anything reads it.
+    unsafe { (*std::ptr::addr_of!(PREPARED)).as_ref() }
+}
+
+/// Records an uncaught exception's type and reason for the report; the host app calls this
+/// (through `symcluster_sdk_note_exception`) from its C++ terminate handler or
+/// `NSSetUncaughtExceptionHandler` before the process aborts.
+pub fn note_exception(kind: &str, reason: &str) {
+    let Some(prepared) = prepared() else {
+        return;
+    };
+    // SAFETY: the note was leaked at install; only the app's terminate path writes it.
+    let note = unsafe { &mut *prepared.exception };
+    let text = format!("{kind}: {reason}");
+    let n = text.len().min(note.text.len());
+    note.text[..n].copy_from_slice(&text.as_bytes()[..n]);
+    note.len = n;
+}
+
+/// Formats the report of `crash` and writes it to the report file, which is then renamed to
+/// `.json`. Does nothing when the SDK is not installed. Async-signal-safe; call at most once
+/// (the callers hold [`crate::crash`]'s once-only guard). `B` is the platform backend
+/// ([`crate::platform::Host`]).
+pub fn write<B: Backend>(crash: &CrashInfo<B::Thread>) {
+    let Some(prepared) = prepared() else {
+        return;
+    };
+    // SAFETY: the buffer was leaked at install; only the one guarded writer uses it.
+    let buffer = unsafe { std::slice::from_raw_parts_mut(prepared.buffer, REPORT_BYTES) };
+    let mut w = Writer::new(buffer);
+    w.raw(b"{");
+    w.key("symcluster_sdk_report", true);
+    w.dec(u64::from(crate::SYMCLUSTER_REPORT_VERSION));
+    w.key("kind", false);
+    w.string(b"crash");
+    w.key("signal", false);
+    w.dec(crash.signal as u64);
+    w.key("crash_reason", false);
+    let mut reason = [0u8; 96];
+    let mut r = Writer::new(&mut reason);
+    match &crash.mach_exception {
+        Some(mach) => {
+            r.raw(mach.name.as_bytes());
+            r.raw(b" (");
+            r.raw(crash.signal_name.as_bytes());
+            r.raw(b")");
+        }
+        None => r.raw(crash.signal_name.as_bytes()),
+    }
+    w.string(r.as_bytes());
+    if let Some(mach) = &crash.mach_exception {
+        w.key("mach_exception", false);
+        w.raw(b"{");
+        w.key("exception", true);
+        w.dec(u64::from(mach.exception));
+        w.key("code", false);
+        w.hex(mach.code as u64);
+        w.key("subcode", false);
+        w.hex(mach.subcode as u64);
+        w.key("name", false);
+        w.string(mach.name.as_bytes());
+        if !mach.code_name.is_empty() {
+            w.key("code_name", false);
+            w.string(mach.code_name.as_bytes());
+        }
+        w.raw(b"}");
+    }
+    w.key("fault_address", false);
+    w.hex(crash.fault_address);
+    // SAFETY: the note was leaked at install.
+    let note = unsafe { &*prepared.exception };
+    if note.len > 0 {
+        w.key("exception", false);
+        w.string(&note.text[..note.len]);
+    }
+    w.key("timestamp_ms", false);
+    w.dec(realtime_ms());
+    w.key("metadata", false);
+    w.raw(prepared.metadata_json);
+    w.key("modules", false);
+    w.raw(crate::images::published_modules_json());
+    w.key("stacktraces", false);
+    w.raw(b"[");
+
+    // The crashing thread, from its registers.
+    let regs = crash.registers;
+    let mut frames = [0u64; MAX_FRAMES];
+    let n = unwind::walk_with_scan(regs.pc, regs.fp, regs.sp, &mut frames);
+    write_thread::<B>(&mut w, crash.thread, true, Some(&regs), &frames[..n], true);
+
+    // Every other thread, held still while it is read.
+    let mut threads = [crash.thread; MAX_THREADS];
+    let count = B::list_threads(&mut threads);
+    let current = B::current_thread();
+    let others = |t: &B::Thread| *t != crash.thread && Some(*t) != crash.skip && *t != current;
+    for &other in threads[..count].iter().filter(|t| others(t)) {
+        B::suspend(other);
+    }
+    for &other in threads[..count].iter().filter(|t| others(t)) {
+        let n = B::sample_thread(other, &mut frames, 50);
+        write_thread::<B>(&mut w, other, false, None, &frames[..n], false);
+    }
+    for &other in threads[..count].iter().filter(|t| others(t)) {
+        B::resume(other);
+    }
+    w.raw(b"]");
+    if w.overflowed() {
+        w.key("truncated", false);
+        w.raw(b"true");
+    }
+    w.raw(b"}\n");
+    write_file(prepared, w.as_bytes());
+}
+
+fn write_file(prepared: &Prepared, bytes: &[u8]) {
+    let fd = REPORT_FD.swap(-1, Ordering::AcqRel);
+    if fd < 0 {
+        return;
+    }
+    let mut written = 0;
+    while written < bytes.len() {
+        // SAFETY: write(2) on our own fd, from our own buffer.
+        let r = unsafe {
+            libc::write(
+                fd,
+                bytes[written..].as_ptr() as *const libc::c_void,
+                bytes.len() - written,
+            )
+        };
+        if r <= 0 {
+            break;
+        }
+        written += r as usize;
+    }
+    // SAFETY: fsync, close and rename are async-signal-safe.
+    unsafe {
+        libc::fsync(fd);
+        libc::close(fd);
+        libc::rename(
+            prepared.inprogress_path.as_ptr(),
+            prepared.final_path.as_ptr(),
+        );
+    }
+}
+
+fn write_thread<B: Backend>(
+    w: &mut Writer<'_>,
+    thread: B::Thread,
+    crashed: bool,
+    regs: Option<&Registers>,
+    frames: &[u64],
+    first: bool,
+) {
+    if !first {
+        w.raw(b",");
+    }
+    w.raw(b"{");
+    w.key("thread_id", true);
+    w.dec(B::thread_report_id(thread));
+    let mut name = [0u8; 64];
+    let len = B::thread_name(thread, &mut name);
+    if len > 0 {
+        w.key("thread_name", false);
+        w.string(&name[..len]);
+    }
+    w.key("is_requesting", false);
+    w.raw(if crashed { b"true" } else { b"false" });
+    if let Some(regs) = regs {
+        w.key("registers", false);
+        w.raw(b"{");
+        let values = [regs.pc, regs.fp, regs.sp, regs.lr];
+        let mut first = true;
+        for (name, value) in REGISTER_NAMES.iter().zip(values) {
+            if name.is_empty() {
+                continue;
+            }
+            w.key(name, first);
+            w.hex(value);
+            first = false;
+        }
+        w.raw(b"}");
+    }
+    w.key("frames", false);
+    w.frames(frames);
+    w.raw(b"}");
+}
+
+fn realtime_ms() -> u64 {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: clock_gettime is async-signal-safe.
+    unsafe { libc::clock_gettime(libc::CLOCK_REALTIME, &mut ts) };
+    ts.tv_sec as u64 * 1000 + ts.tv_nsec as u64 / 1_000_000
+}
