@@ -9,10 +9,11 @@
 //! In the handler (async-signal-safe): the first crash writes the report; then the previous
 //! handler runs (or the default action, which ends the process). A crash inside our handler,
 //! while the report is being written, restores the default actions and ends the process
-//! instead of looping or hanging. On Apple platforms the Mach exception server usually writes
+//! instead of looping or hanging. A second thread crashing while the first writes waits for
+//! the report (at most 5 s) before it chains, so it cannot end the process first. On Apple platforms the Mach exception server usually writes
 //! the report first ([`claim`], [`mark_reported`]); the signal that follows only chains.
 
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
 use crate::crash_report::{self, CrashInfo};
 use crate::platform::{Backend, Host};
@@ -34,6 +35,10 @@ static INSTALLED: AtomicBool = AtomicBool::new(false);
 static HANDLING: AtomicBool = AtomicBool::new(false);
 /// Set once the report is written.
 static REPORTED: AtomicBool = AtomicBool::new(false);
+/// The thread (its report id) that claimed the report.
+static HANDLING_THREAD: AtomicU64 = AtomicU64::new(u64::MAX);
+/// How long a thread that crashes while another writes the report waits for it, ms.
+const WAIT_FOR_REPORT_MS: u64 = 5_000;
 static mut PREVIOUS: [Option<libc::sigaction>; 32] = [None; 32];
 
 /// Installs the crash handlers, writing reports into `dir`. Idempotent.
@@ -84,7 +89,30 @@ pub fn install_alt_stack() -> std::io::Result<()> {
 
 /// Claims the one report of this process: true for the first caller only. Async-signal-safe.
 pub fn claim() -> bool {
-    !HANDLING.swap(true, Ordering::AcqRel)
+    if HANDLING.swap(true, Ordering::AcqRel) {
+        return false;
+    }
+    HANDLING_THREAD.store(
+        Host::thread_report_id(Host::current_thread()),
+        Ordering::Release,
+    );
+    true
+}
+
+/// Waits (bounded, sleeping 1 ms at a time) until the report is written. Async-signal-safe.
+fn wait_for_report(timeout_ms: u64) -> bool {
+    let pause = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 1_000_000,
+    };
+    for _ in 0..timeout_ms {
+        if REPORTED.load(Ordering::Acquire) {
+            return true;
+        }
+        // SAFETY: nanosleep is async-signal-safe.
+        unsafe { libc::nanosleep(&pause, std::ptr::null_mut()) };
+    }
+    REPORTED.load(Ordering::Acquire)
 }
 
 /// Records that the claimed report is written. Async-signal-safe.
@@ -107,15 +135,18 @@ pub fn signal_name(sig: libc::c_int) -> &'static str {
 
 extern "C" fn handle_crash(sig: libc::c_int, info: *mut libc::siginfo_t, ctx: *mut libc::c_void) {
     if !claim() {
-        if REPORTED.load(Ordering::Acquire) {
-            // Reported already (by the Mach exception server): only chain.
-            chain(sig, info, ctx);
-        } else {
-            // A crash inside the handler (or a second thread crashing while the first is
-            // written): let the default action end the process rather than risk a loop or a
-            // hang.
+        let me = Host::thread_report_id(Host::current_thread());
+        if !REPORTED.load(Ordering::Acquire) && HANDLING_THREAD.load(Ordering::Acquire) == me {
+            // A crash inside our own handler: let the default action end the process rather
+            // than risk a loop or a hang.
             restore_defaults();
+            return;
         }
+        // Reported already (by the Mach exception server), or another thread is writing the
+        // report: let it finish (bounded), then chain, so this crash cannot end the process
+        // before the report is on disk.
+        wait_for_report(WAIT_FOR_REPORT_MS);
+        chain(sig, info, ctx);
         return;
     }
     // SAFETY: `ctx` and `info` are this SA_SIGINFO handler's arguments.

@@ -6,4 +6,5 @@
 mod apple_images;
 mod capture;
 mod delivery;
+mod handler;
 mod support;
