@@ -19,3 +19,6 @@ fi
 # The end-to-end tests start the release binaries as real processes.
 cargo build --workspace --release --locked --bins --lib
 cargo test --workspace --release --locked
+
+# The SDK's Apple backend (Mach, dyld) cannot be linked or run here: type-check it.
+cargo check --release --locked -p symcluster-sdk-ios --features apple-typecheck

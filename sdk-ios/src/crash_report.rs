@@ -206,8 +206,15 @@ pub fn write<B: Backend>(crash: &CrashInfo<B::Thread>) {
     // Every other thread, held still while it is read.
     let mut threads = [crash.thread; MAX_THREADS];
     let count = B::list_threads(&mut threads);
-    let current = B::current_thread();
-    let others = |t: &B::Thread| *t != crash.thread && Some(*t) != crash.skip && *t != current;
+    // Compared by report id: on Apple platforms the crashed thread may be named by a different
+    // port than the one `task_threads` lists.
+    let crashed = B::thread_report_id(crash.thread);
+    let skip = crash.skip.map(B::thread_report_id);
+    let current = B::thread_report_id(B::current_thread());
+    let others = |t: &B::Thread| {
+        let id = B::thread_report_id(*t);
+        id != crashed && Some(id) != skip && id != current
+    };
     for &other in threads[..count].iter().filter(|t| others(t)) {
         B::suspend(other);
     }

@@ -128,7 +128,8 @@ int main(int argc, char **argv) {
         fprintf(stderr, "install failed\n");
         return 3;
     }
-    if (strcmp(mode, "null") == 0 || strcmp(mode, "chain") == 0) crash_null_deref();
+    if (strcmp(mode, "null") == 0) crash_null_deref();
+    if (strcmp(mode, "chain") == 0) crash_null_deref();
     if (strcmp(mode, "tiny-altstack") == 0) {
         install_tiny_altstack();
         crash_null_deref();

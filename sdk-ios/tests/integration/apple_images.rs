@@ -11,8 +11,12 @@ use symcluster_sdk::images::{Image, ImageId, modules_json, uuid_string};
 use symcluster_sdk::platform::apple::macho;
 use symcluster_sdk::writer::Writer;
 
+/// `../shared/fixtures/crashprobe` beside the repository (or under `SYMCLUSTER_FIXTURES`).
 fn crashprobe() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../shared/fixtures/crashprobe")
+    std::env::var_os("SYMCLUSTER_FIXTURES")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../shared/fixtures"))
+        .join("crashprobe")
 }
 
 /// Every DWARF file under `build/dSYMs` (`debug` or `release`).

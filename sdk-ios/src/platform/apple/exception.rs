@@ -41,6 +41,14 @@ pub const EXCEPTION_MASK: u32 = 1 << EXC_BAD_ACCESS
 
 const KERN_INVALID_ADDRESS: i64 = 1;
 const KERN_PROTECTION_FAILURE: i64 = 2;
+/// `<mach/i386/exception.h>`: general protection fault (a non-canonical address).
+const EXC_I386_GPFLT: i64 = 13;
+/// `<mach/arm/exception.h>`: the arm64 `EXC_BAD_ACCESS` codes.
+const EXC_ARM_DA_ALIGN: i64 = 0x101;
+const EXC_ARM_DA_DEBUG: i64 = 0x102;
+const EXC_ARM_SP_ALIGN: i64 = 0x103;
+const EXC_ARM_SWP: i64 = 0x104;
+const EXC_ARM_PAC_FAIL: i64 = 0x105;
 const EXC_UNIX_BAD_SYSCALL: i64 = 0x10000;
 const EXC_UNIX_BAD_PIPE: i64 = 0x10001;
 const EXC_UNIX_ABORT: i64 = 0x10002;
@@ -104,10 +112,13 @@ pub fn exception_name(exception: u32) -> &'static str {
 }
 
 /// The Darwin signal XNU's `ux_exception()` turns an exception into; 0 when it sends none.
+/// Includes the x86-64 rule of `bsd/dev/i386/unix_signal.c` (a general protection fault is
+/// SIGSEGV); the main-thread stack rule of `handle_ux_exception()` is [`signal_for_fault`].
 pub fn signal_for(exception: u32, code: i64) -> i32 {
     use darwin_signal::*;
     match exception {
         EXC_BAD_ACCESS if code == KERN_INVALID_ADDRESS => SIGSEGV,
+        EXC_BAD_ACCESS if code == EXC_I386_GPFLT && cfg!(target_arch = "x86_64") => SIGSEGV,
         EXC_BAD_ACCESS => SIGBUS,
         EXC_BAD_INSTRUCTION => SIGILL,
         EXC_ARITHMETIC => SIGFPE,
@@ -130,6 +141,11 @@ pub fn code_name(exception: u32, code: i64) -> &'static str {
     match (exception, code) {
         (EXC_BAD_ACCESS, KERN_INVALID_ADDRESS) => "KERN_INVALID_ADDRESS",
         (EXC_BAD_ACCESS, KERN_PROTECTION_FAILURE) => "KERN_PROTECTION_FAILURE",
+        (EXC_BAD_ACCESS, EXC_ARM_DA_ALIGN) => "EXC_ARM_DA_ALIGN",
+        (EXC_BAD_ACCESS, EXC_ARM_DA_DEBUG) => "EXC_ARM_DA_DEBUG",
+        (EXC_BAD_ACCESS, EXC_ARM_SP_ALIGN) => "EXC_ARM_SP_ALIGN",
+        (EXC_BAD_ACCESS, EXC_ARM_SWP) => "EXC_ARM_SWP",
+        (EXC_BAD_ACCESS, EXC_ARM_PAC_FAIL) => "EXC_ARM_PAC_FAIL",
         (EXC_SOFTWARE, EXC_UNIX_BAD_SYSCALL) => "UNIX_BAD_SYSCALL",
         (EXC_SOFTWARE, EXC_UNIX_BAD_PIPE) => "UNIX_BAD_PIPE",
         (EXC_SOFTWARE, EXC_UNIX_ABORT) => "UNIX_ABORT",
@@ -138,9 +154,32 @@ pub fn code_name(exception: u32, code: i64) -> &'static str {
     }
 }
 
-/// Everything the report shows of one exception: names, signal, and the fault address
-/// (`code[1]` of `EXC_BAD_ACCESS`, else 0).
-pub fn describe(exception: u32, code: i64, subcode: i64) -> (MachExceptionNote, i32, u64) {
+/// [`signal_for`], plus XNU's `handle_ux_exception()` rule: a `KERN_PROTECTION_FAILURE` whose
+/// address lies in the main thread's stack region (`main_stack`, `[low, high)`: from the
+/// lowest address the stack may grow to, guard included, up to its top) is a stack overflow,
+/// delivered as SIGSEGV.
+pub fn signal_for_fault(
+    exception: u32,
+    code: i64,
+    fault_address: u64,
+    main_stack: Option<(u64, u64)>,
+) -> i32 {
+    let in_main_stack =
+        main_stack.is_some_and(|(low, high)| fault_address >= low && fault_address < high);
+    if exception == EXC_BAD_ACCESS && code == KERN_PROTECTION_FAILURE && in_main_stack {
+        return darwin_signal::SIGSEGV;
+    }
+    signal_for(exception, code)
+}
+
+/// Everything the report shows of one exception: names, signal (see [`signal_for_fault`]),
+/// and the fault address (`code[1]` of `EXC_BAD_ACCESS`, else 0).
+pub fn describe(
+    exception: u32,
+    code: i64,
+    subcode: i64,
+    main_stack: Option<(u64, u64)>,
+) -> (MachExceptionNote, i32, u64) {
     let note = MachExceptionNote {
         exception,
         code,
@@ -153,7 +192,11 @@ pub fn describe(exception: u32, code: i64, subcode: i64) -> (MachExceptionNote, 
     } else {
         0
     };
-    (note, signal_for(exception, code), fault_address)
+    (
+        note,
+        signal_for_fault(exception, code, fault_address, main_stack),
+        fault_address,
+    )
 }
 
 #[cfg(test)]
@@ -164,24 +207,52 @@ mod tests {
     #[test]
     fn decodes_as_apple_crash_reports_show_them() {
         // A null dereference: "EXC_BAD_ACCESS (SIGSEGV) / KERN_INVALID_ADDRESS at 0x0".
-        let (note, signal, address) = describe(EXC_BAD_ACCESS, 1, 0);
+        let (note, signal, address) = describe(EXC_BAD_ACCESS, 1, 0, None);
         assert_eq!(
             (note.name, note.code_name, signal, address),
             ("EXC_BAD_ACCESS", "KERN_INVALID_ADDRESS", SIGSEGV, 0)
         );
         // A write to read-only memory is a bus error on Darwin.
-        let (note, signal, address) = describe(EXC_BAD_ACCESS, 2, 0x1_0000_4000);
+        let (note, signal, address) = describe(EXC_BAD_ACCESS, 2, 0x1_0000_4000, None);
         assert_eq!(
             (note.code_name, signal, address),
             ("KERN_PROTECTION_FAILURE", SIGBUS, 0x1_0000_4000)
         );
+        // ... unless it is the main thread's stack guard: a stack overflow, SIGSEGV.
+        let main_stack = Some((0x16f0_0000, 0x1710_0000));
+        assert_eq!(
+            describe(EXC_BAD_ACCESS, 2, 0x16f0_3ff8, main_stack).1,
+            SIGSEGV
+        );
+        assert_eq!(
+            describe(EXC_BAD_ACCESS, 2, 0x1_0000_4000, main_stack).1,
+            SIGBUS
+        );
+        // Misaligned access and a pointer-authentication failure are bus errors on arm64.
+        assert_eq!(
+            describe(EXC_BAD_ACCESS, 0x101, 0x1003, None).0.code_name,
+            "EXC_ARM_DA_ALIGN"
+        );
+        assert_eq!(describe(EXC_BAD_ACCESS, 0x105, 0, None).1, SIGBUS);
         // Swift runtime traps (brk #1) and abort().
         assert_eq!(signal_for(EXC_BREAKPOINT, 1), SIGTRAP);
-        assert_eq!(describe(EXC_SOFTWARE, 0x10002, 0).0.code_name, "UNIX_ABORT");
+        assert_eq!(
+            describe(EXC_SOFTWARE, 0x10002, 0, None).0.code_name,
+            "UNIX_ABORT"
+        );
         assert_eq!(signal_for(EXC_SOFTWARE, 0x10002), SIGABRT);
         assert_eq!(signal_for(EXC_BAD_INSTRUCTION, 1), SIGILL);
         assert_eq!(signal_for(EXC_ARITHMETIC, 1), SIGFPE);
         assert_eq!(signal_for(EXC_GUARD, 0), 0);
+        // The Intel simulator: a general protection fault is SIGSEGV (i386 unix_signal.c).
+        assert_eq!(
+            signal_for(EXC_BAD_ACCESS, 13),
+            if cfg!(target_arch = "x86_64") {
+                SIGSEGV
+            } else {
+                SIGBUS
+            }
+        );
         assert_eq!(name(SIGBUS), "SIGBUS");
         assert_eq!(EXCEPTION_MASK, 0b110_1110);
     }

@@ -39,6 +39,14 @@ pub const MACH_RCV_MSG: c_int = 0x0000_0002;
 pub const MACH_MSG_TIMEOUT_NONE: u32 = 0;
 /// `<mach/message.h>`: `MACH_MSGH_BITS_REMOTE_MASK`.
 pub const MACH_MSGH_BITS_REMOTE_MASK: u32 = 0x0000_001f;
+/// `<mach/message.h>`: the message carries descriptors.
+pub const MACH_MSGH_BITS_COMPLEX: u32 = 0x8000_0000;
+/// `<mach/message.h>`: the receive port is gone: the server loop ends.
+pub const MACH_RCV_INVALID_NAME: kern_return_t = 0x1000_4002;
+/// `<mach/message.h>`.
+pub const MACH_RCV_PORT_DIED: kern_return_t = 0x1000_4009;
+/// `<mach/message.h>`.
+pub const MACH_RCV_PORT_CHANGED: kern_return_t = 0x1000_4006;
 /// `<mach/exception_types.h>`.
 pub const EXCEPTION_DEFAULT: exception_behavior_t = 1;
 /// `<mach/exception_types.h>`: 64-bit codes (`mach_exception_raise`, message id 2405).
@@ -46,7 +54,8 @@ pub const MACH_EXCEPTION_CODES: exception_behavior_t = 0x8000_0000_u32 as i32;
 /// `<mach/exception_types.h>`: `EXC_TYPES_COUNT`, the most masks `task_get_exception_ports`
 /// returns.
 pub const EXC_TYPES_COUNT: usize = 14;
-/// The MIG message id of `mach_exception_raise` (`mach_exc.defs`: subsystem 2401, routine 4).
+/// The MIG message id of `mach_exception_raise` (`mach_exc.defs`: subsystem `mach_exc` 2405,
+/// routine 0; 2401 is the 32-bit `exc.defs`).
 pub const MACH_EXCEPTION_RAISE_ID: i32 = 2405;
 
 /// `<mach/arm/thread_status.h>` / `<mach/i386/thread_status.h>`: `THREAD_STATE_NONE`.
@@ -170,6 +179,22 @@ pub struct darwin_siginfo_head {
 const _: () = assert!(std::mem::offset_of!(darwin_siginfo_head, si_addr) == 24);
 
 /// `<mach/thread_info.h>`.
+pub const THREAD_IDENTIFIER_INFO: u32 = 4;
+/// `<mach/thread_info.h>`: `struct thread_identifier_info`.
+#[repr(C)]
+pub struct thread_identifier_info {
+    /// The system-wide unique thread id (what `pthread_threadid_np` returns).
+    pub thread_id: u64,
+    pub thread_handle: u64,
+    pub dispatch_qaddr: u64,
+}
+/// `<mach/thread_info.h>`: `sizeof(thread_identifier_info_data_t) / sizeof(natural_t)`.
+pub const THREAD_IDENTIFIER_INFO_COUNT: mach_msg_type_number_t = 6;
+const _: () = assert!(
+    std::mem::size_of::<thread_identifier_info>() == THREAD_IDENTIFIER_INFO_COUNT as usize * 4
+);
+
+/// `<mach/thread_info.h>`.
 pub const THREAD_EXTENDED_INFO: u32 = 5;
 /// `<mach/thread_info.h>`: `struct thread_extended_info`.
 #[repr(C)]
@@ -239,6 +264,8 @@ pub struct mach_exception_raise_request {
 }
 const _: () = assert!(std::mem::offset_of!(mach_exception_raise_request, code) == 68);
 const _: () = assert!(std::mem::offset_of!(mach_exception_raise_request, trailer_and_room) == 84);
+/// The size of the request without the trailer room (`sizeof(__Request__mach_exception_raise_t)`).
+pub const MACH_EXCEPTION_RAISE_REQUEST_SIZE: u32 = 84;
 
 /// MIG's `__Reply__mach_exception_raise_t`.
 #[repr(C, packed(4))]
@@ -352,6 +379,21 @@ unsafe extern "C" {
     ) -> kern_return_t;
     /// `<pthread.h>` (Darwin): the Mach thread port of a pthread, without a new reference.
     pub fn pthread_mach_thread_np(thread: libc::pthread_t) -> mach_port_t;
+    /// `<pthread.h>` (Darwin): the main thread.
+    pub fn pthread_main_thread_np() -> libc::pthread_t;
+    /// `<pthread.h>` (Darwin): the top (highest address) of a thread's stack.
+    pub fn pthread_get_stackaddr_np(thread: libc::pthread_t) -> *mut c_void;
+    /// `<pthread.h>` (Darwin): a thread's stack size in bytes.
+    pub fn pthread_get_stacksize_np(thread: libc::pthread_t) -> usize;
+    /// `<sys/sysctl.h>`.
+    pub fn sysctl(
+        name: *mut c_int,
+        namelen: u32,
+        oldp: *mut c_void,
+        oldlenp: *mut usize,
+        newp: *mut c_void,
+        newlen: usize,
+    ) -> c_int;
 
     /// `<mach-o/dyld.h>`.
     pub fn _dyld_register_func_for_add_image(
@@ -360,6 +402,17 @@ unsafe extern "C" {
     /// `<mach-o/dyld.h>`.
     pub fn _dyld_get_image_header(index: u32) -> *const mach_header;
 }
+
+/// `<sys/sysctl.h>`: `CTL_KERN`, `KERN_PROC`, `KERN_PROC_PID`.
+pub const CTL_KERN: c_int = 1;
+pub const KERN_PROC: c_int = 14;
+pub const KERN_PROC_PID: c_int = 1;
+/// `<sys/sysctl.h>`: byte offset of `kp_proc.p_flag` in `struct kinfo_proc` (after
+/// `p_un` (16 bytes), `p_vmspace` and `p_sigacts`), and `sizeof(struct kinfo_proc)` (648).
+pub const KINFO_PROC_P_FLAG_OFFSET: usize = 32;
+pub const KINFO_PROC_SIZE: usize = 648;
+/// `<sys/proc.h>`: the process is being debugged.
+pub const P_TRACED: c_int = 0x0000_0800;
 
 /// `mach_task_self()`.
 pub fn mach_task_self() -> mach_port_t {

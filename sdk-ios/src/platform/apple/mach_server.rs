@@ -7,19 +7,22 @@
 //! 2405, `EXCEPTION_DEFAULT | MACH_EXCEPTION_CODES`, see `mach_exc.defs`), as KSCrash's and
 //! PLCrashReporter's servers use it. On a crash the server:
 //! 1. puts back the exception ports that were registered before ours (saved at install), so
-//!    that a crash of this thread cannot wait on its own port, and so that the exception,
-//!    which recurs when the faulting instruction re-runs, goes to the previous handler
-//!    (a debugger, another reporter): that is how it is forwarded;
+//!    that a crash of this thread cannot wait on its own port;
 //! 2. claims the report ([`crate::crash::claim`]), writes it for the faulting thread from its
 //!    thread state with every other thread suspended ([`crate::crash_report::write`]), and
 //!    marks it written;
-//! 3. replies `KERN_FAILURE` ("not handled"), so the kernel goes on: the BSD signal our POSIX
-//!    handler receives, which then only chains to the previous signal handlers.
+//! 3. replies as KSCrash does: `KERN_SUCCESS` when a previous port covers this exception (the
+//!    faulting instruction runs again, faults again, and the exception now goes to that port:
+//!    a debugger, another reporter), else `KERN_FAILURE` ("not handled"): the kernel goes on to
+//!    the BSD signal, for which our POSIX handler only chains to the previous signal handlers.
 //!
-//! Exceptions that are not crashes (a soft signal relayed while a debugger is attached) are
-//! answered `KERN_FAILURE` at once and change nothing.
+//! Exceptions that are not crashes (a soft signal relayed to a debugger) change nothing. The
+//! server is not installed while a debugger is attached (`P_TRACED`): its breakpoints would
+//! come to our port; the signal handlers still report crashes then. The request is checked as
+//! MIG's generated server checks it (complex, two port descriptors, size), its port rights are
+//! released after the reply, and the loop ends if the port dies.
 
-use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 
 use super::exception::{self, EXCEPTION_MASK, darwin_signal};
 use super::ffi::{self, mach_port_t};
@@ -43,6 +46,8 @@ static mut PREVIOUS: PreviousPorts = PreviousPorts {
     flavors: [0; ffi::EXC_TYPES_COUNT],
 };
 static SERVER_THREAD: AtomicU32 = AtomicU32::new(0);
+static MAIN_STACK_LOW: AtomicU64 = AtomicU64::new(0);
+static MAIN_STACK_HIGH: AtomicU64 = AtomicU64::new(0);
 
 fn check(kr: ffi::kern_return_t, call: &str) -> std::io::Result<()> {
     if kr == ffi::KERN_SUCCESS {
@@ -55,8 +60,15 @@ fn check(kr: ffi::kern_return_t, call: &str) -> std::io::Result<()> {
 }
 
 /// Saves the current exception ports, allocates ours, starts the server thread and registers
-/// the port for [`EXCEPTION_MASK`]. Errors name the Mach call that failed.
+/// the port for [`EXCEPTION_MASK`]; does nothing under a debugger. Errors name the Mach call
+/// that failed.
 pub fn install() -> std::io::Result<()> {
+    if threads::being_debugged() {
+        return Ok(());
+    }
+    let (low, high) = threads::main_stack_region();
+    MAIN_STACK_LOW.store(low, Ordering::Release);
+    MAIN_STACK_HIGH.store(high, Ordering::Release);
     let task = ffi::mach_task_self();
     // SAFETY: PREVIOUS is written here, once, before the server thread that reads it exists.
     unsafe {
@@ -128,31 +140,58 @@ fn serve(port: mach_port_t) {
                 ffi::MACH_PORT_NULL,
             )
         };
-        if kr != ffi::KERN_SUCCESS {
+        match kr {
+            ffi::KERN_SUCCESS => {}
+            ffi::MACH_RCV_INVALID_NAME | ffi::MACH_RCV_PORT_DIED | ffi::MACH_RCV_PORT_CHANGED => {
+                return;
+            }
+            _ => continue,
+        }
+        let head = request.head;
+        let well_formed = head.msgh_id == ffi::MACH_EXCEPTION_RAISE_ID
+            && head.msgh_bits & ffi::MACH_MSGH_BITS_COMPLEX != 0
+            && request.msgh_descriptor_count == 2
+            && head.msgh_size >= ffi::MACH_EXCEPTION_RAISE_REQUEST_SIZE;
+        if !well_formed {
             continue;
         }
-        handle(&request);
-        reply(&request);
+        let ret_code = handle(&request);
+        if head.msgh_remote_port != ffi::MACH_PORT_NULL {
+            reply(&request, ret_code);
+        }
+        let (thread, task) = (request.thread.name, request.task.name);
+        // SAFETY: releasing the send rights the message carried to us.
+        unsafe {
+            ffi::mach_port_deallocate(ffi::mach_task_self(), thread);
+            ffi::mach_port_deallocate(ffi::mach_task_self(), task);
+        }
     }
 }
 
-fn handle(request: &ffi::mach_exception_raise_request) {
-    let head = request.head;
-    if head.msgh_id != ffi::MACH_EXCEPTION_RAISE_ID {
-        return;
-    }
+/// Handles one exception; returns the reply's return code.
+fn handle(request: &ffi::mach_exception_raise_request) -> ffi::kern_return_t {
     let exception_type = request.exception as u32;
     let code_count = request.code_count;
     let codes = request.code;
     let code = if code_count > 0 { codes[0] } else { 0 };
     let subcode = if code_count > 1 { codes[1] } else { 0 };
-    let (note, signal, fault_address) = exception::describe(exception_type, code, subcode);
+    let main_stack = (
+        MAIN_STACK_LOW.load(Ordering::Acquire),
+        MAIN_STACK_HIGH.load(Ordering::Acquire),
+    );
+    let (note, signal, fault_address) =
+        exception::describe(exception_type, code, subcode, Some(main_stack));
     if signal == 0 || signal == darwin_signal::SIGKILL {
-        return;
+        return ffi::KERN_FAILURE;
     }
     restore_previous_ports();
+    let ret_code = if previous_port_covers(exception_type) {
+        ffi::KERN_SUCCESS
+    } else {
+        ffi::KERN_FAILURE
+    };
     if !crate::crash::claim() {
-        return;
+        return ret_code;
     }
     let thread = request.thread.name;
     let registers = threads::thread_registers(thread).unwrap_or_default();
@@ -166,6 +205,16 @@ fn handle(request: &ffi::mach_exception_raise_request) {
         skip: Some(server_thread()),
     });
     crate::crash::mark_reported();
+    ret_code
+}
+
+/// Whether a port saved at install handles `exception`.
+fn previous_port_covers(exception: u32) -> bool {
+    // SAFETY: PREVIOUS was written at install, before this thread started.
+    let previous = unsafe { &*std::ptr::addr_of!(PREVIOUS) };
+    (0..previous.count).any(|i| {
+        previous.masks[i] & (1 << exception) != 0 && previous.ports[i] != ffi::MACH_PORT_NULL
+    })
 }
 
 /// Puts back the exception ports saved at install.
@@ -200,8 +249,8 @@ fn restore_previous_ports() {
     }
 }
 
-/// Answers `KERN_FAILURE`: the kernel goes on to the next handler and the signal.
-fn reply(request: &ffi::mach_exception_raise_request) {
+/// Answers the kernel with `ret_code`.
+fn reply(request: &ffi::mach_exception_raise_request, ret_code: ffi::kern_return_t) {
     let head = request.head;
     let mut reply = ffi::mach_exception_raise_reply {
         head: ffi::mach_msg_header_t {
@@ -214,7 +263,7 @@ fn reply(request: &ffi::mach_exception_raise_request) {
         },
         // SAFETY: a constant libSystem defines.
         ndr: unsafe { ffi::NDR_record },
-        ret_code: ffi::KERN_FAILURE,
+        ret_code,
     };
     // SAFETY: sending our own reply buffer to the kernel's reply port.
     unsafe {

@@ -74,8 +74,9 @@ mod backend {
             threads::current()
         }
 
+        /// The system-wide thread id (`THREAD_IDENTIFIER_INFO`), as in Apple's `.ips`.
         fn thread_report_id(thread: ffi::mach_port_t) -> u64 {
-            u64::from(thread)
+            threads::thread_id(thread)
         }
 
         fn thread_name(thread: ffi::mach_port_t, out: &mut [u8]) -> usize {
@@ -85,10 +86,10 @@ mod backend {
         fn list_threads(out: &mut [ffi::mach_port_t]) -> usize {
             let n = threads::list(out);
             // The exception server is an SDK thread, not the app's: leave it out.
-            let server = mach_server::server_thread();
+            let server = threads::thread_id(mach_server::server_thread());
             let mut kept = 0;
             for i in 0..n {
-                if out[i] != server {
+                if threads::thread_id(out[i]) != server {
                     out[kept] = out[i];
                     kept += 1;
                 }

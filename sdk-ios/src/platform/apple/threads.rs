@@ -26,9 +26,11 @@ pub fn read_word(addr: u64) -> Option<u64> {
     (kr == ffi::KERN_SUCCESS && read == 8).then_some(value)
 }
 
-/// Removes arm64e pointer-authentication bits from a code address: the bits above the user
-/// address space (iOS, tvOS, watchOS, visionOS: 36 bits, `MACH_VM_MAX_ADDRESS` 0xFC0000000;
-/// macOS: 47 bits). The mask KSCrash and Sentry use; the identity on x86-64.
+/// Removes arm64e pointer-authentication bits from an address: the bits above the user
+/// address space (iOS, tvOS, watchOS, visionOS: 36 bits, `MACH_VM_MAX_ADDRESS` 0xFC0000000,
+/// the mask Sentry uses; macOS: 47 bits, KSCrash's arm64 mask); the identity on x86-64. An app
+/// with the extended-virtual-addressing entitlement can map above 36 bits on iOS: its
+/// addresses up there would be cut (not handled).
 pub fn strip_code_pointer(addr: u64) -> u64 {
     if !cfg!(target_arch = "aarch64") {
         addr
@@ -39,12 +41,13 @@ pub fn strip_code_pointer(addr: u64) -> u64 {
     }
 }
 
-/// The `{pc, fp, sp, lr}` of an arm64 thread state, code pointers stripped.
+/// The `{pc, fp, sp, lr}` of an arm64 thread state, stripped of pointer-authentication bits
+/// (for arm64e processes XNU signs all four in user-visible thread states).
 pub fn arm64_registers(state: &ffi::arm_thread_state64_t) -> Registers {
     Registers {
         pc: strip_code_pointer(state.pc),
-        fp: state.fp,
-        sp: state.sp,
+        fp: strip_code_pointer(state.fp),
+        sp: strip_code_pointer(state.sp),
         lr: strip_code_pointer(state.lr),
     }
 }
@@ -161,6 +164,68 @@ pub fn name(thread: mach_port_t, out: &mut [u8]) -> usize {
         }
         len
     }
+}
+
+/// The system-wide thread id (`THREAD_IDENTIFIER_INFO`), the same whatever port names the
+/// thread: exception messages may carry a read port where `task_threads` gives the control
+/// port. Falls back to the port name.
+pub fn thread_id(thread: mach_port_t) -> u64 {
+    // SAFETY: thread_info writes at most `count` words into the zeroed struct.
+    unsafe {
+        let mut info: ffi::thread_identifier_info = std::mem::zeroed();
+        let mut count = ffi::THREAD_IDENTIFIER_INFO_COUNT;
+        if ffi::thread_info(
+            thread,
+            ffi::THREAD_IDENTIFIER_INFO,
+            &mut info as *mut _ as *mut std::ffi::c_int,
+            &mut count,
+        ) == ffi::KERN_SUCCESS
+        {
+            info.thread_id
+        } else {
+            u64::from(thread)
+        }
+    }
+}
+
+/// The main thread's stack region `[lowest address it may grow to, top)`, its guard page
+/// included (the region XNU's `handle_ux_exception()` treats as the stack). Call at install.
+pub fn main_stack_region() -> (u64, u64) {
+    // SAFETY: reading the main thread's pthread attributes.
+    unsafe {
+        let main = ffi::pthread_main_thread_np();
+        let top = ffi::pthread_get_stackaddr_np(main) as u64;
+        let size = ffi::pthread_get_stacksize_np(main) as u64;
+        // The guard lies below the stack; one 64 KiB band covers it on every page size.
+        (top.saturating_sub(size).saturating_sub(64 * 1024), top)
+    }
+}
+
+/// Whether a debugger is attached (`P_TRACED`, as Apple's Technical Q&A QA1361 reads it).
+pub fn being_debugged() -> bool {
+    let mut mib = [
+        ffi::CTL_KERN,
+        ffi::KERN_PROC,
+        ffi::KERN_PROC_PID,
+        // SAFETY: getpid has no preconditions.
+        unsafe { libc::getpid() },
+    ];
+    let mut info = [0u64; ffi::KINFO_PROC_SIZE.div_ceil(8)];
+    let mut len = ffi::KINFO_PROC_SIZE;
+    // SAFETY: sysctl writes at most `len` bytes into `info`.
+    let ok = unsafe {
+        ffi::sysctl(
+            mib.as_mut_ptr(),
+            4,
+            info.as_mut_ptr() as *mut std::ffi::c_void,
+            &mut len,
+            std::ptr::null_mut(),
+            0,
+        )
+    } == 0;
+    let word = info[ffi::KINFO_PROC_P_FLAG_OFFSET / 8];
+    let p_flag = (word & 0xffff_ffff) as i32; // little-endian: the low half is at offset 32
+    ok && p_flag & ffi::P_TRACED != 0
 }
 
 /// `thread_suspend`.
