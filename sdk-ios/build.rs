@@ -10,8 +10,10 @@ fn main() {
                 .into(),
         ),
         documentation: true,
+        // Only the C API: the crate's constants (Mach numbers, Darwin signal numbers) would
+        // collide with the system headers an app includes.
         export: cbindgen::ExportConfig {
-            exclude: vec!["MAX_FRAMES".into()],
+            item_types: vec![cbindgen::ItemType::Functions],
             ..Default::default()
         },
         ..Default::default()

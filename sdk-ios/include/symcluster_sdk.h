@@ -9,270 +9,14 @@
 #include <stdlib.h>
 
 /**
- * The report format version written in `symcluster_sdk_report`.
+ * Sets the app's version (`CFBundleShortVersionString (CFBundleVersion)`, say `2.3 (481)`),
+ * written as `metadata.app_version` in every report. Call before [`symcluster_sdk_install`];
+ * the first call wins. Returns 0, or -1 for a null or non-UTF-8 string.
+ *
+ * # Safety
+ * `version` must be a NUL-terminated string (or null).
  */
-#define SYMCLUSTER_REPORT_VERSION 1
-
-/**
- * `EXC_BAD_ACCESS`: could not access memory (code: `kern_return_t`, subcode: address).
- */
-#define EXC_BAD_ACCESS 1
-
-/**
- * `EXC_BAD_INSTRUCTION`: illegal or undefined instruction.
- */
-#define EXC_BAD_INSTRUCTION 2
-
-/**
- * `EXC_ARITHMETIC`: arithmetic exception (division by zero on some CPUs).
- */
-#define EXC_ARITHMETIC 3
-
-/**
- * `EXC_EMULATION`: emulation instruction.
- */
-#define EXC_EMULATION 4
-
-/**
- * `EXC_SOFTWARE`: software-generated (code: `EXC_UNIX_*`, `EXC_SOFT_SIGNAL`).
- */
-#define EXC_SOFTWARE 5
-
-/**
- * `EXC_BREAKPOINT`: trace or breakpoint (`brk`, Swift runtime traps, `__builtin_trap`).
- */
-#define EXC_BREAKPOINT 6
-
-/**
- * `EXC_CRASH`: abnormal process exit (delivered at death; not caught by the SDK).
- */
-#define EXC_CRASH 10
-
-/**
- * `EXC_RESOURCE`: a resource limit was hit.
- */
-#define EXC_RESOURCE 11
-
-/**
- * `EXC_GUARD`: a guarded resource was misused.
- */
-#define EXC_GUARD 12
-
-/**
- * The exceptions the SDK's exception port takes (`EXC_MASK_*` = `1 << EXC_*`): bad access,
- * bad instruction, arithmetic, software, breakpoint; as KSCrash's and PLCrashReporter's
- * servers do. `EXC_CRASH` comes only as the process dies, `EXC_GUARD`/`EXC_RESOURCE` are not
- * crashes of the app's code.
- */
-#define EXCEPTION_MASK (((((1 << EXC_BAD_ACCESS) | (1 << EXC_BAD_INSTRUCTION)) | (1 << EXC_ARITHMETIC)) | (1 << EXC_SOFTWARE)) | (1 << EXC_BREAKPOINT))
-
-/**
- * `SIGILL`.
- */
-#define SIGILL 4
-
-/**
- * `SIGTRAP`.
- */
-#define SIGTRAP 5
-
-/**
- * `SIGABRT`.
- */
-#define SIGABRT 6
-
-/**
- * `SIGEMT`.
- */
-#define SIGEMT 7
-
-/**
- * `SIGFPE`.
- */
-#define SIGFPE 8
-
-/**
- * `SIGKILL`.
- */
-#define SIGKILL 9
-
-/**
- * `SIGBUS`.
- */
-#define SIGBUS 10
-
-/**
- * `SIGSEGV`.
- */
-#define SIGSEGV 11
-
-/**
- * `SIGSYS`.
- */
-#define SIGSYS 12
-
-/**
- * `SIGPIPE`.
- */
-#define SIGPIPE 13
-
-/**
- * `MH_MAGIC_64`.
- */
-#define MH_MAGIC_64 4277009103
-
-/**
- * `MH_MAGIC` (32-bit images: armv7, arm64_32).
- */
-#define MH_MAGIC 4277009102
-
-/**
- * `<mach/port.h>`.
- */
-#define MACH_PORT_RIGHT_RECEIVE 1
-
-/**
- * `<mach/message.h>`.
- */
-#define MACH_MSG_TYPE_MAKE_SEND 20
-
-/**
- * `<mach/message.h>`.
- */
-#define MACH_SEND_MSG 1
-
-/**
- * `<mach/message.h>`.
- */
-#define MACH_RCV_MSG 2
-
-/**
- * `<mach/message.h>`.
- */
-#define MACH_MSG_TIMEOUT_NONE 0
-
-/**
- * `<mach/message.h>`: `MACH_MSGH_BITS_REMOTE_MASK`.
- */
-#define MACH_MSGH_BITS_REMOTE_MASK 31
-
-/**
- * `<mach/exception_types.h>`: `EXC_TYPES_COUNT`, the most masks `task_get_exception_ports`
- * returns.
- */
-#define EXC_TYPES_COUNT 14
-
-/**
- * The MIG message id of `mach_exception_raise` (`mach_exc.defs`: subsystem 2401, routine 4).
- */
-#define MACH_EXCEPTION_RAISE_ID 2405
-
-/**
- * `<mach/thread_info.h>`.
- */
-#define THREAD_EXTENDED_INFO 5
-
-typedef int kern_return_t;
-
-typedef uint32_t mach_port_t;
-
-typedef uint32_t exception_mask_t;
-
-typedef uint32_t natural_t;
-
-typedef natural_t mach_msg_type_number_t;
-
-typedef int exception_behavior_t;
-
-typedef int thread_state_flavor_t;
-
-/**
- * `<mach/message.h>`: `mach_msg_header_t`.
- */
-typedef struct mach_msg_header_t {
-  uint32_t msgh_bits;
-  uint32_t msgh_size;
-  mach_port_t msgh_remote_port;
-  mach_port_t msgh_local_port;
-  mach_port_t msgh_voucher_port;
-  int32_t msgh_id;
-} mach_msg_header_t;
-
-typedef uintptr_t vm_address_t;
-
-typedef uintptr_t vm_size_t;
-
-/**
- * `<mach-o/loader.h>`: the start of `mach_header` / `mach_header_64`.
- */
-typedef struct mach_header {
-  uint32_t magic;
-  int32_t cputype;
-  int32_t cpusubtype;
-  uint32_t filetype;
-  uint32_t ncmds;
-  uint32_t sizeofcmds;
-  uint32_t flags;
-} mach_header;
-
-
-
-/**
- * `<mach/kern_return.h>`.
- */
-#define KERN_SUCCESS 0
-
-/**
- * `<mach/kern_return.h>`: the reply that tells the kernel the exception was not handled.
- */
-#define KERN_FAILURE 5
-
-/**
- * `<mach/port.h>`.
- */
-#define MACH_PORT_NULL 0
-
-/**
- * `<mach/exception_types.h>`.
- */
-#define EXCEPTION_DEFAULT 1
-
-/**
- * `<mach/exception_types.h>`: 64-bit codes (`mach_exception_raise`, message id 2405).
- */
-#define MACH_EXCEPTION_CODES (int32_t)2147483648u
-
-/**
- * `<mach/arm/thread_status.h>` / `<mach/i386/thread_status.h>`: `THREAD_STATE_NONE`.
- */
-#define THREAD_STATE_NONE 5
-
-#define THREAD_STATE_NONE 13
-
-/**
- * `<mach/arm/thread_status.h>`.
- */
-#define ARM_THREAD_STATE64 6
-
-/**
- * `<mach/arm/thread_status.h>`: `sizeof(arm_thread_state64_t) / sizeof(uint32_t)`.
- */
-#define ARM_THREAD_STATE64_COUNT 68
-
-/**
- * `<mach/i386/thread_status.h>`.
- */
-#define X86_THREAD_STATE64 4
-
-/**
- * `<mach/i386/thread_status.h>`: `sizeof(x86_thread_state64_t) / sizeof(int)`.
- */
-#define X86_THREAD_STATE64_COUNT 42
-
-/**
- * `<mach/thread_info.h>`: `sizeof(thread_extended_info_data_t) / sizeof(natural_t)`.
- */
-#define THREAD_EXTENDED_INFO_COUNT 28
+int symcluster_sdk_set_app_version(const char *version);
 
 /**
  * Installs the crash handlers, writing reports into `report_dir` (created if needed).
@@ -422,6 +166,40 @@ extern kern_return_t vm_deallocate(mach_port_t task, vm_address_t address, vm_si
  * `<pthread.h>` (Darwin): the Mach thread port of a pthread, without a new reference.
  */
 extern mach_port_t pthread_mach_thread_np(pthread_t thread);
+
+/**
+ * `<pthread.h>` (Darwin): the main thread.
+ */
+extern pthread_t pthread_main_thread_np(void);
+
+/**
+ * `<pthread.h>` (Darwin): the top (highest address) of a thread's stack.
+ */
+extern void *pthread_get_stackaddr_np(pthread_t thread);
+
+/**
+ * `<pthread.h>` (Darwin): a thread's stack size in bytes.
+ */
+extern uintptr_t pthread_get_stacksize_np(pthread_t thread);
+
+/**
+ * `<sys/sysctl.h>`.
+ */
+extern int sysctlbyname(const char *name,
+                        void *oldp,
+                        uintptr_t *oldlenp,
+                        void *newp,
+                        uintptr_t newlen);
+
+/**
+ * `<sys/sysctl.h>`.
+ */
+extern int sysctl(int *name,
+                  uint32_t namelen,
+                  void *oldp,
+                  uintptr_t *oldlenp,
+                  void *newp,
+                  uintptr_t newlen);
 
 /**
  * `<mach-o/dyld.h>`.

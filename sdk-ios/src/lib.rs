@@ -40,19 +40,45 @@ use std::sync::OnceLock;
 pub const SYMCLUSTER_REPORT_VERSION: u32 = 1;
 
 static REPORT_DIR: OnceLock<PathBuf> = OnceLock::new();
+static APP_VERSION: OnceLock<String> = OnceLock::new();
 
-/// `{"os", "arch", "app", "pid", "sdk"}` for every report.
+/// `uname(2)`'s `(release, machine)`: the kernel release, and the hardware (`x86_64`; on iOS
+/// devices the model identifier, `iPhone14,2`).
+fn uname() -> (String, String) {
+    // SAFETY: a zeroed utsname is valid; uname fills it with NUL-terminated fields.
+    unsafe {
+        let mut u: libc::utsname = std::mem::zeroed();
+        if libc::uname(&mut u) != 0 {
+            return (String::new(), String::new());
+        }
+        let field = |f: &[libc::c_char]| CStr::from_ptr(f.as_ptr()).to_string_lossy().into_owned();
+        (field(&u.release), field(&u.machine))
+    }
+}
+
+/// `{"os", "os_version", "machine", "arch", "app", "app_version", "pid", "sdk"}` for every
+/// report (`app_version` only when the app set one).
 fn metadata_json() -> Vec<u8> {
     let app = app_name().unwrap_or_default();
+    let (kernel, machine) = uname();
+    let os_version = Host::os_version().unwrap_or(kernel);
     let mut buf = vec![0u8; 4096];
     let mut w = writer::Writer::new(&mut buf);
     w.raw(b"{");
     w.key("os", true);
     w.string(Host::OS.as_bytes());
+    w.key("os_version", false);
+    w.string(os_version.as_bytes());
+    w.key("machine", false);
+    w.string(machine.as_bytes());
     w.key("arch", false);
     w.string(images::ARCH.as_bytes());
     w.key("app", false);
     w.string(app.as_bytes());
+    if let Some(version) = APP_VERSION.get() {
+        w.key("app_version", false);
+        w.string(version.as_bytes());
+    }
     w.key("pid", false);
     w.dec(u64::from(std::process::id()));
     w.key("sdk", false);
@@ -99,6 +125,23 @@ fn c_str(s: *const c_char) -> Option<String> {
         .to_str()
         .ok()
         .map(str::to_owned)
+}
+
+/// Sets the app's version (`CFBundleShortVersionString (CFBundleVersion)`, say `2.3 (481)`),
+/// written as `metadata.app_version` in every report. Call before [`symcluster_sdk_install`];
+/// the first call wins. Returns 0, or -1 for a null or non-UTF-8 string.
+///
+/// # Safety
+/// `version` must be a NUL-terminated string (or null).
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn symcluster_sdk_set_app_version(version: *const c_char) -> c_int {
+    match c_str(version) {
+        Some(version) => {
+            let _ = APP_VERSION.set(version);
+            0
+        }
+        None => -1,
+    }
 }
 
 /// Installs the crash handlers, writing reports into `report_dir` (created if needed).

@@ -124,6 +124,7 @@ int main(int argc, char **argv) {
         return 0;
     }
     if (strcmp(mode, "chain") == 0) install_previous_handler();
+    symcluster_sdk_set_app_version("1.2 (34)");
     if (symcluster_sdk_install(argv[1]) != 0) {
         fprintf(stderr, "install failed\n");
         return 3;

@@ -33,6 +33,12 @@ pub trait Backend {
     /// `metadata.os` in reports (`"linux"`, `"ios"`, `"macos"`).
     const OS: &'static str;
 
+    /// The OS version as users know it (Apple: `17.2 (21C62)` from `kern.osproductversion` and
+    /// `kern.osversion`); `None` where the kernel release (`uname`) is all there is.
+    fn os_version() -> Option<String> {
+        None
+    }
+
     /// Reads one 8-byte word of this process's memory; `None` when it is not readable (never
     /// faults).
     fn read_word(addr: u64) -> Option<u64>;

@@ -54,6 +54,10 @@ fn null_dereference() {
     );
     assert_eq!(json["fault_address"], "0x0");
     assert_eq!(json["metadata"]["app"], "crasher");
+    assert_eq!(json["metadata"]["app_version"], "1.2 (34)");
+    let release = std::fs::read_to_string("/proc/sys/kernel/osrelease").unwrap();
+    assert_eq!(json["metadata"]["os_version"], release.trim());
+    assert_eq!(json["metadata"]["machine"], std::env::consts::ARCH);
     assert!(json["stacktraces"][0]["registers"]["rip"].is_string());
     let result = symbolicate_report(&path);
     assert_eq!(result.crash_reason.as_deref(), Some("SIGSEGV"));

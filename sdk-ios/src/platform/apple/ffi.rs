@@ -386,6 +386,14 @@ unsafe extern "C" {
     /// `<pthread.h>` (Darwin): a thread's stack size in bytes.
     pub fn pthread_get_stacksize_np(thread: libc::pthread_t) -> usize;
     /// `<sys/sysctl.h>`.
+    pub fn sysctlbyname(
+        name: *const c_char,
+        oldp: *mut c_void,
+        oldlenp: *mut usize,
+        newp: *mut c_void,
+        newlen: usize,
+    ) -> c_int;
+    /// `<sys/sysctl.h>`.
     pub fn sysctl(
         name: *mut c_int,
         namelen: u32,

@@ -49,6 +49,14 @@ mod backend {
 
         const OS: &'static str = std::env::consts::OS;
 
+        fn os_version() -> Option<String> {
+            let product = threads::sysctl_string(c"kern.osproductversion")?;
+            Some(match threads::sysctl_string(c"kern.osversion") {
+                Some(build) => format!("{product} ({build})"),
+                None => product,
+            })
+        }
+
         fn read_word(addr: u64) -> Option<u64> {
             threads::read_word(addr)
         }

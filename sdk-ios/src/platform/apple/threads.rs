@@ -228,6 +228,28 @@ pub fn being_debugged() -> bool {
     ok && p_flag & ffi::P_TRACED != 0
 }
 
+/// A string `sysctlbyname` value (`kern.osproductversion`); `None` when absent.
+pub fn sysctl_string(name: &std::ffi::CStr) -> Option<String> {
+    let mut buf = [0u8; 256];
+    let mut len = buf.len();
+    // SAFETY: sysctlbyname writes at most `len` bytes into `buf`.
+    let r = unsafe {
+        ffi::sysctlbyname(
+            name.as_ptr(),
+            buf.as_mut_ptr() as *mut std::ffi::c_void,
+            &mut len,
+            std::ptr::null_mut(),
+            0,
+        )
+    };
+    if r != 0 || len == 0 {
+        return None;
+    }
+    let text = &buf[..len.min(buf.len())];
+    let end = text.iter().position(|&b| b == 0).unwrap_or(text.len());
+    Some(String::from_utf8_lossy(&text[..end]).into_owned())
+}
+
 /// `thread_suspend`.
 pub fn suspend(thread: mach_port_t) {
     // SAFETY: suspending a thread of our own task; the count nests.
