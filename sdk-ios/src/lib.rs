@@ -24,6 +24,8 @@
 pub mod crash;
 pub mod crash_report;
 pub mod images;
+// The platform backends declare Mach/dyld functions: not part of the C header.
+/// cbindgen:ignore
 pub mod platform;
 pub mod send;
 pub mod unwind;
