@@ -2,8 +2,10 @@
 //!
 //! Every frame record is `[saved frame pointer, return address]` at the frame pointer (x86-64
 //! `rbp`, arm64 `x29`; arm64 iOS guarantees frame pointers, C and Swift code keep them). Memory is
-//! read with `process_vm_readv` on our own process, which returns `EFAULT` for unmapped memory
-//! instead of faulting, so a corrupt stack ends the walk instead of crashing the handler.
+//! read through the platform backend (`process_vm_readv` on Linux, `vm_read_overwrite` on Apple
+//! platforms), which reports unmapped memory instead of faulting, so a corrupt stack ends the
+//! walk instead of crashing the handler. Return addresses lose their arm64e
+//! pointer-authentication bits ([`Backend::strip_code_pointer`]).
 //!
 //! Code built without frame pointers (glibc on Linux; on Apple platforms every arm64 binary
 //! keeps them) breaks the chain at once. Then [`walk_with_scan`] scans the stack upwards, as
