@@ -37,6 +37,11 @@ fn report(build: &str, name: &str) -> serde_json::Value {
     serde_json::from_slice(&std::fs::read(path).unwrap()).unwrap()
 }
 
+/// `"0x1000ac000"` → 0x1000ac000.
+fn hex(s: &str) -> u64 {
+    u64::from_str_radix(s.trim_start_matches("0x"), 16).unwrap()
+}
+
 fn parse_dwarf_file(path: &Path) -> macho::MachImage {
     macho::parse(&std::fs::read(path).unwrap())
         .unwrap_or_else(|e| panic!("{}: {e}", path.display()))
@@ -87,7 +92,6 @@ fn the_demo_dsym_has_the_uuid_and_size_of_its_crash_report() {
         .find(|l| l.contains(" DemoApp "))
         .unwrap();
     let fields: Vec<&str> = line.split_whitespace().collect();
-    let hex = |s: &str| u64::from_str_radix(s.trim_start_matches("0x"), 16).unwrap();
     assert_eq!(parsed.text_vmsize, hex(fields[2]) + 1 - hex(fields[0]));
     let uuid: String = parsed
         .uuid
@@ -115,14 +119,7 @@ fn an_sdk_report_with_macho_modules_symbolicates_to_the_crashing_method() {
                 .iter()
                 .find(|i| i["uuid"].as_str().map(str::to_lowercase) == Some(uuid_string(&uuid)))
                 .unwrap();
-            let image_addr = u64::from_str_radix(
-                device["image_addr"]
-                    .as_str()
-                    .unwrap()
-                    .trim_start_matches("0x"),
-                16,
-            )
-            .unwrap();
+            let image_addr = hex(device["image_addr"].as_str().unwrap());
             Image {
                 path: device["name"].as_str().unwrap().to_owned(),
                 image_addr,
@@ -139,16 +136,7 @@ fn an_sdk_report_with_macho_modules_symbolicates_to_the_crashing_method() {
         .unwrap()
         .iter()
         .rev()
-        .map(|f| {
-            u64::from_str_radix(
-                f["instruction_addr"]
-                    .as_str()
-                    .unwrap()
-                    .trim_start_matches("0x"),
-                16,
-            )
-            .unwrap()
-        })
+        .map(|f| hex(f["instruction_addr"].as_str().unwrap()))
         .collect();
 
     let mut buf = vec![0u8; 1 << 20];

@@ -78,11 +78,12 @@ unsafe extern "C" fn on_add_image(header: *const ffi::mach_header, _slide: isize
 pub fn loaded_images() -> Vec<Image> {
     // SAFETY: registering a callback that only reads what dyld hands it.
     REGISTERED.call_once(|| unsafe { ffi::_dyld_register_func_for_add_image(on_add_image) });
+    // SAFETY: image 0 is the main executable. Asked before taking IMAGES: dyld may hold its
+    // own lock while its callback waits for IMAGES (a `dlopen` on another thread).
+    let main = unsafe { ffi::_dyld_get_image_header(0) } as u64;
     let Ok(images) = IMAGES.lock() else {
         return Vec::new();
     };
-    // SAFETY: image 0 is the main executable.
-    let main = unsafe { ffi::_dyld_get_image_header(0) } as u64;
     let mut list = images.clone();
     list.sort_by_key(|i| (i.image_addr != main, i.image_addr));
     LIVE.store(true, Ordering::Release);
