@@ -143,6 +143,115 @@ pub fn write<B: Backend>(crash: &CrashInfo<B::Thread>) {
     // SAFETY: the buffer was leaked at install; only the one guarded writer uses it.
     let buffer = unsafe { std::slice::from_raw_parts_mut(prepared.buffer, REPORT_BYTES) };
     let mut w = Writer::new(buffer);
+    // SAFETY: the note was leaked at install.
+    let note = unsafe { &*prepared.exception };
+    write_head(
+        &mut w,
+        crash,
+        &note.text[..note.len],
+        realtime_ms(),
+        prepared.metadata_json,
+        crate::images::published_modules_json(),
+    );
+
+    // The crashing thread, from its registers.
+    let regs = crash.registers;
+    let mut frames = [0u64; MAX_FRAMES];
+    let n = unwind::walk_with_scan(regs.pc, regs.fp, regs.sp, &mut frames);
+    write_thread::<B>(&mut w, crash.thread, true, Some(&regs), &frames[..n], true);
+
+    // Every other thread, held still while it is read.
+    let mut threads = [crash.thread; MAX_THREADS];
+    let count = B::list_threads(&mut threads);
+    // Compared by report id: on Apple platforms the crashed thread may be named by a different
+    // port than the one `task_threads` lists.
+    let crashed = B::thread_report_id(crash.thread);
+    let skip = crash.skip.map(B::thread_report_id);
+    let current = B::thread_report_id(B::current_thread());
+    let others = |t: &B::Thread| {
+        let id = B::thread_report_id(*t);
+        id != crashed && Some(id) != skip && id != current
+    };
+    for &other in threads[..count].iter().filter(|t| others(t)) {
+        B::suspend(other);
+    }
+    for &other in threads[..count].iter().filter(|t| others(t)) {
+        let n = B::sample_thread(other, &mut frames, 50);
+        write_thread::<B>(&mut w, other, false, None, &frames[..n], false);
+    }
+    for &other in threads[..count].iter().filter(|t| others(t)) {
+        B::resume(other);
+    }
+    write_tail(&mut w);
+    write_file(prepared, w.as_bytes());
+}
+
+fn write_file(prepared: &Prepared, bytes: &[u8]) {
+    let fd = REPORT_FD.swap(-1, Ordering::AcqRel);
+    if fd < 0 {
+        return;
+    }
+    let mut written = 0;
+    while written < bytes.len() {
+        // SAFETY: write(2) on our own fd, from our own buffer.
+        let r = unsafe {
+            libc::write(
+                fd,
+                bytes[written..].as_ptr() as *const libc::c_void,
+                bytes.len() - written,
+            )
+        };
+        if r <= 0 {
+            break;
+        }
+        written += r as usize;
+    }
+    // SAFETY: fsync, close and rename are async-signal-safe.
+    unsafe {
+        libc::fsync(fd);
+        libc::close(fd);
+        libc::rename(
+            prepared.inprogress_path.as_ptr(),
+            prepared.final_path.as_ptr(),
+        );
+    }
+}
+
+/// Serializes one thread of the running process as a [`ThreadStack`].
+fn write_thread<B: Backend>(
+    w: &mut Writer<'_>,
+    thread: B::Thread,
+    crashed: bool,
+    registers: Option<&Registers>,
+    frames: &[u64],
+    first: bool,
+) {
+    let mut name = [0u8; 64];
+    let len = B::thread_name(thread, &mut name);
+    let stack = ThreadStack {
+        id: B::thread_report_id(thread),
+        name: &name[..len],
+        crashed,
+        registers,
+        frames,
+    };
+    write_thread_json(w, &stack, first);
+}
+
+/// The report from its first byte through `"stacktraces":[`: version, kind, `signal`,
+/// `crash_reason` (`SIGSEGV`, or `EXC_BAD_ACCESS (SIGSEGV)` for a Mach exception),
+/// `mach_exception`, `fault_address`, `exception` (when `exception_note` is not empty: the
+/// uncaught exception's `type: reason`), `timestamp_ms` (Unix epoch, ms), and the serialized
+/// `metadata` object and `modules` array as given. Follow with [`write_thread_json`] per
+/// thread and [`write_tail`]. No allocation.
+pub fn write_head<T>(
+    w: &mut Writer<'_>,
+    crash: &CrashInfo<T>,
+    exception_note: &[u8],
+    timestamp_ms: u64,
+    metadata_json: &[u8],
+    modules_json: &[u8],
+) {
     w.raw(b"{");
     w.key("symcluster_sdk_report", true);
     w.dec(u64::from(crate::SYMCLUSTER_REPORT_VERSION));
@@ -182,112 +291,50 @@ pub fn write<B: Backend>(crash: &CrashInfo<B::Thread>) {
     }
     w.key("fault_address", false);
     w.hex(crash.fault_address);
-    // SAFETY: the note was leaked at install.
-    let note = unsafe { &*prepared.exception };
-    if note.len > 0 {
+    if !exception_note.is_empty() {
         w.key("exception", false);
-        w.string(&note.text[..note.len]);
+        w.string(exception_note);
     }
     w.key("timestamp_ms", false);
-    w.dec(realtime_ms());
+    w.dec(timestamp_ms);
     w.key("metadata", false);
-    w.raw(prepared.metadata_json);
+    w.raw(metadata_json);
     w.key("modules", false);
-    w.raw(crate::images::published_modules_json());
+    w.raw(modules_json);
     w.key("stacktraces", false);
     w.raw(b"[");
-
-    // The crashing thread, from its registers.
-    let regs = crash.registers;
-    let mut frames = [0u64; MAX_FRAMES];
-    let n = unwind::walk_with_scan(regs.pc, regs.fp, regs.sp, &mut frames);
-    write_thread::<B>(&mut w, crash.thread, true, Some(&regs), &frames[..n], true);
-
-    // Every other thread, held still while it is read.
-    let mut threads = [crash.thread; MAX_THREADS];
-    let count = B::list_threads(&mut threads);
-    // Compared by report id: on Apple platforms the crashed thread may be named by a different
-    // port than the one `task_threads` lists.
-    let crashed = B::thread_report_id(crash.thread);
-    let skip = crash.skip.map(B::thread_report_id);
-    let current = B::thread_report_id(B::current_thread());
-    let others = |t: &B::Thread| {
-        let id = B::thread_report_id(*t);
-        id != crashed && Some(id) != skip && id != current
-    };
-    for &other in threads[..count].iter().filter(|t| others(t)) {
-        B::suspend(other);
-    }
-    for &other in threads[..count].iter().filter(|t| others(t)) {
-        let n = B::sample_thread(other, &mut frames, 50);
-        write_thread::<B>(&mut w, other, false, None, &frames[..n], false);
-    }
-    for &other in threads[..count].iter().filter(|t| others(t)) {
-        B::resume(other);
-    }
-    w.raw(b"]");
-    if w.overflowed() {
-        w.key("truncated", false);
-        w.raw(b"true");
-    }
-    w.raw(b"}\n");
-    write_file(prepared, w.as_bytes());
 }
 
-fn write_file(prepared: &Prepared, bytes: &[u8]) {
-    let fd = REPORT_FD.swap(-1, Ordering::AcqRel);
-    if fd < 0 {
-        return;
-    }
-    let mut written = 0;
-    while written < bytes.len() {
-        // SAFETY: write(2) on our own fd, from our own buffer.
-        let r = unsafe {
-            libc::write(
-                fd,
-                bytes[written..].as_ptr() as *const libc::c_void,
-                bytes.len() - written,
-            )
-        };
-        if r <= 0 {
-            break;
-        }
-        written += r as usize;
-    }
-    // SAFETY: fsync, close and rename are async-signal-safe.
-    unsafe {
-        libc::fsync(fd);
-        libc::close(fd);
-        libc::rename(
-            prepared.inprogress_path.as_ptr(),
-            prepared.final_path.as_ptr(),
-        );
-    }
+/// One thread of a report, innermost frame first.
+#[derive(Debug, Clone, Copy)]
+pub struct ThreadStack<'a> {
+    /// `thread_id` (Linux tid; Apple `THREAD_IDENTIFIER_INFO` id).
+    pub id: u64,
+    /// Its name; empty when unnamed (then no `thread_name` is written).
+    pub name: &'a [u8],
+    /// Whether it crashed (`is_requesting`).
+    pub crashed: bool,
+    /// Its registers (`pc`/`fp`/`sp`/`lr`, or `rip`/`rbp`/`rsp`), for the crashed thread.
+    pub registers: Option<&'a Registers>,
+    /// Program counter, then return addresses.
+    pub frames: &'a [u64],
 }
 
-fn write_thread<B: Backend>(
-    w: &mut Writer<'_>,
-    thread: B::Thread,
-    crashed: bool,
-    regs: Option<&Registers>,
-    frames: &[u64],
-    first: bool,
-) {
+/// One `stacktraces` entry (with a leading comma unless `first`). No allocation.
+pub fn write_thread_json(w: &mut Writer<'_>, thread: &ThreadStack<'_>, first: bool) {
     if !first {
         w.raw(b",");
     }
     w.raw(b"{");
     w.key("thread_id", true);
-    w.dec(B::thread_report_id(thread));
-    let mut name = [0u8; 64];
-    let len = B::thread_name(thread, &mut name);
-    if len > 0 {
+    w.dec(thread.id);
+    if !thread.name.is_empty() {
         w.key("thread_name", false);
-        w.string(&name[..len]);
+        w.string(thread.name);
     }
     w.key("is_requesting", false);
-    w.raw(if crashed { b"true" } else { b"false" });
-    if let Some(regs) = regs {
+    w.raw(if thread.crashed { b"true" } else { b"false" });
+    if let Some(regs) = thread.registers {
         w.key("registers", false);
         w.raw(b"{");
         let values = [regs.pc, regs.fp, regs.sp, regs.lr];
@@ -303,8 +350,18 @@ fn write_thread<B: Backend>(
         w.raw(b"}");
     }
     w.key("frames", false);
-    w.frames(frames);
+    w.frames(thread.frames);
     w.raw(b"}");
+}
+
+/// Closes `stacktraces` and the report (`"truncated":true` first when the buffer overflowed).
+pub fn write_tail(w: &mut Writer<'_>) {
+    w.raw(b"]");
+    if w.overflowed() {
+        w.key("truncated", false);
+        w.raw(b"true");
+    }
+    w.raw(b"}\n");
 }
 
 fn realtime_ms() -> u64 {

@@ -7,8 +7,12 @@ use std::path::{Path, PathBuf};
 
 use symcluster_engine::result::FrameStatus;
 use symcluster_engine::{LocalSymCaches, parse_report, symbolicate};
+use symcluster_sdk::crash_report::{
+    CrashInfo, ThreadStack, write_head, write_tail, write_thread_json,
+};
 use symcluster_sdk::images::{Image, ImageId, modules_json, uuid_string};
-use symcluster_sdk::platform::apple::macho;
+use symcluster_sdk::platform::apple::{exception, macho};
+use symcluster_sdk::unwind::Registers;
 use symcluster_sdk::writer::Writer;
 
 /// `../shared/fixtures/crashprobe` beside the repository (or under `SYMCLUSTER_FIXTURES`).
@@ -103,9 +107,10 @@ fn the_demo_dsym_has_the_uuid_and_size_of_its_crash_report() {
     assert_eq!(parsed.arch, fields[4]);
 }
 
-/// An SDK report (the format `crash_report::write` produces) for the device crash "Dereference
-/// a NULL pointer": modules built from the dSYMs' headers as the Apple backend builds them from
-/// dyld's, at the load addresses of the device, and the device's crashing stack.
+/// An SDK report for the device crash "Dereference a NULL pointer", written by the pieces
+/// `crash_report::write` is made of: modules built from the dSYMs' headers as the Apple backend
+/// builds them from dyld's, at the load addresses of the device, the Mach exception decoded as
+/// the exception server decodes it, and the device's crashing stack.
 #[test]
 fn an_sdk_report_with_macho_modules_symbolicates_to_the_crashing_method() {
     let on_device = report("release", "Dereference a NULL pointer.json");
@@ -139,33 +144,40 @@ fn an_sdk_report_with_macho_modules_symbolicates_to_the_crashing_method() {
         .map(|f| hex(f["instruction_addr"].as_str().unwrap()))
         .collect();
 
+    // The crash as the Mach exception server would describe it, written by the SDK's own
+    // report writer.
+    let (note, signal, fault_address) = exception::describe(1, 1, 0, None); // EXC_BAD_ACCESS
+    let crash = CrashInfo {
+        signal,
+        signal_name: exception::darwin_signal::name(signal),
+        mach_exception: Some(note),
+        fault_address,
+        thread: 259u32,
+        registers: Registers::default(),
+        skip: None,
+    };
     let mut buf = vec![0u8; 1 << 20];
     let mut w = Writer::new(&mut buf);
-    w.raw(b"{");
-    w.key("symcluster_sdk_report", true);
-    w.dec(1);
-    w.key("kind", false);
-    w.string(b"crash");
-    w.key("signal", false);
-    w.dec(11);
-    w.key("crash_reason", false);
-    w.string(b"EXC_BAD_ACCESS (SIGSEGV)");
-    w.key("modules", false);
-    w.raw(&modules_json(&images));
-    w.key("stacktraces", false);
-    w.raw(b"[{");
-    w.key("thread_id", true);
-    w.dec(259);
-    w.key("is_requesting", false);
-    w.raw(b"true");
-    w.key("registers", false);
-    w.raw(b"{");
-    w.key("pc", true);
-    w.hex(frames[0]);
-    w.raw(b"}");
-    w.key("frames", false);
-    w.frames(&frames);
-    w.raw(b"}]}");
+    write_head(
+        &mut w,
+        &crash,
+        b"",
+        1_488_000_000_000,
+        b"{}",
+        &modules_json(&images),
+    );
+    let stack = ThreadStack {
+        id: 259,
+        name: b"com.apple.main-thread",
+        crashed: true,
+        registers: None,
+        frames: &frames,
+    };
+    write_thread_json(&mut w, &stack, true);
+    write_tail(&mut w);
+    let json: serde_json::Value = serde_json::from_slice(w.as_bytes()).unwrap();
+    assert_eq!(json["mach_exception"]["code_name"], "KERN_INVALID_ADDRESS");
+    assert_eq!(json["signal"], 11);
 
     let report = parse_report(w.as_bytes()).unwrap();
     let caches = LocalSymCaches::scan(&[crashprobe().join("release/dSYMs")]).unwrap();
