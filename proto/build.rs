@@ -11,6 +11,8 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         "proto/symcluster/v1/ingest.proto",
         "proto/symcluster/v1/admin.proto",
         "proto/symcluster/v1/worker.proto",
+        "proto/symcluster/cluster/v1/index.proto",
+        "proto/symcluster/cluster/v1/peer.proto",
     ];
     let out = std::path::PathBuf::from(std::env::var("OUT_DIR")?);
     tonic_prost_build::configure()

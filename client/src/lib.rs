@@ -2,12 +2,14 @@
 //! symcluster master.
 //!
 //! Deliberately light: only the generated API (`symcluster-proto`) and tonic; no engine, no
-//! storage. [`Client::connect`] opens one HTTP/2 channel and attaches the bearer token to every
-//! call.
+//! storage. [`Client::connect`] finds the leader among the masters given, opens one HTTP/2
+//! channel to it, and attaches the bearer token to every call; the client's own calls follow the
+//! leader through failovers.
 //!
 //! ```no_run
 //! # async fn demo() -> Result<(), symcluster_client::ClientError> {
-//! let mut client = symcluster_client::Client::connect("http://127.0.0.1:7700", "secret").await?;
+//! let mut client =
+//!     symcluster_client::Client::connect("http://10.0.0.1:7700,http://10.0.0.2:7700", "secret").await?;
 //! let report = std::fs::read("DemoApp.crash").unwrap();
 //! client.submit_native("job-1", report).await?;
 //! let job = client.wait("job-1").await?; // COMPLETED or FAILED
@@ -16,6 +18,9 @@
 //! ```
 
 #![deny(missing_docs)]
+
+use std::sync::{Arc, RwLock};
+use std::time::{Duration, Instant};
 
 use tonic::metadata::MetadataValue;
 use tonic::service::interceptor::InterceptedService;
@@ -64,56 +69,129 @@ impl tonic::service::Interceptor for BearerToken {
     }
 }
 
+impl BearerToken {
+    /// `authorization: Bearer <token>`; fails when the token is not printable ASCII.
+    pub fn new(token: &str) -> Result<Self, ClientError> {
+        format!("Bearer {token}")
+            .parse()
+            .map(BearerToken)
+            .map_err(|_| ClientError::BadToken)
+    }
+}
+
 /// A channel with the bearer token attached.
 pub type AuthChannel = InterceptedService<Channel, BearerToken>;
 
-/// A connection to a master.
+/// Response metadata in which a master that is not the leader names the leader.
+pub const LEADER_METADATA: &str = "symcluster-leader";
+
+/// How long a call keeps following the leader through a failover before it gives up.
+pub const FAILOVER_TIMEOUT: Duration = Duration::from_secs(20);
+
+/// A connection to the leader of a group of masters.
+///
+/// Cloning is cheap and clones share the connection: when one clone follows a new leader, all
+/// do. Calls made through [`Client`]'s own methods follow the leader on their own: on
+/// `UNAVAILABLE` (a master that is not the leader, or one that is gone) they reconnect to the
+/// leader and try again, for up to [`FAILOVER_TIMEOUT`]. Calls made through the raw clients
+/// ([`Client::ingest`], [`Client::worker_api`], [`Client::admin`]) do not; call
+/// [`Client::reconnect`] after such a failure.
 #[derive(Clone)]
 pub struct Client {
-    channel: Channel,
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    endpoints: Vec<String>,
     token: BearerToken,
+    current: RwLock<(String, Channel)>,
 }
 
 impl Client {
-    /// Connects to `endpoint` (`http://host:port`) with `token`.
-    pub async fn connect(endpoint: &str, token: &str) -> Result<Self, ClientError> {
-        let connect_error = |message: String| ClientError::Connect {
-            endpoint: endpoint.to_owned(),
-            message,
-        };
-        let channel = Endpoint::from_shared(endpoint.to_owned())
-            .map_err(|e| connect_error(e.to_string()))?
-            .connect_timeout(std::time::Duration::from_secs(5))
-            .tcp_nodelay(true)
-            .connect()
-            .await
-            .map_err(|e| connect_error(format!("{e}: {}", source_chain(&e))))?;
-        let token = format!("Bearer {token}")
-            .parse()
-            .map_err(|_| ClientError::BadToken)?;
+    /// Connects to the leader of the masters at `endpoints`: one `http://host:port`, or several
+    /// separated by commas (any member works: a member that is not the leader names it). Waits
+    /// up to [`FAILOVER_TIMEOUT`] while no leader is elected.
+    pub async fn connect(endpoints: &str, token: &str) -> Result<Self, ClientError> {
+        let endpoints: Vec<String> = endpoints
+            .split(',')
+            .map(|e| e.trim().to_owned())
+            .filter(|e| !e.is_empty())
+            .collect();
+        if endpoints.is_empty() {
+            return Err(ClientError::Connect {
+                endpoint: String::new(),
+                message: "no master address given".into(),
+            });
+        }
+        let token = BearerToken::new(token)?;
+        let (endpoint, channel) = find_leader(&endpoints, &token, None).await?;
         Ok(Client {
-            channel,
-            token: BearerToken(token),
+            inner: Arc::new(Inner {
+                endpoints,
+                token,
+                current: RwLock::new((endpoint, channel)),
+            }),
         })
     }
 
-    fn auth(&self) -> AuthChannel {
-        InterceptedService::new(self.channel.clone(), self.token.clone())
+    /// The master this client talks to now (the leader when it was last asked).
+    pub fn endpoint(&self) -> String {
+        self.read().0.clone()
     }
 
-    /// The ingestion API.
+    fn read(&self) -> std::sync::RwLockReadGuard<'_, (String, Channel)> {
+        self.inner.current.read().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Finds the leader again (after a failed call): `hint`, when given, is tried first.
+    pub async fn reconnect(&self, hint: Option<&str>) -> Result<(), ClientError> {
+        let found = find_leader(&self.inner.endpoints, &self.inner.token, hint).await?;
+        *self
+            .inner
+            .current
+            .write()
+            .unwrap_or_else(|e| e.into_inner()) = found;
+        Ok(())
+    }
+
+    fn auth(&self) -> AuthChannel {
+        InterceptedService::new(self.read().1.clone(), self.inner.token.clone())
+    }
+
+    /// The ingestion API (no leader following; see [`Client`]).
     pub fn ingest(&self) -> IngestClient<AuthChannel> {
         IngestClient::new(self.auth()).max_decoding_message_size(64 << 20)
     }
 
-    /// The worker API.
+    /// The worker API (no leader following; see [`Client`]).
     pub fn worker_api(&self) -> WorkerApiClient<AuthChannel> {
         WorkerApiClient::new(self.auth()).max_decoding_message_size(64 << 20)
     }
 
-    /// The admin API.
+    /// The admin API (no leader following; see [`Client`]).
     pub fn admin(&self) -> AdminClient<AuthChannel> {
         AdminClient::new(self.auth())
+    }
+
+    /// Runs `call` on the leader, following it through failovers (see [`Client`]).
+    pub async fn on_leader<T, F, Fut>(&self, mut call: F) -> Result<T, ClientError>
+    where
+        F: FnMut(AuthChannel) -> Fut,
+        Fut: std::future::Future<Output = Result<T, Status>>,
+    {
+        let deadline = Instant::now() + FAILOVER_TIMEOUT;
+        loop {
+            match call(self.auth()).await {
+                Ok(value) => return Ok(value),
+                Err(status) if is_failover(&status) && Instant::now() < deadline => {
+                    let hint = leader_hint(&status);
+                    if self.reconnect(hint.as_deref()).await.is_err() {
+                        tokio::time::sleep(Duration::from_millis(100)).await;
+                    }
+                }
+                Err(status) => return Err(status.into()),
+            }
+        }
     }
 
     /// Submits a native crash report (any format the engine reads) as job `job_id`.
@@ -143,28 +221,73 @@ impl Client {
         .await
     }
 
-    /// Submits any job spec.
+    /// Submits any job spec (on the leader; retried through a failover, which is safe because
+    /// submits are idempotent by job id).
     pub async fn submit(&mut self, job: api::JobSpec) -> Result<api::SubmitResponse, ClientError> {
-        Ok(self
-            .ingest()
-            .submit(api::SubmitRequest { job: Some(job) })
-            .await?
-            .into_inner())
+        let request = api::SubmitRequest { job: Some(job) };
+        self.on_leader(|channel| {
+            let request = request.clone();
+            async move {
+                IngestClient::new(channel)
+                    .max_decoding_message_size(64 << 20)
+                    .submit(request)
+                    .await
+                    .map(|r| r.into_inner())
+            }
+        })
+        .await
     }
 
     /// Reads a job.
     pub async fn job(&mut self, job_id: &str) -> Result<api::Job, ClientError> {
-        Ok(self
-            .ingest()
-            .get_job(api::GetJobRequest {
-                job_id: job_id.to_owned(),
-            })
-            .await?
-            .into_inner())
+        let request = api::GetJobRequest {
+            job_id: job_id.to_owned(),
+        };
+        self.on_leader(|channel| {
+            let request = request.clone();
+            async move {
+                IngestClient::new(channel)
+                    .max_decoding_message_size(64 << 20)
+                    .get_job(request)
+                    .await
+                    .map(|r| r.into_inner())
+            }
+        })
+        .await
     }
 
-    /// Watches a job until it is COMPLETED or FAILED, and returns it then.
+    /// Watches a job until it is COMPLETED or FAILED, and returns it then. Follows the leader
+    /// through failovers; right after one, a job the new leader has not applied yet reads as
+    /// not found for a moment, so NOT_FOUND is retried then.
     pub async fn wait(&mut self, job_id: &str) -> Result<api::Job, ClientError> {
+        let deadline = Instant::now() + FAILOVER_TIMEOUT;
+        let mut failed_over = false;
+        loop {
+            let status = match self.watch_once(job_id).await {
+                Ok(Some(job)) => return Ok(job),
+                Ok(None) => Status::unavailable("the watch stream ended"),
+                Err(status) => status,
+            };
+            let retry =
+                is_failover(&status) || (failed_over && status.code() == tonic::Code::NotFound);
+            if !retry || Instant::now() >= deadline {
+                return Err(if status.message() == "the watch stream ended" {
+                    ClientError::WatchEnded(job_id.to_owned())
+                } else {
+                    status.into()
+                });
+            }
+            failed_over = true;
+            let hint = leader_hint(&status);
+            if self.reconnect(hint.as_deref()).await.is_err() {
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            } else if status.code() == tonic::Code::NotFound {
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
+        }
+    }
+
+    async fn watch_once(&self, job_id: &str) -> Result<Option<api::Job>, Status> {
         let mut stream = self
             .ingest()
             .watch_job(api::GetJobRequest {
@@ -175,10 +298,103 @@ impl Client {
         while let Some(job) = stream.message().await? {
             let state = api::JobState::try_from(job.state).unwrap_or_default();
             if matches!(state, api::JobState::Completed | api::JobState::Failed) {
-                return Ok(job);
+                return Ok(Some(job));
             }
         }
-        Err(ClientError::WatchEnded(job_id.to_owned()))
+        Ok(None)
+    }
+}
+
+/// Whether a call's failure means "try the leader again": the master is not the leader, or it
+/// cannot be reached.
+pub fn is_failover(status: &Status) -> bool {
+    matches!(
+        status.code(),
+        tonic::Code::Unavailable | tonic::Code::Unknown | tonic::Code::Cancelled
+    )
+}
+
+/// The leader a master named in a failed call's metadata.
+pub fn leader_hint(status: &Status) -> Option<String> {
+    status
+        .metadata()
+        .get(LEADER_METADATA)
+        .and_then(|v| v.to_str().ok())
+        .filter(|v| !v.is_empty())
+        .map(str::to_owned)
+}
+
+async fn open(endpoint: &str) -> Result<Channel, ClientError> {
+    let connect_error = |message: String| ClientError::Connect {
+        endpoint: endpoint.to_owned(),
+        message,
+    };
+    Endpoint::from_shared(endpoint.to_owned())
+        .map_err(|e| connect_error(e.to_string()))?
+        .connect_timeout(Duration::from_secs(2))
+        .tcp_nodelay(true)
+        .connect()
+        .await
+        .map_err(|e| connect_error(format!("{e}: {}", source_chain(&e))))
+}
+
+/// Asks `endpoint` who leads: `Ok(Some(channel))` when it is the leader, `Ok(None)` with the
+/// leader's address in `hint`.
+async fn ask(
+    endpoint: &str,
+    token: &BearerToken,
+    hint: &mut Option<String>,
+) -> Result<Option<Channel>, ClientError> {
+    let channel = open(endpoint).await?;
+    let mut admin = AdminClient::new(InterceptedService::new(channel.clone(), token.clone()));
+    let mut request = Request::new(api::ClusterStatusRequest {});
+    request.set_timeout(Duration::from_secs(3));
+    let status = admin.cluster_status(request).await?.into_inner();
+    if status.from_leader {
+        return Ok(Some(channel));
+    }
+    *hint = Some(status.leader).filter(|l| !l.is_empty());
+    Ok(None)
+}
+
+/// Finds the leader among `endpoints` (trying `hint` first), waiting while none is elected.
+async fn find_leader(
+    endpoints: &[String],
+    token: &BearerToken,
+    hint: Option<&str>,
+) -> Result<(String, Channel), ClientError> {
+    let deadline = Instant::now() + FAILOVER_TIMEOUT;
+    let mut next_hint = hint.map(str::to_owned);
+    let mut last_error = None;
+    loop {
+        let mut candidates: Vec<String> = next_hint.take().into_iter().collect();
+        candidates.extend(endpoints.iter().cloned());
+        for endpoint in candidates {
+            let mut leader = None;
+            match ask(&endpoint, token, &mut leader).await {
+                Ok(Some(channel)) => return Ok((endpoint, channel)),
+                Ok(None) => {
+                    if let Some(leader) = leader {
+                        let mut again = None;
+                        if let Ok(Some(channel)) = ask(&leader, token, &mut again).await {
+                            return Ok((leader, channel));
+                        }
+                    }
+                }
+                // A wrong token or another non-transient answer is final.
+                Err(ClientError::Status(s)) if !is_failover(&s) => {
+                    return Err(ClientError::Status(s));
+                }
+                Err(e) => last_error = Some(e),
+            }
+        }
+        if Instant::now() >= deadline {
+            return Err(last_error.unwrap_or_else(|| ClientError::Connect {
+                endpoint: endpoints.join(","),
+                message: "no leader elected among these masters".into(),
+            }));
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
     }
 }
 

@@ -50,7 +50,73 @@ pub struct MasterConfig {
     #[arg(long, env = "SYMCLUSTER_ROUTING", value_enum, default_value_t = crate::scheduler::Routing::Affinity)]
     pub routing: crate::scheduler::Routing,
 
-    /// This master's id (reported as the leader).
-    #[arg(long, env = "SYMCLUSTER_MASTER_ID", default_value = "master-1")]
-    pub master_id: String,
+    /// This master's Raft member id (1-based; one of `--peers`' ids).
+    #[arg(long, env = "SYMCLUSTER_MASTER_ID", default_value_t = 1)]
+    pub id: u64,
+
+    /// Every member of the master group, this one included: `1=host:port,2=host:port,...`
+    /// (their gRPC addresses; Raft travels on the same port). Without it, this master is a
+    /// group of one, reachable at `--listen`.
+    #[arg(long, env = "SYMCLUSTER_PEERS", value_parser = parse_peer, value_delimiter = ',')]
+    pub peers: Vec<(u64, String)>,
+
+    /// Raft election timeout, in ticks of 100 ms (randomized up to twice that).
+    #[arg(long, env = "SYMCLUSTER_ELECTION_TICKS", default_value_t = 10)]
+    pub election_ticks: usize,
+
+    /// How long finished jobs and their results are kept (`7d`, `12h`, `30m`; `0` keeps them
+    /// forever). Purged through the replicated log, so every master deletes the same jobs.
+    #[arg(long, env = "SYMCLUSTER_RESULT_RETENTION", value_parser = parse_duration, default_value = "7d")]
+    pub result_retention: std::time::Duration,
+}
+
+impl MasterConfig {
+    /// The group's members: id → `http://host:port`.
+    pub fn members(&self) -> Result<std::collections::BTreeMap<u64, String>, String> {
+        let mut members = std::collections::BTreeMap::new();
+        if self.peers.is_empty() {
+            members.insert(self.id, format!("http://{}", self.listen));
+        } else {
+            for (id, address) in &self.peers {
+                if members.insert(*id, address.clone()).is_some() {
+                    return Err(format!("--peers names member {id} twice"));
+                }
+            }
+        }
+        if !members.contains_key(&self.id) {
+            return Err(format!("--id {} is not one of --peers", self.id));
+        }
+        Ok(members)
+    }
+}
+
+/// `N=host:port` → `(N, "http://host:port")`.
+fn parse_peer(s: &str) -> Result<(u64, String), String> {
+    let (id, address) = s
+        .split_once('=')
+        .ok_or_else(|| format!("{s:?}: expected ID=HOST:PORT"))?;
+    let id: u64 = id
+        .trim()
+        .parse()
+        .ok()
+        .filter(|&id| id > 0)
+        .ok_or_else(|| format!("{s:?}: the member id must be a number from 1"))?;
+    let address = address.trim();
+    if address.is_empty() {
+        return Err(format!("{s:?}: missing HOST:PORT"));
+    }
+    let address = if address.starts_with("http://") || address.starts_with("https://") {
+        address.to_owned()
+    } else {
+        format!("http://{address}")
+    };
+    Ok((id, address))
+}
+
+/// `7d`, `12h`, `30m`, `90s`, `0` (humantime's syntax).
+fn parse_duration(s: &str) -> Result<std::time::Duration, String> {
+    if s.trim() == "0" {
+        return Ok(std::time::Duration::ZERO);
+    }
+    humantime::parse_duration(s).map_err(|e| format!("{s:?}: {e}"))
 }

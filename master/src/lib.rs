@@ -1,51 +1,65 @@
-//! The symcluster master: accepts jobs over gRPC, keeps the durable job/result index, and
-//! schedules native and JS jobs onto workers with leases and cache-affinity routing.
+//! The symcluster master: accepts jobs over gRPC, keeps the job/result index replicated across
+//! a group of masters with Raft, and (on the leader) schedules native and JS jobs onto workers
+//! with leases and cache-affinity routing.
 //!
-//! - [`state`]: the index as a deterministic state machine over commands (Raft-ready);
-//! - [`store`]: the durable command log (`redb`);
-//! - [`scheduler`]: queue, workers, leases, rendezvous routing; the only writer of the index;
+//! - [`index`]: jobs, results and crash groups in `redb` tables, changed only by applying
+//!   committed commands (deterministic);
+//! - [`raft`]: the Raft member (raft-rs): node thread, durable log, transport, snapshots;
+//! - [`scheduler`]: queue, leases, placement and the worker registry, on the leader;
 //! - [`routing`]: request checks and routing keys;
-//! - [`grouping`]: crash-group fingerprints;
-//! - [`service`]: the gRPC services (Ingest, WorkerApi, Admin), auth and status mapping;
+//! - [`service`]: the gRPC services (Ingest, WorkerApi, Admin), auth, leader redirects;
 //! - [`metrics`]: Prometheus metrics over HTTP.
 
 #![deny(missing_docs)]
 
 pub mod config;
-pub mod grouping;
+pub mod index;
 pub mod metrics;
+pub mod raft;
 pub mod routing;
 pub mod scheduler;
 pub mod service;
-pub mod state;
-pub mod store;
 
 use std::sync::Arc;
 use std::time::Duration;
 
+use symcluster_proto::cluster::v1::peer_server::PeerServer;
 use symcluster_proto::v1::{
     admin_server::AdminServer, ingest_server::IngestServer, worker_api_server::WorkerApiServer,
 };
 use tonic::service::interceptor::InterceptedService;
 
 use config::MasterConfig;
+use index::Index;
+use raft::RaftConfig;
+use raft::transport::{MAX_MESSAGE_BYTES, PeerService};
 use scheduler::{Scheduler, SchedulerConfig};
 use service::{AdminService, BearerAuth, IngestService, WorkerApiService};
-use store::CommandLog;
 
 /// Runs a master until `shutdown` resolves.
 ///
-/// Opens (or creates) the index in `config.data_dir`, replays it, and serves gRPC on
+/// Opens (or creates) `config.data_dir/master.redb` (the index and Raft's log), starts this
+/// master's Raft member, and serves gRPC (clients, workers and the other masters) on
 /// `config.listen` and metrics on `config.metrics_listen`.
 pub async fn run(
     config: MasterConfig,
     shutdown: impl std::future::Future<Output = ()> + Send + 'static,
 ) -> anyhow::Result<()> {
+    let members = config.members().map_err(anyhow::Error::msg)?;
     std::fs::create_dir_all(&config.data_dir)?;
-    let log = CommandLog::open(&config.data_dir.join("index.redb"))?;
-    let replayed = log.len();
-    let scheduler = Arc::new(Scheduler::open(
-        log,
+    let database = Index::open_database(&config.data_dir.join("master.redb"))?;
+    let index = Index::open(database)?;
+    let raft_config = RaftConfig {
+        id: config.id,
+        members: members.clone(),
+        election_tick: config.election_ticks.max(3),
+        heartbeat_tick: (config.election_ticks / 5).max(1),
+        token: config.token.clone(),
+    };
+    let (raft_handle, inputs) = raft::channel(&raft_config);
+    let scheduler = Arc::new(Scheduler::new(
+        index.clone(),
+        raft_handle.clone(),
         SchedulerConfig {
             routing: config.routing,
             lease_ms: config.lease_ms,
@@ -53,22 +67,45 @@ pub async fn run(
             max_attempts: config.max_attempts.max(1),
         },
     )?);
-    tracing::info!(entries = replayed, listen = %config.listen, "index replayed; serving");
+    let (applied, _) = index.applied()?;
+    let node = raft::start(
+        &raft_config,
+        index,
+        &raft_handle,
+        inputs,
+        scheduler.clone(),
+        tokio::runtime::Handle::current(),
+    )?;
+    tracing::info!(id = config.id, members = ?members, applied, listen = %config.listen, "master starting");
 
     let expiry = scheduler.clone();
     tokio::spawn(async move {
         let mut tick = tokio::time::interval(Duration::from_millis(250));
         loop {
             tick.tick().await;
-            let s = expiry.clone();
-            match tokio::task::spawn_blocking(move || s.expire_leases()).await {
-                Ok(Ok(0)) => {}
-                Ok(Ok(n)) => tracing::warn!(expired = n, "leases expired; jobs requeued"),
-                Ok(Err(e)) => tracing::error!(error = %e, "lease expiry failed"),
-                Err(e) => tracing::error!(error = %e, "lease expiry task failed"),
+            let n = expiry.expire_leases();
+            if n > 0 {
+                tracing::warn!(expired = n, "leases expired; jobs requeued");
             }
         }
     });
+    if !config.result_retention.is_zero() {
+        let purger = scheduler.clone();
+        let retention = config.result_retention;
+        tokio::spawn(async move {
+            let mut tick = tokio::time::interval(Duration::from_secs(60));
+            loop {
+                tick.tick().await;
+                if purger.raft().is_leader() {
+                    let now = index::command::now_ms();
+                    let cut = now.saturating_sub(retention.as_millis() as u64);
+                    purger
+                        .raft()
+                        .propose_nowait(index::command::purge(cut, now));
+                }
+            }
+        });
+    }
     let metrics = scheduler.clone();
     let metrics_addr = config.metrics_listen;
     tokio::spawn(async move {
@@ -90,7 +127,13 @@ pub async fn run(
         .build_v1()?;
 
     let auth = BearerAuth::new(&config.token);
-    tonic::transport::Server::builder()
+    let peer = PeerServer::new(PeerService::new(
+        raft_handle.inputs(),
+        members.keys().copied().collect(),
+    ))
+    .max_decoding_message_size(MAX_MESSAGE_BYTES)
+    .max_encoding_message_size(MAX_MESSAGE_BYTES);
+    let served = tonic::transport::Server::builder()
         .add_service(health)
         .add_service(reflection)
         .add_service(InterceptedService::new(
@@ -102,10 +145,14 @@ pub async fn run(
             auth.clone(),
         ))
         .add_service(InterceptedService::new(
-            AdminServer::new(AdminService::new(scheduler, config.master_id.clone())),
-            auth,
+            AdminServer::new(AdminService::new(scheduler)),
+            auth.clone(),
         ))
+        .add_service(InterceptedService::new(peer, auth))
         .serve_with_shutdown(config.listen, shutdown)
-        .await?;
+        .await;
+    raft_handle.stop();
+    let _ = node.join();
+    served?;
     Ok(())
 }

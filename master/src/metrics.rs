@@ -3,7 +3,7 @@
 use std::net::SocketAddr;
 use std::sync::{Arc, LazyLock};
 
-use prometheus::{Encoder, IntCounter, IntGauge, Registry, TextEncoder};
+use prometheus::{Encoder, Histogram, HistogramOpts, IntCounter, IntGauge, Registry, TextEncoder};
 
 use crate::scheduler::Scheduler;
 
@@ -25,6 +25,71 @@ fn gauge(name: &str, help: &str) -> IntGauge {
         .expect("unique metric");
     g
 }
+
+fn histogram(name: &str, help: &str, buckets: Vec<f64>) -> Histogram {
+    let h = Histogram::with_opts(HistogramOpts::new(name, help).buckets(buckets))
+        .expect("valid metric");
+    REGISTRY
+        .register(Box::new(h.clone()))
+        .expect("unique metric");
+    h
+}
+
+/// Raft: current term.
+pub static RAFT_TERM: LazyLock<IntGauge> =
+    LazyLock::new(|| gauge("symcluster_raft_term", "Current Raft term"));
+/// Raft: highest committed log index.
+pub static RAFT_COMMIT_INDEX: LazyLock<IntGauge> = LazyLock::new(|| {
+    gauge(
+        "symcluster_raft_commit_index",
+        "Highest log index known committed",
+    )
+});
+/// Raft: highest applied log index.
+pub static RAFT_APPLIED_INDEX: LazyLock<IntGauge> = LazyLock::new(|| {
+    gauge(
+        "symcluster_raft_applied_index",
+        "Highest log index applied to the index",
+    )
+});
+/// Raft: leader changes seen.
+pub static RAFT_LEADER_CHANGES: LazyLock<IntCounter> = LazyLock::new(|| {
+    counter(
+        "symcluster_raft_leader_changes_total",
+        "Leader changes seen by this master",
+    )
+});
+/// Raft: commands proposed here.
+pub static RAFT_PROPOSALS: LazyLock<IntCounter> = LazyLock::new(|| {
+    counter(
+        "symcluster_raft_proposals_total",
+        "Commands proposed by this master",
+    )
+});
+/// Raft: log entries written per fsynced transaction.
+pub static RAFT_ENTRIES_PER_FSYNC: LazyLock<Histogram> = LazyLock::new(|| {
+    histogram(
+        "symcluster_raft_entries_per_fsync",
+        "Log entries appended per fsynced write transaction (group commit)",
+        vec![1.0, 2.0, 4.0, 8.0, 16.0, 32.0, 64.0, 128.0, 256.0, 512.0],
+    )
+});
+/// Raft: duration of fsynced write transactions.
+pub static RAFT_FSYNC_SECONDS: LazyLock<Histogram> = LazyLock::new(|| {
+    histogram(
+        "symcluster_raft_fsync_seconds",
+        "Duration of one fsynced write transaction (apply + append + HardState)",
+        prometheus::exponential_buckets(0.0001, 2.0, 16).expect("valid buckets"),
+    )
+});
+/// Raft: proposal to applied, on the proposer.
+pub static RAFT_COMMIT_SECONDS: LazyLock<Histogram> = LazyLock::new(|| {
+    histogram(
+        "symcluster_raft_commit_seconds",
+        "Time from proposing a command to applying it, on the proposing master",
+        prometheus::exponential_buckets(0.0001, 2.0, 16).expect("valid buckets"),
+    )
+});
 
 /// Jobs created by `Submit`.
 pub static JOBS_SUBMITTED: LazyLock<IntCounter> =
@@ -57,12 +122,27 @@ static AFFINE_LEASES: LazyLock<IntGauge> = LazyLock::new(|| {
 pub async fn serve(addr: SocketAddr, scheduler: Arc<Scheduler>) -> anyhow::Result<()> {
     LazyLock::force(&JOBS_SUBMITTED);
     LazyLock::force(&JOBS_COMPLETED);
+    for h in [
+        &RAFT_ENTRIES_PER_FSYNC,
+        &RAFT_FSYNC_SECONDS,
+        &RAFT_COMMIT_SECONDS,
+    ] {
+        LazyLock::force(h);
+    }
+    LazyLock::force(&RAFT_LEADER_CHANGES);
+    LazyLock::force(&RAFT_PROPOSALS);
     let app = axum::Router::new().route(
         "/metrics",
         axum::routing::get(move || {
             let scheduler = scheduler.clone();
             async move {
-                let status = scheduler.status();
+                let Ok(status) = scheduler.status() else {
+                    return (
+                        axum::http::StatusCode::SERVICE_UNAVAILABLE,
+                        [("content-type", "text/plain; version=0.0.4")],
+                        "index unreadable\n".to_owned(),
+                    );
+                };
                 QUEUE_DEPTH.set(status.queue_depth as i64);
                 JOBS_RUNNING.set(status.jobs_running as i64);
                 JOBS_FAILED.set(status.jobs_failed as i64);
@@ -72,6 +152,7 @@ pub async fn serve(addr: SocketAddr, scheduler: Arc<Scheduler>) -> anyhow::Resul
                 let mut out = Vec::new();
                 let _ = TextEncoder::new().encode(&REGISTRY.gather(), &mut out);
                 (
+                    axum::http::StatusCode::OK,
                     [("content-type", "text/plain; version=0.0.4")],
                     String::from_utf8_lossy(&out).into_owned(),
                 )

@@ -7,7 +7,7 @@
 use symcluster_engine::parse_report;
 use symcluster_proto::v1;
 
-use crate::state::JobKind;
+use symcluster_proto::v1::JobKind;
 
 /// Largest report or stack accepted, in bytes.
 pub const MAX_PAYLOAD_BYTES: usize = 16 << 20;

@@ -6,12 +6,25 @@
 //! - `jobs.proto`: jobs (native report or JS stack), their states and results;
 //! - `ingest.proto`: the `Ingest` service ingestion services call (submit, get, watch);
 //! - `worker.proto`: the `WorkerApi` service workers call (register, lease, complete, heartbeat);
-//! - `admin.proto`: the `Admin` service operators read (cluster status).
+//! - `admin.proto`: the `Admin` service operators read (cluster status, masters and workers);
+//! - `cluster/v1/`: internal to the masters: the replicated index (`index.proto`) and Raft's
+//!   transport (`peer.proto`).
 
 /// Version 1 of the API (`package symcluster.v1`).
 #[allow(missing_docs, clippy::all)]
 pub mod v1 {
     tonic::include_proto!("symcluster.v1");
+}
+
+/// What the masters say among themselves (`package symcluster.cluster.v1`): the replicated
+/// index's commands, records and snapshots (`index.proto`), and the Raft transport
+/// (`peer.proto`). Not an API for clients.
+pub mod cluster {
+    /// Version 1 (`package symcluster.cluster.v1`).
+    #[allow(missing_docs, clippy::all)]
+    pub mod v1 {
+        tonic::include_proto!("symcluster.cluster.v1");
+    }
 }
 
 /// The encoded `FileDescriptorSet` of the API, for gRPC server reflection.

@@ -15,6 +15,7 @@
 pub mod caches;
 pub mod config;
 pub mod disk_cache;
+pub mod grouping;
 pub mod layout;
 pub mod runner;
 pub mod sources;
@@ -153,7 +154,7 @@ async fn session(
             let started = std::time::Instant::now();
             let outcome = runner::run(spec, &caches, &prefix).await;
             tracing::info!(job = %job_id, attempt = lease.attempt, ms = started.elapsed().as_millis() as u64,
-                ok = matches!(outcome, Outcome::Completed(_)), "job finished");
+                ok = matches!(outcome, Outcome::Completed { .. }), "job finished");
             report(&client, &worker_id, &job_id, lease.attempt, outcome).await;
             running
                 .lock()
@@ -166,38 +167,54 @@ async fn session(
     result
 }
 
-/// Sends a job's outcome to the master, retrying briefly on transport errors. If it never
-/// arrives, the lease expires and the job runs again: nothing is lost.
+/// Sends a job's outcome to the leader, following it through a failover and retrying briefly
+/// on transport errors. If it never arrives, the lease expires and the job runs again: nothing
+/// is lost.
 async fn report(client: &Client, worker_id: &str, job_id: &str, attempt: u32, outcome: Outcome) {
-    for wait_ms in [0u64, 200, 1000, 3000] {
-        tokio::time::sleep(Duration::from_millis(wait_ms)).await;
-        let sent = match &outcome {
-            Outcome::Completed(json) => client
-                .worker_api()
-                .complete_job(api::CompleteJobRequest {
-                    worker_id: worker_id.to_owned(),
-                    job_id: job_id.to_owned(),
-                    attempt,
-                    result_json: json.clone(),
+    let sent = match &outcome {
+        Outcome::Completed { json, group } => {
+            let request = api::CompleteJobRequest {
+                worker_id: worker_id.to_owned(),
+                job_id: job_id.to_owned(),
+                attempt,
+                result_json: json.clone(),
+                group: group.clone(),
+            };
+            client
+                .on_leader(|channel| {
+                    let request = request.clone();
+                    async move {
+                        api::worker_api_client::WorkerApiClient::new(channel)
+                            .complete_job(request)
+                            .await
+                            .map(|_| ())
+                    }
                 })
                 .await
-                .map(|_| ()),
-            Outcome::Failed { error, retryable } => client
-                .worker_api()
-                .fail_job(api::FailJobRequest {
-                    worker_id: worker_id.to_owned(),
-                    job_id: job_id.to_owned(),
-                    attempt,
-                    error: error.clone(),
-                    retryable: *retryable,
-                })
-                .await
-                .map(|_| ()),
-        };
-        match sent {
-            Ok(()) => return,
-            Err(e) => tracing::warn!(job = job_id, error = %e, "reporting the outcome failed"),
         }
+        Outcome::Failed { error, retryable } => {
+            let request = api::FailJobRequest {
+                worker_id: worker_id.to_owned(),
+                job_id: job_id.to_owned(),
+                attempt,
+                error: error.clone(),
+                retryable: *retryable,
+            };
+            client
+                .on_leader(|channel| {
+                    let request = request.clone();
+                    async move {
+                        api::worker_api_client::WorkerApiClient::new(channel)
+                            .fail_job(request)
+                            .await
+                            .map(|_| ())
+                    }
+                })
+                .await
+        }
+    };
+    if let Err(e) = sent {
+        tracing::warn!(job = job_id, error = %e, "reporting the outcome failed; the lease will expire");
     }
 }
 

@@ -22,8 +22,13 @@ use crate::layout;
 /// How a job ended.
 #[derive(Debug)]
 pub enum Outcome {
-    /// A result (JSON, the engine's shape).
-    Completed(Vec<u8>),
+    /// A result (JSON, the engine's shape) and its crash group.
+    Completed {
+        /// The result JSON.
+        json: Vec<u8>,
+        /// Its crash group, when it has in-app symbolicated frames.
+        group: Option<api::CrashGroupKey>,
+    },
     /// No result: the error (one line), and whether another attempt could succeed.
     Failed {
         /// One line.
@@ -77,11 +82,11 @@ async fn run_native(report: Vec<u8>, caches: &Arc<Caches>) -> Outcome {
     let prefetched = Prefetched(ids.into_iter().zip(loads).collect());
     let result = tokio::task::spawn_blocking(move || {
         let result = symbolicate(&report, &prefetched);
-        serde_json::to_vec(&result)
+        serde_json::to_vec(&result).map(|json| (json, crate::grouping::native(&result)))
     })
     .await;
     match result {
-        Ok(Ok(json)) => Outcome::Completed(json),
+        Ok(Ok((json, group))) => Outcome::Completed { json, group },
         Ok(Err(e)) => permanent(format!("cannot encode the result: {e}")),
         Err(e) => Outcome::Failed {
             error: format!("symbolication task failed: {e}"),
@@ -112,8 +117,12 @@ async fn run_js(js: api::JsJob, caches: &Arc<Caches>, prefix: &str) -> Outcome {
             };
         }
     };
-    match tokio::task::spawn_blocking(move || serde_json::to_vec(&restore(&stack, &map))).await {
-        Ok(Ok(json)) => Outcome::Completed(json),
+    let restored = tokio::task::spawn_blocking(move || {
+        let result = restore(&stack, &map);
+        serde_json::to_vec(&result).map(|json| (json, crate::grouping::js(&result)))
+    });
+    match restored.await {
+        Ok(Ok((json, group))) => Outcome::Completed { json, group },
         Ok(Err(e)) => permanent(format!("cannot encode the result: {e}")),
         Err(e) => Outcome::Failed {
             error: format!("restoration task failed: {e}"),

@@ -1,25 +1,22 @@
-//! `symcluster.v1.Admin`: the cluster's state.
+//! `symcluster.v1.Admin`: the cluster's state (any master answers, with what it knows).
 
 use std::sync::Arc;
 
 use symcluster_proto::v1::{self, admin_server::Admin};
 use tonic::{Request, Response, Status};
 
+use super::index_status;
 use crate::scheduler::Scheduler;
 
 /// The admin service.
 pub struct AdminService {
     scheduler: Arc<Scheduler>,
-    master_id: String,
 }
 
 impl AdminService {
-    /// Serves `scheduler`; `master_id` is reported as the leader.
-    pub fn new(scheduler: Arc<Scheduler>, master_id: String) -> Self {
-        AdminService {
-            scheduler,
-            master_id,
-        }
+    /// Serves `scheduler`.
+    pub fn new(scheduler: Arc<Scheduler>) -> Self {
+        AdminService { scheduler }
     }
 }
 
@@ -29,8 +26,8 @@ impl Admin for AdminService {
         &self,
         _request: Request<v1::ClusterStatusRequest>,
     ) -> Result<Response<v1::ClusterStatusResponse>, Status> {
-        let mut status = self.scheduler.status();
-        status.leader = self.master_id.clone();
-        Ok(Response::new(status))
+        Ok(Response::new(
+            self.scheduler.status().map_err(index_status)?,
+        ))
     }
 }

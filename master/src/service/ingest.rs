@@ -1,17 +1,20 @@
 //! `symcluster.v1.Ingest`: submit, read, watch and list jobs; list crash groups.
+//!
+//! Submits need the leader. Reads are served from this master's copy of the index on the
+//! leader; a follower redirects them too, so that a client always reads what it wrote.
 
 use std::pin::Pin;
 use std::sync::Arc;
 
 use prost::Message;
 use symcluster_proto::v1::{self, ingest_server::Ingest};
-use tokio::sync::broadcast::error::RecvError;
 use tokio_stream::wrappers::ReceiverStream;
 use tonic::{Request, Response, Status};
 
-use super::{job_to_proto, state_from_proto, store_status};
+use super::{index_status, job_to_proto, require_leader, schedule_status};
+use crate::index::is_terminal;
 use crate::routing::{Checked, check};
-use crate::scheduler::{Scheduler, SubmitError};
+use crate::scheduler::Scheduler;
 
 /// The ingestion service.
 pub struct IngestService {
@@ -33,45 +36,46 @@ impl Ingest for IngestService {
         &self,
         request: Request<v1::SubmitRequest>,
     ) -> Result<Response<v1::SubmitResponse>, Status> {
+        require_leader(&self.scheduler)?;
         let spec = request
             .into_inner()
             .job
             .ok_or_else(|| Status::invalid_argument("missing `job`"))?;
         let checked = check(&spec).map_err(Status::invalid_argument)?;
-        let scheduler = self.scheduler.clone();
         let encoded = spec.encode_to_vec();
-        let job_id = spec.job_id.clone();
-        // The log write is blocking I/O.
-        let outcome = tokio::task::spawn_blocking(move || match checked {
+        let outcome = match checked {
             Checked::Runnable { kind, routing_key } => {
-                scheduler.submit(job_id, kind, encoded, routing_key)
+                self.scheduler
+                    .submit(&spec.job_id, kind, encoded, &routing_key)
+                    .await
             }
             Checked::Unreadable { kind, error } => {
-                scheduler.submit_failed(job_id, kind, encoded, error)
+                self.scheduler
+                    .submit_failed(&spec.job_id, kind, encoded, &error)
+                    .await
             }
-        })
-        .await
-        .map_err(|e| Status::internal(e.to_string()))?;
-        match outcome {
-            Ok((job, created)) => {
-                crate::metrics::JOBS_SUBMITTED.inc_by(u64::from(created));
-                Ok(Response::new(v1::SubmitResponse {
-                    job: Some(job_to_proto(&job, true)),
-                    created,
-                }))
-            }
-            Err(SubmitError::Invalid(e)) => Err(Status::invalid_argument(e)),
-            Err(SubmitError::Store(e)) => Err(store_status(e)),
-        }
+        };
+        let (job, created) = outcome.map_err(schedule_status)?;
+        crate::metrics::JOBS_SUBMITTED.inc_by(u64::from(created));
+        Ok(Response::new(v1::SubmitResponse {
+            job: Some(job_to_proto(job)),
+            created,
+        }))
     }
 
     async fn get_job(
         &self,
         request: Request<v1::GetJobRequest>,
     ) -> Result<Response<v1::Job>, Status> {
+        require_leader(&self.scheduler)?;
         let id = request.into_inner().job_id;
-        match self.scheduler.state().job(&id) {
-            Some(job) => Ok(Response::new(job_to_proto(&job, true))),
+        match self
+            .scheduler
+            .index()
+            .job(&id, true)
+            .map_err(index_status)?
+        {
+            Some(job) => Ok(Response::new(job_to_proto(job))),
             None => Err(Status::not_found(format!("no job {id:?}"))),
         }
     }
@@ -82,33 +86,52 @@ impl Ingest for IngestService {
         &self,
         request: Request<v1::GetJobRequest>,
     ) -> Result<Response<Self::WatchJobStream>, Status> {
+        require_leader(&self.scheduler)?;
         let id = request.into_inner().job_id;
-        // Subscribe before reading, so no change between the two is missed.
-        let mut changes = self.scheduler.subscribe();
-        let state = self.scheduler.state().clone();
-        let first = state
-            .job(&id)
+        let scheduler = self.scheduler.clone();
+        // Register before reading, so that no change between the two is missed.
+        let watch = scheduler.watchers().watch(&id);
+        let first = scheduler
+            .index()
+            .job(&id, false)
+            .map_err(index_status)?
             .ok_or_else(|| Status::not_found(format!("no job {id:?}")))?;
         let (tx, rx) = tokio::sync::mpsc::channel(16);
         tokio::spawn(async move {
-            let mut last = first.state;
-            if tx.send(Ok(job_to_proto(&first, true))).await.is_err() || last.is_terminal() {
-                return;
-            }
+            let mut last = None;
+            let mut current = first;
             loop {
-                match changes.recv().await {
-                    Ok(changed) if changed != id => continue,
-                    Ok(_) | Err(RecvError::Lagged(_)) => {}
-                    Err(RecvError::Closed) => return,
+                let notified = watch.notify.notified();
+                tokio::pin!(notified);
+                notified.as_mut().enable();
+                let state = current.state();
+                if last != Some(state) {
+                    last = Some(state);
+                    if is_terminal(state) {
+                        // Send the finished job with its result.
+                        let job = match scheduler.index().job(&id, true) {
+                            Ok(Some(job)) => job,
+                            _ => current,
+                        };
+                        let _ = tx.send(Ok(job_to_proto(job))).await;
+                        return;
+                    }
+                    if tx.send(Ok(job_to_proto(current.clone()))).await.is_err() {
+                        return;
+                    }
                 }
-                let Some(job) = state.job(&id) else { return };
-                if job.state == last && !job.state.is_terminal() {
-                    continue;
+                tokio::select! {
+                    _ = &mut notified => {}
+                    _ = tx.closed() => return,
                 }
-                last = job.state;
-                if tx.send(Ok(job_to_proto(&job, true))).await.is_err() || last.is_terminal() {
-                    return;
-                }
+                current = match scheduler.index().job(&id, false) {
+                    Ok(Some(job)) => job,
+                    Ok(None) => return,
+                    Err(e) => {
+                        let _ = tx.send(Err(index_status(e))).await;
+                        return;
+                    }
+                };
             }
         });
         Ok(Response::new(Box::pin(ReceiverStream::new(rx))))
@@ -118,17 +141,28 @@ impl Ingest for IngestService {
         &self,
         request: Request<v1::ListJobsRequest>,
     ) -> Result<Response<v1::ListJobsResponse>, Status> {
+        require_leader(&self.scheduler)?;
         let r = request.into_inner();
         let limit = match r.limit {
             0 => 100,
             n => n.min(1000) as usize,
         };
+        let state = match v1::JobState::try_from(r.state).unwrap_or_default() {
+            v1::JobState::Unspecified => None,
+            s => Some(s),
+        };
         let jobs = self
             .scheduler
-            .state()
-            .list_jobs(state_from_proto(r.state), limit)
-            .iter()
-            .map(|j| job_to_proto(j, false))
+            .index()
+            .list_jobs(state, limit)
+            .map_err(index_status)?
+            .into_iter()
+            .map(|record| {
+                job_to_proto(crate::index::JobView {
+                    record,
+                    result_json: None,
+                })
+            })
             .collect();
         Ok(Response::new(v1::ListJobsResponse { jobs }))
     }
@@ -137,25 +171,12 @@ impl Ingest for IngestService {
         &self,
         request: Request<v1::ListGroupsRequest>,
     ) -> Result<Response<v1::ListGroupsResponse>, Status> {
+        require_leader(&self.scheduler)?;
         let limit = match request.into_inner().limit {
             0 => 20,
             n => n.min(1000) as usize,
         };
-        let groups = self
-            .scheduler
-            .state()
-            .groups(limit)
-            .into_iter()
-            .map(|g| v1::CrashGroup {
-                fingerprint: g.fingerprint,
-                title: g.title,
-                count: g.count,
-                first_seen_ms: g.first_seen_ms,
-                last_seen_ms: g.last_seen_ms,
-                key_stack: g.key_stack,
-                last_job_id: g.last_job_id,
-            })
-            .collect();
+        let groups = self.scheduler.index().groups(limit).map_err(index_status)?;
         Ok(Response::new(v1::ListGroupsResponse { groups }))
     }
 }

@@ -1,8 +1,11 @@
-//! The gRPC services: thin adapters from the API to the [`Scheduler`].
+//! The gRPC services: thin adapters from the API to the [`Scheduler`] and the index.
 //!
 //! Errors become `tonic::Status` here and only here: invalid requests are `INVALID_ARGUMENT`,
-//! unknown ids `NOT_FOUND`, an unwritable index `UNAVAILABLE`. A job that fails is not a
-//! transport error: it is a job in state FAILED with its error.
+//! unknown ids `NOT_FOUND`, an unwritable index `UNAVAILABLE`. A call that needs the leader
+//! (submits, everything a worker calls) on a master that is not the leader is `UNAVAILABLE` with
+//! the leader's address in the `symcluster-leader` response metadata (empty while no leader is
+//! elected): the client library follows it. A job that fails is not a transport error: it is a
+//! job in state FAILED with its error.
 
 mod admin;
 mod ingest;
@@ -15,8 +18,12 @@ pub use worker_api::WorkerApiService;
 use symcluster_proto::v1;
 use tonic::{Request, Status};
 
-use crate::state::{JobKind, JobRecord, JobState};
-use crate::store::StoreError;
+use crate::index::{IndexError, JobView};
+use crate::raft::ProposeError;
+use crate::scheduler::{ScheduleError, Scheduler};
+
+/// Response metadata naming the leader's `http://host:port`.
+pub const LEADER_METADATA: &str = "symcluster-leader";
 
 /// Checks `authorization: Bearer <token>` on every call.
 #[derive(Clone)]
@@ -51,48 +58,56 @@ fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
     a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
 }
 
-fn store_status(e: StoreError) -> Status {
+/// `UNAVAILABLE` naming the leader (metadata and message).
+pub fn not_leader(leader: Option<String>) -> Status {
+    let mut status = Status::unavailable(
+        ProposeError::NotLeader {
+            leader: leader.clone(),
+        }
+        .to_string(),
+    );
+    if let Ok(value) = leader.unwrap_or_default().parse() {
+        status.metadata_mut().insert(LEADER_METADATA, value);
+    }
+    status
+}
+
+/// `Ok` on the leader, the redirect otherwise.
+pub fn require_leader(scheduler: &Scheduler) -> Result<(), Status> {
+    let raft = scheduler.raft();
+    if raft.is_leader() {
+        Ok(())
+    } else {
+        Err(not_leader(raft.leader_address()))
+    }
+}
+
+fn index_status(e: IndexError) -> Status {
     tracing::error!(error = %e, "index store failure");
     Status::unavailable(e.to_string())
 }
 
-/// The API view of a stored job (`with_result`: include `result_json`).
-pub fn job_to_proto(job: &JobRecord, with_result: bool) -> v1::Job {
+fn schedule_status(e: ScheduleError) -> Status {
+    match e {
+        ScheduleError::Propose(ProposeError::NotLeader { leader }) => not_leader(leader),
+        ScheduleError::Propose(e @ ProposeError::Storage(_)) => Status::unavailable(e.to_string()),
+        ScheduleError::Index(e) => index_status(e),
+    }
+}
+
+/// The API view of a stored job (`result_json` filled when the view holds it).
+pub fn job_to_proto(job: JobView) -> v1::Job {
+    let r = job.record;
     v1::Job {
-        job_id: job.job_id.clone(),
-        kind: match job.kind {
-            JobKind::Native => v1::JobKind::Native,
-            JobKind::Js => v1::JobKind::Js,
-        } as i32,
-        state: state_to_proto(job.state) as i32,
-        attempts: job.attempts,
-        submitted_at_ms: job.submitted_at_ms,
-        finished_at_ms: job.finished_at_ms,
-        result_json: match (&job.result_json, with_result) {
-            (Some(r), true) => r.as_ref().clone(),
-            _ => Vec::new(),
-        },
-        error: job.error.clone().unwrap_or_default(),
-        worker_id: job.worker_id.clone().unwrap_or_default(),
-        fingerprint: job.fingerprint.clone().unwrap_or_default(),
-    }
-}
-
-fn state_to_proto(state: JobState) -> v1::JobState {
-    match state {
-        JobState::Queued => v1::JobState::Queued,
-        JobState::Running => v1::JobState::Running,
-        JobState::Completed => v1::JobState::Completed,
-        JobState::Failed => v1::JobState::Failed,
-    }
-}
-
-fn state_from_proto(state: i32) -> Option<JobState> {
-    match v1::JobState::try_from(state).ok()? {
-        v1::JobState::Unspecified => None,
-        v1::JobState::Queued => Some(JobState::Queued),
-        v1::JobState::Running => Some(JobState::Running),
-        v1::JobState::Completed => Some(JobState::Completed),
-        v1::JobState::Failed => Some(JobState::Failed),
+        job_id: r.job_id,
+        kind: r.kind,
+        state: r.state,
+        attempts: r.attempts,
+        submitted_at_ms: r.submitted_at_ms,
+        finished_at_ms: r.finished_at_ms,
+        result_json: job.result_json.unwrap_or_default(),
+        error: r.error,
+        worker_id: r.worker_id,
+        fingerprint: r.fingerprint,
     }
 }

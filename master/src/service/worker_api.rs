@@ -1,4 +1,5 @@
-//! `symcluster.v1.WorkerApi`: register, lease stream, complete, fail, heartbeat.
+//! `symcluster.v1.WorkerApi`: register, lease stream, complete, fail, heartbeat. Leader only:
+//! workers follow the leader.
 
 use std::pin::Pin;
 use std::sync::Arc;
@@ -8,7 +9,7 @@ use tokio_stream::StreamExt;
 use tokio_stream::wrappers::ReceiverStream;
 use tonic::{Request, Response, Status};
 
-use super::store_status;
+use super::{require_leader, schedule_status};
 use crate::scheduler::Scheduler;
 
 /// The worker-facing service.
@@ -39,6 +40,7 @@ impl WorkerApi for WorkerApiService {
         &self,
         request: Request<v1::RegisterRequest>,
     ) -> Result<Response<v1::RegisterResponse>, Status> {
+        require_leader(&self.scheduler)?;
         let r = request.into_inner();
         let id = worker_id(&r.worker_id)?;
         if r.slots == 0 {
@@ -59,12 +61,12 @@ impl WorkerApi for WorkerApiService {
         &self,
         request: Request<v1::LeaseJobsRequest>,
     ) -> Result<Response<Self::LeaseJobsStream>, Status> {
+        require_leader(&self.scheduler)?;
         let r = request.into_inner();
-        let id = worker_id(&r.worker_id)?.to_owned();
-        let scheduler = self.scheduler.clone();
-        let rx = tokio::task::spawn_blocking(move || scheduler.open_lease_stream(&id))
-            .await
-            .map_err(|e| Status::internal(e.to_string()))?
+        let id = worker_id(&r.worker_id)?;
+        let rx = self
+            .scheduler
+            .open_lease_stream(id)
             .ok_or_else(|| Status::failed_precondition("unknown worker: register first"))?;
         Ok(Response::new(Box::pin(ReceiverStream::new(rx).map(Ok))))
     }
@@ -73,15 +75,14 @@ impl WorkerApi for WorkerApiService {
         &self,
         request: Request<v1::CompleteJobRequest>,
     ) -> Result<Response<v1::CompleteJobResponse>, Status> {
+        require_leader(&self.scheduler)?;
         let r = request.into_inner();
         worker_id(&r.worker_id)?;
-        let scheduler = self.scheduler.clone();
-        let accepted = tokio::task::spawn_blocking(move || {
-            scheduler.complete(&r.worker_id, &r.job_id, r.attempt, r.result_json)
-        })
-        .await
-        .map_err(|e| Status::internal(e.to_string()))?
-        .map_err(store_status)?;
+        let accepted = self
+            .scheduler
+            .complete(&r.worker_id, &r.job_id, r.attempt, r.result_json, r.group)
+            .await
+            .map_err(schedule_status)?;
         if accepted {
             crate::metrics::JOBS_COMPLETED.inc();
         }
@@ -92,15 +93,14 @@ impl WorkerApi for WorkerApiService {
         &self,
         request: Request<v1::FailJobRequest>,
     ) -> Result<Response<v1::FailJobResponse>, Status> {
+        require_leader(&self.scheduler)?;
         let r = request.into_inner();
         worker_id(&r.worker_id)?;
-        let scheduler = self.scheduler.clone();
-        let accepted = tokio::task::spawn_blocking(move || {
-            scheduler.fail(&r.worker_id, &r.job_id, r.attempt, r.error, r.retryable)
-        })
-        .await
-        .map_err(|e| Status::internal(e.to_string()))?
-        .map_err(store_status)?;
+        let accepted = self
+            .scheduler
+            .fail(&r.worker_id, &r.job_id, r.attempt, &r.error, r.retryable)
+            .await
+            .map_err(schedule_status)?;
         Ok(Response::new(v1::FailJobResponse { accepted }))
     }
 
@@ -108,6 +108,7 @@ impl WorkerApi for WorkerApiService {
         &self,
         request: Request<v1::HeartbeatRequest>,
     ) -> Result<Response<v1::HeartbeatResponse>, Status> {
+        require_leader(&self.scheduler)?;
         let r = request.into_inner();
         let known = self
             .scheduler

@@ -1,4 +1,5 @@
-//! Crash groups: a fingerprint of the top in-app symbolicated frames of a result.
+//! Crash groups: a fingerprint of the top in-app symbolicated frames of a result, computed by
+//! the worker from the result it made (the master only counts).
 //!
 //! In-app frames are the symbolicated ones (their debug files were uploaded by the app's
 //! developers; system libraries' are not) and, for JavaScript, those outside `node_modules`.
@@ -10,32 +11,14 @@ use std::hash::{Hash, Hasher};
 use symcluster_engine::js::{JsFrameStatus, JsRestoreResult};
 use symcluster_engine::result::{FrameStatus, SymbolicationResult};
 
-use crate::state::JobKind;
+use symcluster_client::api::CrashGroupKey as GroupKey;
 
 /// Frames in a fingerprint and key stack.
 pub const KEY_FRAMES: usize = 5;
 
-/// What identifies a crash group.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct GroupKey {
-    /// 16 hex digits.
-    pub fingerprint: String,
-    /// `EXC_BAD_ACCESS (SIGSEGV) in crash_write_null`.
-    pub title: String,
-    /// `function (file:line)` per key frame, innermost first.
-    pub key_stack: Vec<String>,
-}
-
-/// The group of a completed job's result; `None` when it has no in-app symbolicated frame or
-/// the JSON is not a result.
-pub fn group_key(kind: JobKind, result_json: &[u8]) -> Option<GroupKey> {
-    match kind {
-        JobKind::Native => native(serde_json::from_slice(result_json).ok()?),
-        JobKind::Js => js(serde_json::from_slice(result_json).ok()?),
-    }
-}
-
-fn native(result: SymbolicationResult) -> Option<GroupKey> {
+/// The crash group of a native result; `None` when it has no symbolicated frame in its crashed
+/// thread.
+pub fn native(result: &SymbolicationResult) -> Option<GroupKey> {
     let thread = result.crashed_thread()?;
     let frames: Vec<_> = thread
         .frames
@@ -68,7 +51,9 @@ fn native(result: SymbolicationResult) -> Option<GroupKey> {
     })
 }
 
-fn js(result: JsRestoreResult) -> Option<GroupKey> {
+/// The crash group of a JS result; `None` when it has no symbolicated frame outside
+/// `node_modules`.
+pub fn js(result: &JsRestoreResult) -> Option<GroupKey> {
     let frames: Vec<_> = result
         .frames
         .iter()

@@ -1,0 +1,110 @@
+//! Building, encoding and decoding [`Command`]s (the data of Raft log entries).
+//!
+//! Each constructor stamps [`SCHEMA_VERSION`]; times are passed in (the leader's clock, read once
+//! when the command is made), never read while applying.
+
+use prost::Message;
+use symcluster_proto::cluster::v1 as pb;
+use symcluster_proto::v1;
+
+use super::{Command, SCHEMA_VERSION};
+
+/// Milliseconds since the Unix epoch, from this machine's clock.
+pub fn now_ms() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_millis() as u64)
+        .unwrap_or(0)
+}
+
+fn command(kind: pb::command::Kind) -> Command {
+    Command {
+        version: SCHEMA_VERSION,
+        kind: Some(kind),
+    }
+}
+
+/// A new job.
+pub fn submit(
+    job_id: &str,
+    kind: v1::JobKind,
+    spec: Vec<u8>,
+    routing_key: &str,
+    at_ms: u64,
+) -> Command {
+    command(pb::command::Kind::Submit(pb::Submit {
+        job_id: job_id.to_owned(),
+        kind: kind as i32,
+        spec,
+        routing_key: routing_key.to_owned(),
+        at_ms,
+    }))
+}
+
+/// Attempt `attempt` of a job runs on `worker_id`.
+pub fn lease(job_id: &str, worker_id: &str, attempt: u32, at_ms: u64) -> Command {
+    command(pb::command::Kind::Lease(pb::Lease {
+        job_id: job_id.to_owned(),
+        worker_id: worker_id.to_owned(),
+        attempt,
+        at_ms,
+    }))
+}
+
+/// Attempt `attempt` ended without a result; the job goes back to the queue.
+pub fn requeue(job_id: &str, attempt: u32, reason: &str, at_ms: u64) -> Command {
+    command(pb::command::Kind::Requeue(pb::Requeue {
+        job_id: job_id.to_owned(),
+        attempt,
+        reason: reason.to_owned(),
+        at_ms,
+    }))
+}
+
+/// A job's result and crash group.
+pub fn complete(
+    job_id: &str,
+    attempt: u32,
+    worker_id: &str,
+    result_json: Vec<u8>,
+    group: Option<v1::CrashGroupKey>,
+    at_ms: u64,
+) -> Command {
+    command(pb::command::Kind::Complete(pb::Complete {
+        job_id: job_id.to_owned(),
+        attempt,
+        worker_id: worker_id.to_owned(),
+        result_json,
+        at_ms,
+        group,
+    }))
+}
+
+/// A job fails for good.
+pub fn fail(job_id: &str, attempt: u32, error: &str, at_ms: u64) -> Command {
+    command(pb::command::Kind::Fail(pb::Fail {
+        job_id: job_id.to_owned(),
+        attempt,
+        error: error.to_owned(),
+        at_ms,
+    }))
+}
+
+/// Deletes jobs that finished before `finished_before_ms`.
+pub fn purge(finished_before_ms: u64, at_ms: u64) -> Command {
+    command(pb::command::Kind::Purge(pb::Purge {
+        finished_before_ms,
+        at_ms,
+    }))
+}
+
+/// The bytes of a log entry.
+pub fn encode(command: &Command) -> Vec<u8> {
+    command.encode_to_vec()
+}
+
+/// A log entry's command. Fields unknown to this version are skipped (prost), fields missing
+/// from an older writer take their defaults.
+pub fn decode(bytes: &[u8]) -> Result<Command, prost::DecodeError> {
+    Command::decode(bytes)
+}

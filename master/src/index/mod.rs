@@ -1,0 +1,330 @@
+//! The index: jobs, results and crash groups, as a deterministic state machine over the
+//! replicated log, stored on disk in `redb` tables (not in memory).
+//!
+//! Every change is a [`Command`] (`symcluster.cluster.v1.Command`, a versioned prost message)
+//! taken from a committed Raft entry; [`apply::Applier::apply`] is a pure function of the stored
+//! state and the command (times travel inside the commands), so every master that applies the
+//! same log holds the same index. The tables, all in the master's one `redb` file:
+//!
+//! | table | key → value |
+//! |---|---|
+//! | `jobs` | job id → `JobRecord` (prost) |
+//! | `specs` | job id → the encoded `symcluster.v1.JobSpec` |
+//! | `results` | job id → result JSON, zstd-compressed |
+//! | `by_sequence` | submission sequence (1-based) → job id |
+//! | `open` | submission sequence → job id, for queued and running jobs only |
+//! | `groups` | fingerprint → `symcluster.v1.CrashGroup` (prost) |
+//! | `index_meta` | `applied_index`, `applied_term`, `next_sequence`, per-state counts → u64 |
+//!
+//! Reads open their own read transaction and never wait for the writer (redb is MVCC).
+//! [`snapshot`] turns the tables into one `IndexSnapshot` message and back.
+
+pub mod apply;
+pub mod command;
+mod snapshot;
+
+use std::path::Path;
+use std::sync::Arc;
+
+use prost::Message;
+use redb::{Database, ReadableDatabase, ReadableTable, ReadableTableMetadata, TableDefinition};
+use symcluster_proto::cluster::v1 as pb;
+use symcluster_proto::v1;
+
+pub use pb::Command;
+
+pub(crate) const JOBS: TableDefinition<&str, &[u8]> = TableDefinition::new("jobs");
+pub(crate) const SPECS: TableDefinition<&str, &[u8]> = TableDefinition::new("specs");
+pub(crate) const RESULTS: TableDefinition<&str, &[u8]> = TableDefinition::new("results");
+pub(crate) const BY_SEQUENCE: TableDefinition<u64, &str> = TableDefinition::new("by_sequence");
+pub(crate) const OPEN: TableDefinition<u64, &str> = TableDefinition::new("open");
+pub(crate) const GROUPS: TableDefinition<&str, &[u8]> = TableDefinition::new("groups");
+pub(crate) const META: TableDefinition<&str, u64> = TableDefinition::new("index_meta");
+
+/// The schema version this master writes into [`Command::version`] and snapshots.
+pub const SCHEMA_VERSION: u32 = 1;
+
+/// Keys of [`META`].
+pub(crate) mod meta {
+    pub const APPLIED_INDEX: &str = "applied_index";
+    pub const APPLIED_TERM: &str = "applied_term";
+    pub const NEXT_SEQUENCE: &str = "next_sequence";
+    pub const QUEUED: &str = "jobs_queued";
+    pub const RUNNING: &str = "jobs_running";
+    pub const COMPLETED: &str = "jobs_completed";
+    pub const FAILED: &str = "jobs_failed";
+}
+
+/// Errors of the index store.
+#[derive(Debug, thiserror::Error)]
+pub enum IndexError {
+    /// The database could not be opened, read or written.
+    #[error("index store: {0}")]
+    Db(Box<redb::Error>),
+    /// A stored record or snapshot does not decode (corrupt, or from an incompatible version).
+    #[error("index store: {what} does not decode: {source}")]
+    Decode {
+        /// What was being decoded.
+        what: String,
+        /// The decoder's error.
+        source: prost::DecodeError,
+    },
+    /// A stored Raft record does not decode.
+    #[error("index store: {0}")]
+    Corrupt(String),
+    /// A stored result does not decompress.
+    #[error("index store: the result of job {job_id} does not decompress: {source}")]
+    Decompress {
+        /// The job.
+        job_id: String,
+        /// The zstd error.
+        source: std::io::Error,
+    },
+}
+
+/// Shorthand: a redb error of any kind becomes an [`IndexError::Db`].
+pub(crate) fn db(e: impl Into<redb::Error>) -> IndexError {
+    IndexError::Db(Box::new(e.into()))
+}
+
+/// Job states as stored (the API's enum).
+pub use v1::JobState;
+
+/// Whether `state` is COMPLETED or FAILED.
+pub fn is_terminal(state: JobState) -> bool {
+    matches!(state, JobState::Completed | JobState::Failed)
+}
+
+/// A job as read from the index.
+#[derive(Debug, Clone, PartialEq)]
+pub struct JobView {
+    /// The stored record.
+    pub record: pb::JobRecord,
+    /// The result JSON (decompressed), when asked for and completed.
+    pub result_json: Option<Vec<u8>>,
+}
+
+impl JobView {
+    /// The job's state.
+    pub fn state(&self) -> JobState {
+        JobState::try_from(self.record.state).unwrap_or(JobState::Unspecified)
+    }
+}
+
+/// Jobs per state.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Counts {
+    /// Waiting for a slot.
+    pub queued: u64,
+    /// Leased.
+    pub running: u64,
+    /// Completed.
+    pub completed: u64,
+    /// Failed for good.
+    pub failed: u64,
+}
+
+/// An unfinished job, as the scheduler needs it after a restart or a change of leader.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct OpenJob {
+    /// The job.
+    pub job_id: String,
+    /// Cache-affinity routing key.
+    pub routing_key: String,
+    /// Leases granted so far.
+    pub attempts: u32,
+    /// The worker holding the current lease, when running.
+    pub running_on: Option<String>,
+}
+
+/// The index over a shared `redb` database (the same file also holds Raft's log).
+#[derive(Clone)]
+pub struct Index {
+    db: Arc<Database>,
+}
+
+impl Index {
+    /// Creates the index's tables in `db` if they do not exist.
+    pub fn open(database: Arc<Database>) -> Result<Self, IndexError> {
+        let txn = database.begin_write().map_err(db)?;
+        for table in [JOBS, SPECS, RESULTS, GROUPS] {
+            txn.open_table(table).map_err(db)?;
+        }
+        txn.open_table(BY_SEQUENCE).map_err(db)?;
+        txn.open_table(OPEN).map_err(db)?;
+        txn.open_table(META).map_err(db)?;
+        txn.commit().map_err(db)?;
+        Ok(Index { db: database })
+    }
+
+    /// Opens (or creates) the master's database file at `path`.
+    pub fn open_database(path: &Path) -> Result<Arc<Database>, IndexError> {
+        Ok(Arc::new(Database::create(path).map_err(db)?))
+    }
+
+    /// The database (for Raft's storage, which shares it).
+    pub fn database(&self) -> &Arc<Database> {
+        &self.db
+    }
+
+    fn meta_value(&self, key: &str) -> Result<u64, IndexError> {
+        let read = self.db.begin_read().map_err(db)?;
+        let table = read.open_table(META).map_err(db)?;
+        Ok(table.get(key).map_err(db)?.map_or(0, |v| v.value()))
+    }
+
+    /// The last log index applied to the index, and its term (0, 0 for an empty index).
+    pub fn applied(&self) -> Result<(u64, u64), IndexError> {
+        Ok((
+            self.meta_value(meta::APPLIED_INDEX)?,
+            self.meta_value(meta::APPLIED_TERM)?,
+        ))
+    }
+
+    /// A job by id; `with_result` also reads (and decompresses) its result.
+    pub fn job(&self, job_id: &str, with_result: bool) -> Result<Option<JobView>, IndexError> {
+        let read = self.db.begin_read().map_err(db)?;
+        let jobs = read.open_table(JOBS).map_err(db)?;
+        let Some(bytes) = jobs.get(job_id).map_err(db)? else {
+            return Ok(None);
+        };
+        let record = decode_record(job_id, bytes.value())?;
+        let result_json = if with_result {
+            let results = read.open_table(RESULTS).map_err(db)?;
+            match results.get(job_id).map_err(db)? {
+                Some(blob) => Some(decompress(job_id, blob.value())?),
+                None => None,
+            }
+        } else {
+            None
+        };
+        Ok(Some(JobView {
+            record,
+            result_json,
+        }))
+    }
+
+    /// Whether a job exists.
+    pub fn contains(&self, job_id: &str) -> Result<bool, IndexError> {
+        let read = self.db.begin_read().map_err(db)?;
+        let jobs = read.open_table(JOBS).map_err(db)?;
+        Ok(jobs.get(job_id).map_err(db)?.is_some())
+    }
+
+    /// A job's encoded `JobSpec`.
+    pub fn spec(&self, job_id: &str) -> Result<Option<Vec<u8>>, IndexError> {
+        let read = self.db.begin_read().map_err(db)?;
+        let specs = read.open_table(SPECS).map_err(db)?;
+        Ok(specs.get(job_id).map_err(db)?.map(|v| v.value().to_vec()))
+    }
+
+    /// Jobs in `state` (all when `None`), newest first, at most `limit`, without results.
+    pub fn list_jobs(
+        &self,
+        state: Option<JobState>,
+        limit: usize,
+    ) -> Result<Vec<pb::JobRecord>, IndexError> {
+        let read = self.db.begin_read().map_err(db)?;
+        let by_sequence = read.open_table(BY_SEQUENCE).map_err(db)?;
+        let jobs = read.open_table(JOBS).map_err(db)?;
+        let mut out = Vec::new();
+        for entry in by_sequence.iter().map_err(db)?.rev() {
+            if out.len() >= limit {
+                break;
+            }
+            let (_, id) = entry.map_err(db)?;
+            let Some(bytes) = jobs.get(id.value()).map_err(db)? else {
+                continue;
+            };
+            let record = decode_record(id.value(), bytes.value())?;
+            if state.is_none_or(|s| record.state == s as i32) {
+                out.push(record);
+            }
+        }
+        Ok(out)
+    }
+
+    /// Queued and running jobs, oldest first.
+    pub fn open_jobs(&self) -> Result<Vec<OpenJob>, IndexError> {
+        let read = self.db.begin_read().map_err(db)?;
+        let open = read.open_table(OPEN).map_err(db)?;
+        let jobs = read.open_table(JOBS).map_err(db)?;
+        let mut out = Vec::with_capacity(open.len().map_err(db)? as usize);
+        for entry in open.iter().map_err(db)? {
+            let (_, id) = entry.map_err(db)?;
+            let Some(bytes) = jobs.get(id.value()).map_err(db)? else {
+                continue;
+            };
+            let record = decode_record(id.value(), bytes.value())?;
+            out.push(OpenJob {
+                running_on: (record.state == JobState::Running as i32)
+                    .then(|| record.worker_id.clone()),
+                job_id: record.job_id,
+                routing_key: record.routing_key,
+                attempts: record.attempts,
+            });
+        }
+        Ok(out)
+    }
+
+    /// Crash groups, most frequent first (ties: most recent first), at most `limit`.
+    pub fn groups(&self, limit: usize) -> Result<Vec<v1::CrashGroup>, IndexError> {
+        let read = self.db.begin_read().map_err(db)?;
+        let table = read.open_table(GROUPS).map_err(db)?;
+        let mut groups = Vec::new();
+        for entry in table.iter().map_err(db)? {
+            let (k, v) = entry.map_err(db)?;
+            groups.push(v1::CrashGroup::decode(v.value()).map_err(|source| {
+                IndexError::Decode {
+                    what: format!("group {}", k.value()),
+                    source,
+                }
+            })?);
+        }
+        groups.sort_by(|a, b| {
+            b.count
+                .cmp(&a.count)
+                .then(b.last_seen_ms.cmp(&a.last_seen_ms))
+                .then(a.fingerprint.cmp(&b.fingerprint))
+        });
+        groups.truncate(limit);
+        Ok(groups)
+    }
+
+    /// Jobs per state.
+    pub fn counts(&self) -> Result<Counts, IndexError> {
+        let read = self.db.begin_read().map_err(db)?;
+        let table = read.open_table(META).map_err(db)?;
+        let get = |key: &str| -> Result<u64, IndexError> {
+            Ok(table.get(key).map_err(db)?.map_or(0, |v| v.value()))
+        };
+        Ok(Counts {
+            queued: get(meta::QUEUED)?,
+            running: get(meta::RUNNING)?,
+            completed: get(meta::COMPLETED)?,
+            failed: get(meta::FAILED)?,
+        })
+    }
+}
+
+pub(crate) fn decode_record(job_id: &str, bytes: &[u8]) -> Result<pb::JobRecord, IndexError> {
+    pb::JobRecord::decode(bytes).map_err(|source| IndexError::Decode {
+        what: format!("job {job_id}"),
+        source,
+    })
+}
+
+/// zstd level for results: fast (results are written once per job on every master).
+pub(crate) const ZSTD_LEVEL: i32 = 1;
+
+pub(crate) fn compress(json: &[u8]) -> Vec<u8> {
+    // Compressing from memory into memory cannot fail.
+    zstd::bulk::compress(json, ZSTD_LEVEL).unwrap_or_default()
+}
+
+pub(crate) fn decompress(job_id: &str, blob: &[u8]) -> Result<Vec<u8>, IndexError> {
+    zstd::stream::decode_all(blob).map_err(|source| IndexError::Decompress {
+        job_id: job_id.to_owned(),
+        source,
+    })
+}

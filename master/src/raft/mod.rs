@@ -1,0 +1,264 @@
+//! Replication of the index across masters with Raft (raft-rs 0.7).
+//!
+//! - [`node`]: the one owner of `RawNode` and its storage, a thread fed by one channel;
+//! - [`storage`]: the log, HardState and ConfState in the master's `redb` file;
+//! - [`transport`]: Raft messages between masters over tonic (`symcluster.cluster.v1.Peer`);
+//! - [`logger`]: raft-rs's `slog` records into `tracing`.
+//!
+//! A command is [`RaftHandle::propose`]d on the leader, appended to the log, replicated to a
+//! majority, committed, and applied to the index on every master in log order; the proposer's
+//! future resolves with what applying it did. Only the leader accepts proposals; the others
+//! answer [`ProposeError::NotLeader`] with the leader's address.
+
+pub mod logger;
+pub mod node;
+pub mod storage;
+pub mod transport;
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::mpsc::Sender;
+use std::sync::{Arc, RwLock};
+
+use raft::prelude::Message;
+use raft::{RawNode, StateRole};
+use tokio::sync::oneshot;
+
+use crate::index::apply::Applied;
+use crate::index::{Command, Index, IndexError};
+
+/// What the node thread takes from its one channel.
+pub enum Input {
+    /// A command to append (leader only). `reply` receives what applying it did.
+    Propose {
+        /// The command.
+        command: Command,
+        /// Where to say what happened; `None` for fire-and-forget proposals.
+        reply: Option<oneshot::Sender<Result<Applied, ProposeError>>>,
+    },
+    /// Raft messages from another master.
+    Step(Vec<Message>),
+    /// A peer could not be reached.
+    Unreachable(u64),
+    /// A snapshot was delivered to `peer` (or not).
+    SnapshotSent {
+        /// The peer.
+        peer: u64,
+        /// Whether it arrived.
+        ok: bool,
+    },
+    /// Ends the node thread.
+    Stop,
+}
+
+/// Why a proposal was not applied.
+#[derive(Debug, Clone, thiserror::Error)]
+pub enum ProposeError {
+    /// This master is not the leader (any more); `leader` is the leader's address when known.
+    #[error("this master is not the leader{}", match .leader { Some(l) => format!("; the leader is {l}"), None => "; no leader is elected yet".into() })]
+    NotLeader {
+        /// The leader's `http://host:port`.
+        leader: Option<String>,
+    },
+    /// The log cannot be written; this master stopped replicating.
+    #[error("the replicated log cannot be written: {0}")]
+    Storage(String),
+}
+
+/// What the rest of the master learns from the node thread. Called on the node thread: keep
+/// them short and never block on a proposal.
+pub trait Hooks: Send + Sync {
+    /// Commands applied to the index (in log order), with what each did. `is_leader`: whether
+    /// this master leads now.
+    fn applied(&self, changes: &[(Command, Applied)], is_leader: bool);
+    /// This master became the leader (`true`) or stopped being it (`false`).
+    fn role_changed(&self, is_leader: bool);
+    /// The index was replaced by a snapshot from the leader.
+    fn restored(&self);
+}
+
+/// The node's state as last published by the node thread.
+#[derive(Debug, Clone)]
+pub struct RaftStatus {
+    /// This member's id.
+    pub id: u64,
+    /// Leader, follower, candidate or pre-candidate.
+    pub role: StateRole,
+    /// Current term.
+    pub term: u64,
+    /// The leader's member id (0: none known).
+    pub leader_id: u64,
+    /// The leader's gRPC address, when known.
+    pub leader_address: Option<String>,
+    /// Highest log index known committed.
+    pub commit: u64,
+    /// Highest log index applied to the index.
+    pub applied: u64,
+    /// Last log index held.
+    pub last_index: u64,
+    /// On the leader: each member's match index (`(id, matched)`).
+    pub progress: Vec<(u64, u64)>,
+}
+
+impl Default for RaftStatus {
+    fn default() -> Self {
+        RaftStatus {
+            id: 0,
+            role: StateRole::Follower,
+            term: 0,
+            leader_id: 0,
+            leader_address: None,
+            commit: 0,
+            applied: 0,
+            last_index: 0,
+            progress: Vec::new(),
+        }
+    }
+}
+
+/// How to reach the node thread.
+#[derive(Clone)]
+pub struct RaftHandle {
+    inputs: Sender<Input>,
+    status: Arc<RwLock<RaftStatus>>,
+    /// Member id → gRPC address (`http://host:port`), this master included.
+    pub members: Arc<BTreeMap<u64, String>>,
+    /// This member's id.
+    pub id: u64,
+}
+
+impl RaftHandle {
+    /// Proposes `command`; resolves once it is applied here (or refused).
+    pub async fn propose(&self, command: Command) -> Result<Applied, ProposeError> {
+        let (reply, rx) = oneshot::channel();
+        self.inputs
+            .send(Input::Propose {
+                command,
+                reply: Some(reply),
+            })
+            .map_err(|_| ProposeError::Storage("the raft node stopped".into()))?;
+        rx.await
+            .unwrap_or_else(|_| Err(ProposeError::Storage("the raft node stopped".into())))
+    }
+
+    /// Proposes `command` without waiting (lease grants, expiries): the scheduler learns the
+    /// outcome when it is applied.
+    pub fn propose_nowait(&self, command: Command) {
+        let _ = self.inputs.send(Input::Propose {
+            command,
+            reply: None,
+        });
+    }
+
+    /// The node's state, as last published.
+    pub fn status(&self) -> RaftStatus {
+        self.status
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
+    }
+
+    /// Whether this master is the leader (as last published).
+    pub fn is_leader(&self) -> bool {
+        self.status().role == StateRole::Leader
+    }
+
+    /// The leader's address, when one is known.
+    pub fn leader_address(&self) -> Option<String> {
+        self.status().leader_address
+    }
+
+    /// A sender into the node's channel (for the transport's receiving side).
+    pub fn inputs(&self) -> Sender<Input> {
+        self.inputs.clone()
+    }
+
+    /// Stops the node thread.
+    pub fn stop(&self) {
+        let _ = self.inputs.send(Input::Stop);
+    }
+}
+
+/// Settings of this master's Raft member.
+#[derive(Debug, Clone)]
+pub struct RaftConfig {
+    /// This member's id (1-based).
+    pub id: u64,
+    /// Every member's id → gRPC address (`http://host:port`), this one included.
+    pub members: BTreeMap<u64, String>,
+    /// Ticks (of [`node::TICK`]) without a leader before an election.
+    pub election_tick: usize,
+    /// Ticks between leader heartbeats.
+    pub heartbeat_tick: usize,
+    /// Bearer token for the peer API.
+    pub token: String,
+}
+
+/// The node's channel, made before the node so that the scheduler can hold the handle.
+pub fn channel(config: &RaftConfig) -> (RaftHandle, std::sync::mpsc::Receiver<Input>) {
+    let (tx, rx) = std::sync::mpsc::channel();
+    (
+        RaftHandle {
+            inputs: tx,
+            status: Arc::new(RwLock::new(RaftStatus {
+                id: config.id,
+                ..RaftStatus::default()
+            })),
+            members: Arc::new(config.members.clone()),
+            id: config.id,
+        },
+        rx,
+    )
+}
+
+/// Starts the node thread over `index` (its database also holds Raft's log). A single-member
+/// group elects itself at once.
+pub fn start(
+    config: &RaftConfig,
+    index: Index,
+    handle: &RaftHandle,
+    inputs: std::sync::mpsc::Receiver<Input>,
+    hooks: Arc<dyn Hooks>,
+    runtime: tokio::runtime::Handle,
+) -> Result<std::thread::JoinHandle<()>, IndexError> {
+    let voters: Vec<u64> = config.members.keys().copied().collect();
+    let storage = storage::RaftStorage::open(index.clone(), &voters)?;
+    let (applied, _) = index.applied()?;
+    let raft_config = raft::Config {
+        id: config.id,
+        election_tick: config.election_tick,
+        heartbeat_tick: config.heartbeat_tick,
+        applied,
+        check_quorum: true,
+        pre_vote: true,
+        max_size_per_msg: 4 << 20,
+        max_inflight_msgs: 256,
+        max_committed_size_per_ready: 16 << 20,
+        ..raft::Config::default()
+    };
+    raft_config
+        .validate()
+        .map_err(|e| IndexError::Corrupt(format!("raft configuration: {e}")))?;
+    let logger = logger::logger(config.id);
+    let mut raw = RawNode::new(&raft_config, storage, &logger)
+        .map_err(|e| IndexError::Corrupt(format!("raft node: {e}")))?;
+    if voters.len() == 1 {
+        // Nobody else to wait for.
+        let _ = raw.campaign();
+    }
+    let addresses: HashMap<u64, String> = config.members.clone().into_iter().collect();
+    let transport = transport::Transport::start(config, handle.inputs(), &runtime);
+    let node = node::Node::new(
+        raw,
+        index,
+        applied,
+        inputs,
+        transport,
+        hooks,
+        handle.status.clone(),
+        addresses,
+    );
+    std::thread::Builder::new()
+        .name(format!("raft-{}", config.id))
+        .spawn(move || node.run())
+        .map_err(|e| IndexError::Corrupt(format!("cannot start the raft thread: {e}")))
+}

@@ -1,0 +1,394 @@
+//! The one owner of `RawNode` and its storage: a thread fed by one channel ([`Input`]), ticking
+//! on a timer, handling each Ready in raft-rs's documented order (`examples/five_mem_node`):
+//! send messages → apply the snapshot → apply committed entries → append entries and persist the
+//! HardState → send persisted messages → advance → (light ready) commit, messages, committed
+//! entries → advance apply.
+//!
+//! Group commit: every input waiting in the channel is taken before the next Ready, so many
+//! proposals share one Ready; applying the committed entries and appending the new ones is one
+//! `redb` write transaction, fsynced only when raft-rs says the Ready must be synced (new
+//! entries, a new term or vote). Applying alone is written without fsync: it can always be
+//! replayed from the durable log after a crash, and the applied index is stored in the same
+//! transaction as its effects.
+
+use std::collections::HashMap;
+use std::sync::mpsc::{Receiver, RecvTimeoutError};
+use std::sync::{Arc, RwLock};
+use std::time::{Duration, Instant};
+
+use prost011::Message as _;
+use raft::prelude::{Entry, EntryType, Message, Snapshot};
+use raft::{RawNode, StateRole};
+use redb::Durability;
+use tokio::sync::oneshot;
+
+use super::storage::RaftStorage;
+use super::transport::Transport;
+use super::{Hooks, Input, ProposeError, RaftStatus};
+use crate::index::apply::{Applied, Applier};
+use crate::index::{Command, Index, IndexError, command};
+use crate::metrics;
+
+/// How often the node ticks.
+pub const TICK: Duration = Duration::from_millis(100);
+
+struct Waiter {
+    reply: oneshot::Sender<Result<Applied, ProposeError>>,
+    proposed: Instant,
+}
+
+/// The node thread's state.
+pub struct Node {
+    raw: RawNode<RaftStorage>,
+    index: Index,
+    inputs: Receiver<Input>,
+    transport: Transport,
+    hooks: Arc<dyn Hooks>,
+    status: Arc<RwLock<RaftStatus>>,
+    waiters: HashMap<u64, Waiter>,
+    next_proposal: u64,
+    role: StateRole,
+    leader_id: u64,
+    applied: u64,
+    addresses: HashMap<u64, String>,
+}
+
+impl Node {
+    /// A node over `raw` (whose storage holds `index`'s database).
+    #[allow(clippy::too_many_arguments)]
+    pub fn new(
+        raw: RawNode<RaftStorage>,
+        index: Index,
+        applied: u64,
+        inputs: Receiver<Input>,
+        transport: Transport,
+        hooks: Arc<dyn Hooks>,
+        status: Arc<RwLock<RaftStatus>>,
+        addresses: HashMap<u64, String>,
+    ) -> Self {
+        // Proposal ids only need to be unique within this process's life and never equal an
+        // id still in an old log entry: start from the clock.
+        let next_proposal = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(1, |d| d.as_nanos() as u64);
+        Node {
+            raw,
+            index,
+            inputs,
+            transport,
+            hooks,
+            status,
+            waiters: HashMap::new(),
+            next_proposal,
+            role: StateRole::Follower,
+            leader_id: 0,
+            applied,
+            addresses,
+        }
+    }
+
+    /// Runs until [`Input::Stop`] or until every sender is gone.
+    pub fn run(mut self) {
+        let mut last_tick = Instant::now();
+        loop {
+            let wait = TICK.saturating_sub(last_tick.elapsed());
+            match self.inputs.recv_timeout(wait) {
+                Ok(Input::Stop) => return,
+                Ok(input) => self.handle(input),
+                Err(RecvTimeoutError::Timeout) => {}
+                Err(RecvTimeoutError::Disconnected) => return,
+            }
+            // Group commit: take everything that is waiting before the next Ready.
+            while let Ok(input) = self.inputs.try_recv() {
+                if matches!(input, Input::Stop) {
+                    return;
+                }
+                self.handle(input);
+            }
+            if last_tick.elapsed() >= TICK {
+                self.raw.tick();
+                last_tick = Instant::now();
+            }
+            if let Err(e) = self.on_ready() {
+                // The log cannot be written: stop taking part rather than diverge.
+                tracing::error!(error = %e, "raft storage failed; this master stops replicating");
+                self.fail_waiters(ProposeError::Storage(e.to_string()));
+                return;
+            }
+            self.publish_status();
+        }
+    }
+
+    fn handle(&mut self, input: Input) {
+        match input {
+            Input::Propose { command, reply } => self.propose(command, reply),
+            Input::Step(messages) => {
+                for m in messages {
+                    if let Err(e) = self.raw.step(m) {
+                        tracing::debug!(error = %e, "raft message dropped");
+                    }
+                }
+            }
+            Input::Unreachable(peer) => self.raw.report_unreachable(peer),
+            Input::SnapshotSent { peer, ok } => self.raw.report_snapshot(
+                peer,
+                if ok {
+                    raft::SnapshotStatus::Finish
+                } else {
+                    raft::SnapshotStatus::Failure
+                },
+            ),
+            Input::Stop => {}
+        }
+    }
+
+    fn propose(
+        &mut self,
+        command: Command,
+        reply: Option<oneshot::Sender<Result<Applied, ProposeError>>>,
+    ) {
+        if self.role != StateRole::Leader {
+            if let Some(reply) = reply {
+                let _ = reply.send(Err(self.not_leader()));
+            }
+            return;
+        }
+        let id = self.next_proposal;
+        self.next_proposal += 1;
+        let context = if reply.is_some() {
+            id.to_le_bytes().to_vec()
+        } else {
+            Vec::new()
+        };
+        match self.raw.propose(context, command::encode(&command)) {
+            Ok(()) => {
+                metrics::RAFT_PROPOSALS.inc();
+                if let Some(reply) = reply {
+                    self.waiters.insert(
+                        id,
+                        Waiter {
+                            reply,
+                            proposed: Instant::now(),
+                        },
+                    );
+                }
+            }
+            Err(e) => {
+                tracing::warn!(error = %e, "proposal dropped");
+                if let Some(reply) = reply {
+                    let _ = reply.send(Err(self.not_leader()));
+                }
+            }
+        }
+    }
+
+    fn not_leader(&self) -> ProposeError {
+        ProposeError::NotLeader {
+            leader: self.addresses.get(&self.leader_id).cloned(),
+        }
+    }
+
+    fn fail_waiters(&mut self, error: ProposeError) {
+        for (_, waiter) in self.waiters.drain() {
+            let _ = waiter.reply.send(Err(error.clone()));
+        }
+    }
+
+    fn on_ready(&mut self) -> Result<(), IndexError> {
+        if !self.raw.has_ready() {
+            return Ok(());
+        }
+        let mut ready = self.raw.ready();
+
+        if let Some(ss) = ready.ss() {
+            self.role_changed(ss.raft_state, ss.leader_id);
+        }
+        if !ready.messages().is_empty() {
+            self.transport.send(ready.take_messages());
+        }
+        if !ready.snapshot().is_empty() {
+            self.restore(ready.snapshot().clone())?;
+        }
+        let committed = ready.take_committed_entries();
+        let entries = ready.take_entries();
+        let hard_state = ready.hs().cloned();
+        self.write(&committed, &entries, hard_state.as_ref(), ready.must_sync())?;
+        if !ready.persisted_messages().is_empty() {
+            self.transport.send(ready.take_persisted_messages());
+        }
+
+        let mut light = self.raw.advance(ready);
+        if let Some(commit) = light.commit_index() {
+            self.raw.mut_store().set_commit(commit);
+        }
+        if !light.messages().is_empty() {
+            self.transport.send(light.take_messages());
+        }
+        let committed = light.take_committed_entries();
+        if !committed.is_empty() {
+            self.write(&committed, &[], None, false)?;
+        }
+        self.raw.advance_apply();
+        Ok(())
+    }
+
+    fn role_changed(&mut self, role: StateRole, leader_id: u64) {
+        let was_leader = self.role == StateRole::Leader;
+        self.role = role;
+        if self.leader_id != leader_id {
+            metrics::RAFT_LEADER_CHANGES.inc();
+            tracing::info!(leader = leader_id, role = ?role, "leader changed");
+        }
+        self.leader_id = leader_id;
+        let is_leader = role == StateRole::Leader;
+        if was_leader && !is_leader {
+            let error = self.not_leader();
+            self.fail_waiters(error);
+        }
+        if was_leader != is_leader {
+            self.hooks.role_changed(is_leader);
+        }
+    }
+
+    fn restore(&mut self, snapshot: Snapshot) -> Result<(), IndexError> {
+        let meta = snapshot.get_metadata();
+        tracing::info!(
+            index = meta.index,
+            term = meta.term,
+            bytes = snapshot.data.len(),
+            "restoring a snapshot from the leader"
+        );
+        self.index.restore(&snapshot.data, meta.index, meta.term)?;
+        self.raw.mut_store().apply_snapshot(meta)?;
+        self.applied = meta.index;
+        self.hooks.restored();
+        Ok(())
+    }
+
+    /// One write transaction: apply `committed`, append `entries`, store `hard_state`.
+    fn write(
+        &mut self,
+        committed: &[Entry],
+        entries: &[Entry],
+        hard_state: Option<&raft::prelude::HardState>,
+        must_sync: bool,
+    ) -> Result<(), IndexError> {
+        let committed: Vec<&Entry> = committed
+            .iter()
+            .filter(|e| e.index > self.applied)
+            .collect();
+        if committed.is_empty() && entries.is_empty() && hard_state.is_none() {
+            return Ok(());
+        }
+        let started = Instant::now();
+        let db = self.index.database().clone();
+        let mut txn = db.begin_write().map_err(crate::index::db)?;
+        let durable = must_sync || !entries.is_empty();
+        if !durable {
+            txn.set_durability(Durability::None)
+                .map_err(|e| IndexError::Corrupt(e.to_string()))?;
+        }
+        let mut changes = Vec::new();
+        {
+            let mut applier = Applier::new(&txn)?;
+            for entry in &committed {
+                let applied = if entry.get_entry_type() == EntryType::EntryNormal
+                    && !entry.data.is_empty()
+                {
+                    match command::decode(&entry.data) {
+                        Ok(cmd) => {
+                            let applied = applier.apply(&cmd)?;
+                            changes.push((entry.context.to_vec(), cmd, applied.clone()));
+                            Some(applied)
+                        }
+                        Err(e) => {
+                            // A command this version cannot read is skipped the same way on every
+                            // master (they run the same decoder).
+                            tracing::error!(index = entry.index, error = %e, "log entry does not decode; skipped");
+                            None
+                        }
+                    }
+                } else {
+                    None
+                };
+                let _ = applied;
+                applier.set_applied(entry.index, entry.term)?;
+            }
+        }
+        let storage = self.raw.mut_store();
+        storage.append(&txn, entries)?;
+        if let Some(hs) = hard_state {
+            storage.set_hard_state(&txn, hs)?;
+        }
+        if let Some(last) = committed.last() {
+            self.applied = last.index;
+            self.raw.mut_store().maybe_compact(&txn, last.index)?;
+        }
+        txn.commit().map_err(crate::index::db)?;
+        if durable {
+            metrics::RAFT_FSYNC_SECONDS.observe(started.elapsed().as_secs_f64());
+            metrics::RAFT_ENTRIES_PER_FSYNC.observe(entries.len() as f64);
+        }
+        if !changes.is_empty() {
+            let is_leader = self.role == StateRole::Leader;
+            let (contexts, applied): (Vec<Vec<u8>>, Vec<(Command, Applied)>) = changes
+                .into_iter()
+                .map(|(ctx, cmd, applied)| (ctx, (cmd, applied)))
+                .unzip();
+            self.hooks.applied(&applied, is_leader);
+            for (ctx, (_, result)) in contexts.iter().zip(applied) {
+                let Ok(id) = <[u8; 8]>::try_from(ctx.as_slice()) else {
+                    continue;
+                };
+                if let Some(waiter) = self.waiters.remove(&u64::from_le_bytes(id)) {
+                    metrics::RAFT_COMMIT_SECONDS.observe(waiter.proposed.elapsed().as_secs_f64());
+                    let _ = waiter.reply.send(Ok(result));
+                }
+            }
+        }
+        Ok(())
+    }
+
+    fn publish_status(&mut self) {
+        let raft = self.raw.raft.clone_status();
+        let mut status = self.status.write().unwrap_or_else(|e| e.into_inner());
+        *status = raft;
+        status.applied = self.applied;
+        status.leader_address = self.addresses.get(&self.leader_id).cloned();
+        metrics::RAFT_TERM.set(status.term as i64);
+        metrics::RAFT_COMMIT_INDEX.set(status.commit as i64);
+        metrics::RAFT_APPLIED_INDEX.set(status.applied as i64);
+    }
+}
+
+/// Reads what [`RaftStatus`] shows from raft-rs's state.
+trait CloneStatus {
+    fn clone_status(&self) -> RaftStatus;
+}
+
+impl CloneStatus for raft::Raft<RaftStorage> {
+    fn clone_status(&self) -> RaftStatus {
+        let last_index = self.raft_log.last_index();
+        let progress = if self.state == StateRole::Leader {
+            self.prs().iter().map(|(id, p)| (*id, p.matched)).collect()
+        } else {
+            Vec::new()
+        };
+        RaftStatus {
+            id: self.id,
+            role: self.state,
+            term: self.term,
+            leader_id: self.leader_id,
+            leader_address: None,
+            commit: self.raft_log.committed,
+            applied: 0,
+            last_index,
+            progress,
+        }
+    }
+}
+
+/// Raft messages encoded for the wire (prost, raft-rs's `eraftpb`).
+pub fn encode_message(m: &Message) -> Vec<u8> {
+    m.encode_to_vec()
+}

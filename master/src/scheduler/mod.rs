@@ -1,0 +1,717 @@
+//! Scheduling by leases, on the leader, from the replicated index.
+//!
+//! Every master keeps, in memory, the unfinished jobs only ([`OpenJob`]: the queue and the
+//! current leases), updated from the commands it applies ([`Hooks::applied`]), so a master that
+//! becomes leader already knows every queued and running job: running jobs get a fresh lease
+//! deadline, and a completion for the current attempt from the worker that held it still counts.
+//! Finished jobs live only in the index on disk.
+//!
+//! Only the leader schedules. A free worker slot takes a queued job ([`placement`]); the grant
+//! is proposed as a `Lease` command and sent on the worker's lease stream once applied. Leases
+//! are renewed by heartbeats (in memory: deadlines are the leader's business) and expire into a
+//! `Requeue`, or a `Fail` after `max_attempts`. Jobs with a proposal in flight are `pending` so
+//! that nothing is proposed twice.
+//!
+//! - [`placement`]: rendezvous routing, least-loaded fallback, random baseline;
+//! - [`workers`]: the connected workers, their slots and lease streams;
+//! - [`watchers`]: waking the watch streams of one job.
+
+pub mod placement;
+pub mod watchers;
+pub mod workers;
+
+use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
+use std::sync::{Arc, Mutex};
+
+use prost::Message;
+use symcluster_proto::cluster::v1::command::Kind;
+use symcluster_proto::v1;
+use tokio::sync::mpsc;
+
+use crate::index::apply::Applied;
+use crate::index::command::{self, now_ms};
+use crate::index::{Command, Index, IndexError, JobView};
+use crate::raft::{Hooks, ProposeError, RaftHandle};
+pub use placement::Routing;
+use watchers::Watchers;
+use workers::WorkerEntry;
+
+/// Scheduling settings.
+#[derive(Debug, Clone, Copy)]
+pub struct SchedulerConfig {
+    /// How jobs pick workers.
+    pub routing: Routing,
+    /// How long a lease lasts without a heartbeat, in ms.
+    pub lease_ms: u64,
+    /// Heartbeat interval asked of workers, in ms.
+    pub heartbeat_ms: u64,
+    /// Attempts before a job fails for good.
+    pub max_attempts: u32,
+}
+
+impl Default for SchedulerConfig {
+    fn default() -> Self {
+        SchedulerConfig {
+            routing: Routing::Affinity,
+            lease_ms: 30_000,
+            heartbeat_ms: 5_000,
+            max_attempts: 3,
+        }
+    }
+}
+
+/// Queued jobs affinity routing looks at for one whose preferred worker is free.
+pub const LOOKAHEAD: usize = 64;
+
+/// The current lease of a running job.
+#[derive(Debug, Clone)]
+struct LeaseInfo {
+    worker_id: String,
+    attempt: u32,
+    /// Ms since the epoch, by this master's clock.
+    deadline_ms: u64,
+}
+
+/// An unfinished job.
+#[derive(Debug, Clone)]
+struct OpenJob {
+    routing_key: String,
+    attempts: u32,
+    lease: Option<LeaseInfo>,
+}
+
+#[derive(Default)]
+struct Core {
+    open: HashMap<String, OpenJob>,
+    /// Queued job ids, oldest first (may hold ids that are no longer queued: skipped).
+    queue: VecDeque<String>,
+    /// Jobs dispatched ahead of the oldest queued job since it became the oldest.
+    head_skips: usize,
+    /// Jobs with a Lease, Requeue or Fail proposed and not yet applied.
+    pending: HashSet<String>,
+    workers: BTreeMap<String, WorkerEntry>,
+    is_leader: bool,
+    affine_leases: u64,
+    total_leases: u64,
+}
+
+/// Why a request to the scheduler failed.
+#[derive(Debug, thiserror::Error)]
+pub enum ScheduleError {
+    /// Not the leader, or the log cannot be written.
+    #[error(transparent)]
+    Propose(#[from] ProposeError),
+    /// The index cannot be read.
+    #[error(transparent)]
+    Index(#[from] IndexError),
+}
+
+/// The scheduler: queue, workers, leases (leader), kept in step with the index (every master).
+pub struct Scheduler {
+    core: Mutex<Core>,
+    index: Index,
+    raft: RaftHandle,
+    watchers: Arc<Watchers>,
+    config: SchedulerConfig,
+}
+
+impl Scheduler {
+    /// A scheduler over `index` (unfinished jobs are read from it) proposing through `raft`.
+    pub fn new(
+        index: Index,
+        raft: RaftHandle,
+        config: SchedulerConfig,
+    ) -> Result<Self, IndexError> {
+        let scheduler = Scheduler {
+            core: Mutex::new(Core::default()),
+            index,
+            raft,
+            watchers: Arc::default(),
+            config,
+        };
+        scheduler.reload()?;
+        Ok(scheduler)
+    }
+
+    /// Rebuilds the unfinished jobs from the index: running jobs get a fresh lease deadline.
+    fn reload(&self) -> Result<(), IndexError> {
+        let open_jobs = self.index.open_jobs()?;
+        let deadline_ms = now_ms() + self.config.lease_ms;
+        let mut core = self.lock();
+        core.open.clear();
+        core.queue.clear();
+        core.pending.clear();
+        for job in open_jobs {
+            let lease = job.running_on.map(|worker_id| LeaseInfo {
+                worker_id,
+                attempt: job.attempts,
+                deadline_ms,
+            });
+            if lease.is_none() {
+                core.queue.push_back(job.job_id.clone());
+            }
+            core.open.insert(
+                job.job_id,
+                OpenJob {
+                    routing_key: job.routing_key,
+                    attempts: job.attempts,
+                    lease,
+                },
+            );
+        }
+        let leases: Vec<(String, String)> = core
+            .open
+            .iter()
+            .filter_map(|(id, j)| j.lease.as_ref().map(|l| (id.clone(), l.worker_id.clone())))
+            .collect();
+        for worker in core.workers.values_mut() {
+            worker.busy.clear();
+        }
+        for (job_id, worker_id) in leases {
+            if let Some(w) = core.workers.get_mut(&worker_id) {
+                w.busy.insert(job_id);
+            }
+        }
+        Ok(())
+    }
+
+    /// The index (read-only).
+    pub fn index(&self) -> &Index {
+        &self.index
+    }
+
+    /// Raft.
+    pub fn raft(&self) -> &RaftHandle {
+        &self.raft
+    }
+
+    /// The settings.
+    pub fn config(&self) -> SchedulerConfig {
+        self.config
+    }
+
+    /// The watch registry.
+    pub fn watchers(&self) -> &Arc<Watchers> {
+        &self.watchers
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, Core> {
+        self.core.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Submits a job (idempotent by id). Returns the stored job and whether this call created it.
+    pub async fn submit(
+        &self,
+        job_id: &str,
+        kind: v1::JobKind,
+        spec: Vec<u8>,
+        routing_key: &str,
+    ) -> Result<(JobView, bool), ScheduleError> {
+        if let Some(existing) = self.index.job(job_id, true)? {
+            return Ok((existing, false));
+        }
+        let applied = self
+            .raft
+            .propose(command::submit(job_id, kind, spec, routing_key, now_ms()))
+            .await?;
+        let created = matches!(applied, Applied::Changed { .. });
+        let job = self.index.job(job_id, true)?.ok_or_else(|| {
+            IndexError::Corrupt(format!("job {job_id} is missing right after its submit"))
+        })?;
+        Ok((job, created))
+    }
+
+    /// Records a job that cannot run at all (its report does not parse): submitted and failed at
+    /// once, so the client reads a precise error instead of losing the job.
+    pub async fn submit_failed(
+        &self,
+        job_id: &str,
+        kind: v1::JobKind,
+        spec: Vec<u8>,
+        error: &str,
+    ) -> Result<(JobView, bool), ScheduleError> {
+        let (job, created) = self.submit(job_id, kind, spec, "").await?;
+        if !created {
+            return Ok((job, false));
+        }
+        self.mark_pending(job_id);
+        let failed = self
+            .raft
+            .propose(command::fail(job_id, 0, error, now_ms()))
+            .await;
+        self.lock().pending.remove(job_id);
+        failed?;
+        let job = self.index.job(job_id, true)?.unwrap_or(job);
+        Ok((job, true))
+    }
+
+    fn mark_pending(&self, job_id: &str) {
+        let mut core = self.lock();
+        core.pending.insert(job_id.to_owned());
+        core.queue.retain(|id| id != job_id);
+    }
+
+    /// Registers (or re-registers) a worker with `slots` job slots.
+    pub fn register(&self, worker_id: &str, slots: u32) {
+        let mut core = self.lock();
+        let busy: HashSet<String> = core
+            .open
+            .iter()
+            .filter(|(_, j)| j.lease.as_ref().is_some_and(|l| l.worker_id == worker_id))
+            .map(|(id, _)| id.clone())
+            .collect();
+        let entry = core
+            .workers
+            .entry(worker_id.to_owned())
+            .or_insert_with(|| WorkerEntry::new(slots));
+        entry.slots = slots.max(1);
+        entry.busy = busy;
+        entry.last_heartbeat = std::time::Instant::now();
+    }
+
+    /// Opens a worker's lease stream; `None` when the worker is not registered.
+    pub fn open_lease_stream(&self, worker_id: &str) -> Option<mpsc::Receiver<v1::Lease>> {
+        let mut core = self.lock();
+        let entry = core.workers.get_mut(worker_id)?;
+        let (tx, rx) = mpsc::channel(entry.slots as usize + 1);
+        entry.sender = Some(tx);
+        self.dispatch(&mut core);
+        Some(rx)
+    }
+
+    /// A worker's result. `false` when the job is already finished or unknown.
+    pub async fn complete(
+        &self,
+        worker_id: &str,
+        job_id: &str,
+        attempt: u32,
+        result_json: Vec<u8>,
+        group: Option<v1::CrashGroupKey>,
+    ) -> Result<bool, ScheduleError> {
+        let applied = self
+            .raft
+            .propose(command::complete(
+                job_id,
+                attempt,
+                worker_id,
+                result_json,
+                group,
+                now_ms(),
+            ))
+            .await?;
+        Ok(matches!(applied, Applied::Changed { .. }))
+    }
+
+    /// A worker's failed attempt: requeued while attempts remain and the error is retryable,
+    /// failed for good otherwise. `false` when the attempt is not the job's current lease.
+    pub async fn fail(
+        &self,
+        worker_id: &str,
+        job_id: &str,
+        attempt: u32,
+        error: &str,
+        retryable: bool,
+    ) -> Result<bool, ScheduleError> {
+        let command = {
+            let mut core = self.lock();
+            let current = core.open.get(job_id).and_then(|j| j.lease.as_ref());
+            if current.is_none_or(|l| l.attempt != attempt || l.worker_id != worker_id)
+                || core.pending.contains(job_id)
+            {
+                return Ok(false);
+            }
+            core.pending.insert(job_id.to_owned());
+            self.end_attempt(job_id, attempt, error, retryable)
+        };
+        let applied = self.raft.propose(command).await;
+        if applied.is_err() {
+            self.lock().pending.remove(job_id);
+        }
+        Ok(matches!(applied?, Applied::Changed { .. }))
+    }
+
+    /// The command that ends an attempt without a result: `Requeue`, or `Fail` when the error
+    /// is permanent or the attempts are used up.
+    fn end_attempt(&self, job_id: &str, attempt: u32, error: &str, retryable: bool) -> Command {
+        let at_ms = now_ms();
+        if retryable && attempt < self.config.max_attempts {
+            command::requeue(job_id, attempt, error, at_ms)
+        } else if retryable {
+            let error = format!(
+                "{error} (attempt {attempt} of {})",
+                self.config.max_attempts
+            );
+            command::fail(job_id, attempt, &error, at_ms)
+        } else {
+            command::fail(job_id, attempt, error, at_ms)
+        }
+    }
+
+    /// Renews the leases of `running` jobs on `worker_id`; `false` if the worker is unknown.
+    pub fn heartbeat(
+        &self,
+        worker_id: &str,
+        running: &[String],
+        cache: Option<v1::CacheStats>,
+    ) -> bool {
+        let mut core = self.lock();
+        let deadline = now_ms() + self.config.lease_ms;
+        let Some(worker) = core.workers.get_mut(worker_id) else {
+            return false;
+        };
+        worker.last_heartbeat = std::time::Instant::now();
+        if let Some(cache) = cache {
+            worker.cache = cache;
+        }
+        for job_id in running {
+            if let Some(lease) = core.open.get_mut(job_id).and_then(|j| j.lease.as_mut())
+                && lease.worker_id == worker_id
+            {
+                lease.deadline_ms = deadline;
+            }
+        }
+        true
+    }
+
+    /// Proposes the end of every lease whose deadline passed (worker dead, hung or cut off);
+    /// returns how many. Leader only.
+    pub fn expire_leases(&self) -> usize {
+        let now = now_ms();
+        let mut core = self.lock();
+        if !core.is_leader {
+            return 0;
+        }
+        let expired: Vec<(String, LeaseInfo)> = core
+            .open
+            .iter()
+            .filter(|(id, _)| !core.pending.contains(*id))
+            .filter_map(|(id, j)| j.lease.clone().map(|l| (id.clone(), l)))
+            .filter(|(_, l)| l.deadline_ms <= now)
+            .collect();
+        for (job_id, lease) in &expired {
+            core.pending.insert(job_id.clone());
+            let reason = format!("lease expired on worker {}", lease.worker_id);
+            self.raft
+                .propose_nowait(self.end_attempt(job_id, lease.attempt, &reason, true));
+        }
+        expired.len()
+    }
+
+    /// Hands queued jobs to workers with free slots (leader only).
+    ///
+    /// Affinity routing looks at the first [`LOOKAHEAD`] queued jobs for one whose preferred
+    /// worker has a free slot; when none has, the oldest job goes to the least-loaded worker.
+    /// The oldest job is never passed over more than [`LOOKAHEAD`] times in a row.
+    fn dispatch(&self, core: &mut Core) {
+        if !core.is_leader {
+            return;
+        }
+        loop {
+            while let Some(head) = core.queue.front() {
+                if core.pending.contains(head)
+                    || core.open.get(head).is_none_or(|j| j.lease.is_some())
+                {
+                    core.queue.pop_front();
+                    core.head_skips = 0;
+                } else {
+                    break;
+                }
+            }
+            if core.queue.is_empty() || !core.workers.values().any(WorkerEntry::free) {
+                return;
+            }
+            let head_key = core.open[&core.queue[0]].routing_key.clone();
+            let choice = match self.config.routing {
+                Routing::Affinity => Self::affine_choice(core).or_else(|| {
+                    placement::pick_worker(&core.workers, &head_key).map(|(w, a)| (0, w, a))
+                }),
+                Routing::Random => {
+                    placement::pick_random(&core.workers, core.total_leases, &head_key)
+                        .map(|(w, a)| (0, w, a))
+                }
+            };
+            let Some((position, worker_id, affine)) = choice else {
+                return;
+            };
+            core.head_skips = if position == 0 {
+                0
+            } else {
+                core.head_skips + 1
+            };
+            let job_id = core.queue.remove(position).expect("position in queue");
+            let attempt = core.open[&job_id].attempts + 1;
+            core.pending.insert(job_id.clone());
+            if let Some(w) = core.workers.get_mut(&worker_id) {
+                w.busy.insert(job_id.clone());
+            }
+            core.total_leases += 1;
+            core.affine_leases += u64::from(affine);
+            self.raft
+                .propose_nowait(command::lease(&job_id, &worker_id, attempt, now_ms()));
+        }
+    }
+
+    /// The first of the first [`LOOKAHEAD`] queued jobs whose preferred worker is free, unless
+    /// the oldest job has waited its turn long enough.
+    fn affine_choice(core: &Core) -> Option<(usize, String, bool)> {
+        if core.head_skips >= LOOKAHEAD {
+            return None;
+        }
+        for (position, job_id) in core.queue.iter().take(LOOKAHEAD).enumerate() {
+            if core.pending.contains(job_id) {
+                continue;
+            }
+            let Some(job) = core.open.get(job_id).filter(|j| j.lease.is_none()) else {
+                continue;
+            };
+            if let Some((id, worker)) = placement::preferred(&core.workers, &job.routing_key)
+                && worker.free()
+            {
+                return Some((position, id.clone(), true));
+            }
+        }
+        None
+    }
+
+    /// Sends an applied lease on its worker's stream; a worker that is gone gets its lease
+    /// ended at once.
+    fn send_lease(
+        &self,
+        core: &mut Core,
+        job_id: &str,
+        worker_id: &str,
+        attempt: u32,
+        deadline_ms: u64,
+    ) {
+        let spec = match self.index.spec(job_id) {
+            Ok(Some(spec)) => v1::JobSpec::decode(spec.as_slice()).ok(),
+            _ => None,
+        };
+        let lease = v1::Lease {
+            job: spec,
+            attempt,
+            deadline_ms,
+        };
+        let sent = core
+            .workers
+            .get(worker_id)
+            .and_then(|w| w.sender.as_ref())
+            .is_some_and(|s| s.try_send(lease).is_ok());
+        if !sent {
+            if let Some(w) = core.workers.get_mut(worker_id) {
+                w.sender = None;
+            }
+            core.pending.insert(job_id.to_owned());
+            let reason = format!("worker {worker_id} disconnected");
+            self.raft
+                .propose_nowait(command::requeue(job_id, attempt, &reason, now_ms()));
+        }
+    }
+
+    fn release(core: &mut Core, job_id: &str, worker_id: &str) {
+        if let Some(w) = core.workers.get_mut(worker_id) {
+            w.busy.remove(job_id);
+        }
+    }
+
+    /// The cluster's state for the admin API (masters and workers).
+    pub fn status(&self) -> Result<v1::ClusterStatusResponse, IndexError> {
+        let counts = self.index.counts()?;
+        let raft = self.raft.status();
+        let (workers, affine_leases, total_leases) = {
+            let core = self.lock();
+            (
+                core.workers.iter().map(|(id, w)| w.status(id)).collect(),
+                core.affine_leases,
+                core.total_leases,
+            )
+        };
+        let masters = self
+            .raft
+            .members
+            .iter()
+            .map(|(&id, address)| {
+                let mut m = v1::MasterStatus {
+                    id,
+                    address: address.clone(),
+                    role: "unknown".into(),
+                    ..Default::default()
+                };
+                if id == raft.id {
+                    m.role = role_name(raft.role).into();
+                    m.term = raft.term;
+                    m.commit_index = raft.commit;
+                    m.applied_index = raft.applied;
+                    m.lag = raft.last_index.saturating_sub(raft.applied);
+                } else if let Some(&(_, matched)) =
+                    raft.progress.iter().find(|(peer, _)| *peer == id)
+                {
+                    m.role = "follower".into();
+                    m.term = raft.term;
+                    m.commit_index = matched.min(raft.commit);
+                    m.applied_index = matched.min(raft.commit);
+                    m.lag = raft.last_index.saturating_sub(matched);
+                } else if id == raft.leader_id {
+                    m.role = "leader".into();
+                    m.term = raft.term;
+                }
+                m
+            })
+            .collect();
+        Ok(v1::ClusterStatusResponse {
+            workers,
+            queue_depth: counts.queued,
+            from_leader: raft.role == raft::StateRole::Leader,
+            leader: raft.leader_address.unwrap_or_default(),
+            jobs_running: counts.running,
+            jobs_completed: counts.completed,
+            jobs_failed: counts.failed,
+            affine_leases,
+            total_leases,
+            masters,
+        })
+    }
+}
+
+/// Lower-case role names, as `symctl status` shows them.
+pub fn role_name(role: raft::StateRole) -> &'static str {
+    match role {
+        raft::StateRole::Leader => "leader",
+        raft::StateRole::Follower => "follower",
+        raft::StateRole::Candidate => "candidate",
+        raft::StateRole::PreCandidate => "pre-candidate",
+    }
+}
+
+impl Hooks for Scheduler {
+    fn applied(&self, changes: &[(Command, Applied)], is_leader: bool) {
+        let mut core = self.lock();
+        core.is_leader = is_leader;
+        for (command, applied) in changes {
+            let Some(kind) = &command.kind else { continue };
+            let changed = matches!(applied, Applied::Changed { .. });
+            match kind {
+                Kind::Submit(c) => {
+                    if changed {
+                        core.open.insert(
+                            c.job_id.clone(),
+                            OpenJob {
+                                routing_key: c.routing_key.clone(),
+                                attempts: 0,
+                                lease: None,
+                            },
+                        );
+                        core.queue.push_back(c.job_id.clone());
+                    }
+                }
+                Kind::Lease(c) => {
+                    core.pending.remove(&c.job_id);
+                    if changed {
+                        let deadline_ms = now_ms() + self.config.lease_ms;
+                        if let Some(job) = core.open.get_mut(&c.job_id) {
+                            job.attempts = c.attempt;
+                            job.lease = Some(LeaseInfo {
+                                worker_id: c.worker_id.clone(),
+                                attempt: c.attempt,
+                                deadline_ms,
+                            });
+                        }
+                        if let Some(w) = core.workers.get_mut(&c.worker_id) {
+                            w.busy.insert(c.job_id.clone());
+                        }
+                        if is_leader {
+                            self.send_lease(
+                                &mut core,
+                                &c.job_id,
+                                &c.worker_id,
+                                c.attempt,
+                                deadline_ms,
+                            );
+                        }
+                    } else {
+                        Self::release(&mut core, &c.job_id, &c.worker_id);
+                        if core.open.get(&c.job_id).is_some_and(|j| j.lease.is_none()) {
+                            core.queue.push_front(c.job_id.clone());
+                        }
+                    }
+                }
+                Kind::Requeue(c) => {
+                    core.pending.remove(&c.job_id);
+                    if changed {
+                        let worker = core
+                            .open
+                            .get_mut(&c.job_id)
+                            .and_then(|j| j.lease.take())
+                            .map(|l| l.worker_id);
+                        if let Some(worker) = worker {
+                            Self::release(&mut core, &c.job_id, &worker);
+                        }
+                        core.queue.push_front(c.job_id.clone());
+                    }
+                }
+                Kind::Complete(pb) => self.finished(&mut core, &pb.job_id, changed),
+                Kind::Fail(pb) => self.finished(&mut core, &pb.job_id, changed),
+                Kind::Purge(_) => {}
+            }
+            if let Applied::Changed { job_id, .. } = applied {
+                self.watchers.changed(job_id);
+            }
+        }
+        self.dispatch(&mut core);
+    }
+
+    fn role_changed(&self, is_leader: bool) {
+        let mut core = self.lock();
+        core.is_leader = is_leader;
+        core.pending.clear();
+        if is_leader {
+            // Every lease starts afresh under the new leader's clock; queued jobs go back to
+            // the queue in submission order is not known here, so keep the applied order.
+            let deadline_ms = now_ms() + self.config.lease_ms;
+            let mut queued = Vec::new();
+            for (id, job) in core.open.iter_mut() {
+                match &mut job.lease {
+                    Some(lease) => lease.deadline_ms = deadline_ms,
+                    None => queued.push(id.clone()),
+                }
+            }
+            let known: HashSet<String> = core.queue.iter().cloned().collect();
+            for id in queued {
+                if !known.contains(&id) {
+                    core.queue.push_back(id);
+                }
+            }
+            tracing::info!(
+                open_jobs = core.open.len(),
+                "leading: scheduling from the replicated index"
+            );
+        } else {
+            // Workers follow the leader: end their streams here.
+            core.workers.clear();
+            tracing::info!("following: worker streams closed");
+        }
+    }
+
+    fn restored(&self) {
+        if let Err(e) = self.reload() {
+            tracing::error!(error = %e, "cannot reload the scheduler after a snapshot");
+        }
+        self.watchers.all_changed();
+    }
+}
+
+impl Scheduler {
+    fn finished(&self, core: &mut Core, job_id: &str, changed: bool) {
+        core.pending.remove(job_id);
+        if changed && let Some(job) = core.open.remove(job_id) {
+            if let Some(lease) = job.lease {
+                Self::release(core, job_id, &lease.worker_id);
+            }
+            // A job leased while the Fail was in flight (not possible for the leader's own
+            // proposals, but harmless): free its slot anywhere.
+            for w in core.workers.values_mut() {
+                w.busy.remove(job_id);
+            }
+        }
+    }
+}
