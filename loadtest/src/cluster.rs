@@ -140,7 +140,8 @@ impl Drop for Garage {
 
 /// A process that is killed when dropped.
 pub struct Proc {
-    child: Child,
+    /// The child process.
+    pub child: Child,
     /// Its name in logs.
     pub name: String,
     /// Its log file.
@@ -175,6 +176,8 @@ pub struct MasterOptions {
     pub heartbeat_ms: u64,
     /// `affinity` or `random`.
     pub routing: &'static str,
+    /// Masters in the Raft group (1 or 3).
+    pub masters: usize,
 }
 
 impl Default for MasterOptions {
@@ -183,7 +186,32 @@ impl Default for MasterOptions {
             lease_ms: 3_000,
             heartbeat_ms: 500,
             routing: "affinity",
+            masters: 1,
         }
+    }
+}
+
+/// One master of a test cluster: its process (while running) and its ports.
+pub struct MasterProc {
+    /// Raft member id (1-based).
+    pub id: u64,
+    /// The process, `None` while killed.
+    pub proc: Option<Proc>,
+    /// gRPC port.
+    pub port: u16,
+    /// Metrics port.
+    pub metrics_port: u16,
+}
+
+impl MasterProc {
+    /// `http://127.0.0.1:port`.
+    pub fn endpoint(&self) -> String {
+        format!("http://127.0.0.1:{}", self.port)
+    }
+
+    /// The process id, while running.
+    pub fn pid(&self) -> Option<u32> {
+        self.proc.as_ref().map(|p| p.child.id())
     }
 }
 
@@ -208,102 +236,151 @@ impl Default for WorkerOptions {
     }
 }
 
-/// A cluster: Garage, a master, workers.
+/// A cluster: Garage, a group of masters, workers.
 pub struct Cluster {
     /// Scratch space (data, caches, logs).
     pub dir: tempfile::TempDir,
     /// The S3 server.
     pub garage: Garage,
-    /// The master process.
-    pub master: Proc,
-    /// The master's gRPC endpoint.
+    /// The masters, by member id - 1.
+    pub masters: Vec<MasterProc>,
+    /// Every master's gRPC endpoint, comma-separated (what clients and workers are given).
     pub endpoint: String,
-    /// The master's metrics address.
+    /// The first master's metrics address.
     pub metrics: String,
-    master_port: u16,
     options: MasterOptions,
     /// Worker processes by index.
     pub workers: Vec<Option<Proc>>,
 }
 
 impl Cluster {
-    /// Starts Garage, a master and `workers` workers (2 slots each), and waits until the
-    /// workers are connected.
+    /// Starts Garage, `options.masters` masters and `workers` workers (2 slots each), and waits
+    /// until a leader is elected and the workers are connected.
     pub async fn start(workers: usize, options: MasterOptions) -> Self {
         let dir = tempfile::tempdir().expect("temp dir");
         let garage = Garage::start(&dir.path().join("garage"));
-        let master_port = free_port();
-        let metrics_port = free_port();
-        let master = Self::spawn_master(dir.path(), master_port, metrics_port, &options);
+        let masters: Vec<MasterProc> = (1..=options.masters.max(1) as u64)
+            .map(|id| MasterProc {
+                id,
+                proc: None,
+                port: free_port(),
+                metrics_port: free_port(),
+            })
+            .collect();
         let mut cluster = Cluster {
-            endpoint: format!("http://127.0.0.1:{master_port}"),
-            metrics: format!("127.0.0.1:{metrics_port}"),
+            endpoint: masters
+                .iter()
+                .map(MasterProc::endpoint)
+                .collect::<Vec<_>>()
+                .join(","),
+            metrics: format!("127.0.0.1:{}", masters[0].metrics_port),
             dir,
             garage,
-            master,
-            master_port,
+            masters,
             options,
             workers: Vec::new(),
         };
-        cluster.wait_for_master().await;
+        for id in 1..=cluster.masters.len() as u64 {
+            cluster.start_master(id);
+        }
+        cluster.wait_for_leader().await;
         for _ in 0..workers {
             cluster.add_worker(2).await;
         }
         cluster
     }
 
-    fn spawn_master(dir: &Path, port: u16, metrics_port: u16, options: &MasterOptions) -> Proc {
-        let log = dir.join(format!("master-{port}.log"));
-        let child = Command::new(bin("symcluster-master"))
-            .args(["--listen", &format!("127.0.0.1:{port}")])
-            .args(["--metrics-listen", &format!("127.0.0.1:{metrics_port}")])
+    /// `1=127.0.0.1:p1,2=...` for `--peers`.
+    fn peers(&self) -> String {
+        self.masters
+            .iter()
+            .map(|m| format!("{}=127.0.0.1:{}", m.id, m.port))
+            .collect::<Vec<_>>()
+            .join(",")
+    }
+
+    /// Starts master `id` (again) on its data directory and ports.
+    pub fn start_master(&mut self, id: u64) {
+        let peers = self.peers();
+        let m = &self.masters[id as usize - 1];
+        let log = self.dir.path().join(format!("master-{id}.log"));
+        let stderr = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(&log)
+            .expect("log file");
+        let mut command = Command::new(bin("symcluster-master"));
+        command
+            .args(["--listen", &format!("127.0.0.1:{}", m.port)])
+            .args(["--metrics-listen", &format!("127.0.0.1:{}", m.metrics_port)])
             .arg("--data-dir")
-            .arg(dir.join("master-data"))
+            .arg(self.dir.path().join(format!("master-{id}-data")))
             .args(["--token", TOKEN])
-            .args(["--lease-ms", &options.lease_ms.to_string()])
-            .args(["--heartbeat-ms", &options.heartbeat_ms.to_string()])
-            .args(["--routing", options.routing])
+            .args(["--lease-ms", &self.options.lease_ms.to_string()])
+            .args(["--heartbeat-ms", &self.options.heartbeat_ms.to_string()])
+            .args(["--routing", self.options.routing])
+            .args(["--id", &id.to_string()]);
+        if self.masters.len() > 1 {
+            command.args(["--peers", &peers]);
+        }
+        let child = command
             .stdout(Stdio::null())
-            .stderr(std::fs::File::create(&log).expect("log file"))
+            .stderr(stderr)
             .spawn()
             .expect("start symcluster-master");
-        Proc {
+        self.masters[id as usize - 1].proc = Some(Proc {
             child,
-            name: "master".into(),
+            name: format!("master-{id}"),
             log,
+        });
+    }
+
+    /// SIGKILLs master `id`.
+    pub fn kill_master(&mut self, id: u64) {
+        if let Some(mut proc) = self.masters[id as usize - 1].proc.take() {
+            proc.kill();
         }
     }
 
-    /// Kills the master (SIGKILL) and starts a new one on the same data and port.
+    /// Kills the (first) master with SIGKILL and starts it again on the same data and port.
     pub async fn restart_master(&mut self) {
-        self.master.kill();
-        let metrics_port = free_port();
-        self.master = Self::spawn_master(
-            self.dir.path(),
-            self.master_port,
-            metrics_port,
-            &self.options,
-        );
-        self.metrics = format!("127.0.0.1:{metrics_port}");
-        self.wait_for_master().await;
+        self.kill_master(1);
+        self.start_master(1);
+        self.wait_for_leader().await;
     }
 
-    async fn wait_for_master(&self) {
-        let deadline = Instant::now() + Duration::from_secs(20);
+    /// Every running master's log, for failure messages.
+    pub fn master_logs(&self) -> String {
+        self.masters
+            .iter()
+            .filter_map(|m| m.proc.as_ref())
+            .map(|p| format!("--- {}\n{}", p.name, p.log()))
+            .collect()
+    }
+
+    /// Waits until some master leads (and answers as leader); returns its member id.
+    pub async fn wait_for_leader(&self) -> u64 {
+        let deadline = Instant::now() + Duration::from_secs(30);
         loop {
-            if let Ok(client) = Client::connect(&self.endpoint, TOKEN).await
-                && client
-                    .admin()
-                    .cluster_status(api::ClusterStatusRequest {})
-                    .await
-                    .is_ok()
-            {
-                return;
+            for m in self.masters.iter().filter(|m| m.proc.is_some()) {
+                if let Ok(client) = Client::connect(&m.endpoint(), TOKEN).await
+                    && let Ok(status) = client
+                        .admin()
+                        .cluster_status(api::ClusterStatusRequest {})
+                        .await
+                    && status.get_ref().from_leader
+                {
+                    return self
+                        .masters
+                        .iter()
+                        .find(|x| x.endpoint() == client.endpoint())
+                        .map_or(m.id, |x| x.id);
+                }
             }
             assert!(
                 Instant::now() < deadline,
-                "master did not start:\n{}",
-                self.master.log()
+                "no master became leader:\n{}",
+                self.master_logs()
             );
             tokio::time::sleep(Duration::from_millis(50)).await;
         }
@@ -350,11 +427,16 @@ impl Cluster {
         }));
         let deadline = Instant::now() + Duration::from_secs(20);
         loop {
-            let status = self.status().await;
-            if status
-                .workers
-                .iter()
-                .any(|w| w.worker_id == id && w.connected)
+            if let Ok(client) = Client::connect(&self.endpoint, TOKEN).await
+                && let Ok(status) = client
+                    .admin()
+                    .cluster_status(api::ClusterStatusRequest {})
+                    .await
+                && status
+                    .get_ref()
+                    .workers
+                    .iter()
+                    .any(|w| w.worker_id == id && w.connected)
             {
                 return index;
             }
@@ -377,15 +459,18 @@ impl Cluster {
             .expect("connect to master")
     }
 
-    /// The cluster status.
+    /// The cluster status, as the leader sees it.
     pub async fn status(&self) -> api::ClusterStatusResponse {
         self.client()
             .await
-            .admin()
-            .cluster_status(api::ClusterStatusRequest {})
+            .on_leader(|channel| async move {
+                api::admin_client::AdminClient::new(channel)
+                    .cluster_status(api::ClusterStatusRequest {})
+                    .await
+                    .map(|r| r.into_inner())
+            })
             .await
             .expect("cluster status")
-            .into_inner()
     }
 
     /// Runs `symctl` with this cluster's master and bucket settings.

@@ -23,10 +23,12 @@ async fn auth_health_metrics_and_status() {
         e.message(),
         "missing `authorization: Bearer <token>` metadata"
     );
-    let mut wrong = Client::connect(&cluster.endpoint, "wrong-token")
+    // A wrong token is refused at once (connecting asks the master who leads).
+    match Client::connect(&cluster.endpoint, "wrong-token")
         .await
-        .unwrap();
-    match wrong.job("x").await.unwrap_err() {
+        .err()
+        .expect("a wrong token is refused")
+    {
         symcluster_client::ClientError::Status(s) => {
             assert_eq!(
                 (s.code(), s.message()),
@@ -57,7 +59,13 @@ async fn auth_health_metrics_and_status() {
 
     // Status: one worker with 2 slots, connected.
     let status = cluster.status().await;
-    assert_eq!(status.leader, "master-1");
+    assert_eq!(status.leader, cluster.masters[0].endpoint());
+    assert!(status.from_leader);
+    assert_eq!(status.masters.len(), 1);
+    assert_eq!(
+        (status.masters[0].id, status.masters[0].role.as_str()),
+        (1, "leader")
+    );
     assert_eq!(status.workers.len(), 1);
     assert_eq!(
         (status.workers[0].slots, status.workers[0].connected),

@@ -5,7 +5,7 @@ use std::time::{Duration, Instant};
 use symcluster_client::api;
 use symcluster_loadtest::cluster::{Cluster, MasterOptions, repo};
 
-use crate::support::{app_frames, fixture, result, upload_dsyms, wait};
+use crate::support::{app_frames, big_map, fixture, result, upload_dsyms, wait};
 
 /// A worker is killed while it runs a job; the job's lease expires and another worker completes
 /// it, once.
@@ -146,27 +146,4 @@ async fn master_restart_keeps_the_index() {
         .groups;
     assert_eq!(groups.len(), 1);
     assert_eq!(groups[0].count, 1);
-}
-
-/// Writes a ~40 MB source map with one generated line per module (a production bundle's shape).
-fn big_map(dir: &std::path::Path) -> std::path::PathBuf {
-    let mut builder = sourcemap::SourceMapBuilder::new(Some("big.bundle"));
-    for module in 0..2500u32 {
-        let source = format!("/app/src/module{module}.js");
-        let id = builder.add_source(&source);
-        let contents: String = (0..200)
-            .map(|l| format!("  const value{l} = compute{module}(input{l}, options); // {l}\n"))
-            .collect();
-        builder.set_source_contents(id, Some(&contents));
-        for t in 0..600u32 {
-            builder.add(module, t * 7, t / 3, 2, Some(&source), None, false);
-        }
-    }
-    let path = dir.join("big.bundle.map");
-    let file = std::fs::File::create(&path).unwrap();
-    builder
-        .into_sourcemap()
-        .to_writer(std::io::BufWriter::new(file))
-        .unwrap();
-    path
 }

@@ -70,3 +70,26 @@ pub fn app_frames(result: &serde_json::Value, images: &[&str]) -> Vec<(String, S
         })
         .collect()
 }
+
+/// Writes a ~40 MB source map with one generated line per module (a production bundle's shape).
+pub fn big_map(dir: &std::path::Path) -> std::path::PathBuf {
+    let mut builder = sourcemap::SourceMapBuilder::new(Some("big.bundle"));
+    for module in 0..2500u32 {
+        let source = format!("/app/src/module{module}.js");
+        let id = builder.add_source(&source);
+        let contents: String = (0..200)
+            .map(|l| format!("  const value{l} = compute{module}(input{l}, options); // {l}\n"))
+            .collect();
+        builder.set_source_contents(id, Some(&contents));
+        for t in 0..600u32 {
+            builder.add(module, t * 7, t / 3, 2, Some(&source), None, false);
+        }
+    }
+    let path = dir.join("big.bundle.map");
+    let file = std::fs::File::create(&path).unwrap();
+    builder
+        .into_sourcemap()
+        .to_writer(std::io::BufWriter::new(file))
+        .unwrap();
+    path
+}

@@ -218,15 +218,18 @@ impl Node {
         }
 
         let mut light = self.raw.advance(ready);
+        let mut hard_state = None;
         if let Some(commit) = light.commit_index() {
             self.raw.mut_store().set_commit(commit);
+            hard_state = Some(self.raw.store().hard_state().clone());
         }
         if !light.messages().is_empty() {
             self.transport.send(light.take_messages());
         }
         let committed = light.take_committed_entries();
-        if !committed.is_empty() {
-            self.write(&committed, &[], None, false)?;
+        if !committed.is_empty() || hard_state.is_some() {
+            // A new commit index needs no fsync: it can be learnt again from the leader.
+            self.write(&committed, &[], hard_state.as_ref(), false)?;
         }
         self.raw.advance_apply();
         Ok(())
@@ -292,26 +295,21 @@ impl Node {
         {
             let mut applier = Applier::new(&txn)?;
             for entry in &committed {
-                let applied = if entry.get_entry_type() == EntryType::EntryNormal
-                    && !entry.data.is_empty()
-                {
+                let is_command =
+                    entry.get_entry_type() == EntryType::EntryNormal && !entry.data.is_empty();
+                if is_command {
                     match command::decode(&entry.data) {
                         Ok(cmd) => {
                             let applied = applier.apply(&cmd)?;
-                            changes.push((entry.context.to_vec(), cmd, applied.clone()));
-                            Some(applied)
+                            changes.push((entry.context.to_vec(), cmd, applied));
                         }
+                        // A command this version cannot read is skipped the same way on every
+                        // master (they run the same decoder).
                         Err(e) => {
-                            // A command this version cannot read is skipped the same way on every
-                            // master (they run the same decoder).
-                            tracing::error!(index = entry.index, error = %e, "log entry does not decode; skipped");
-                            None
+                            tracing::error!(index = entry.index, error = %e, "log entry does not decode; skipped")
                         }
                     }
-                } else {
-                    None
-                };
-                let _ = applied;
+                }
                 applier.set_applied(entry.index, entry.term)?;
             }
         }

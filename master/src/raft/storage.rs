@@ -62,10 +62,14 @@ impl RaftStorage {
         let get = |key: &str| -> Result<Option<Vec<u8>>, IndexError> {
             Ok(state.get(key).map_err(db)?.map(|v| v.value().to_vec()))
         };
-        let hard_state = match get("hard_state")? {
+        let mut hard_state = match get("hard_state")? {
             Some(b) => HardState::decode(b.as_slice()).map_err(|e| decode_err("hard state", e))?,
             None => HardState::default(),
         };
+        // Entries are applied only once committed: a commit index stored before the last
+        // apply (it travels without fsync) is at least the applied index.
+        let (applied, _) = index.applied()?;
+        hard_state.commit = hard_state.commit.max(applied);
         let conf_state = match get("conf_state")? {
             Some(b) => ConfState::decode(b.as_slice()).map_err(|e| decode_err("conf state", e))?,
             None => ConfState::from((voters.to_vec(), Vec::<u64>::new())),
