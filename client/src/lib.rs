@@ -332,6 +332,10 @@ async fn open(endpoint: &str) -> Result<Channel, ClientError> {
     Endpoint::from_shared(endpoint.to_owned())
         .map_err(|e| connect_error(e.to_string()))?
         .connect_timeout(Duration::from_secs(2))
+        // A master cut off by the network is noticed within seconds, not at TCP's timeout.
+        .http2_keep_alive_interval(Duration::from_secs(1))
+        .keep_alive_timeout(Duration::from_secs(2))
+        .keep_alive_while_idle(true)
         .tcp_nodelay(true)
         .connect()
         .await

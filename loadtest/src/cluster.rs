@@ -54,6 +54,9 @@ fn free_port_block() -> u16 {
 /// A single-node Garage server (real S3), started with `deploy/garage.sh`.
 pub struct Garage {
     dir: PathBuf,
+    /// The server's pid (from the script's pid file), so that dropping stops it even after its
+    /// directory is gone.
+    pid: Option<u32>,
     /// The S3 port.
     pub port: u16,
     /// Environment for S3 clients (`AWS_ACCESS_KEY_ID`, `SYMCLUSTER_S3_*`).
@@ -66,11 +69,21 @@ impl Garage {
         let port = free_port_block();
         let mut garage = Garage {
             dir: dir.to_owned(),
+            pid: None,
             port,
             env: Vec::new(),
         };
         garage.env = garage.run_script("start");
+        garage.pid = garage.read_pid();
         garage
+    }
+
+    fn read_pid(&self) -> Option<u32> {
+        std::fs::read_to_string(self.dir.join("garage.pid"))
+            .ok()?
+            .trim()
+            .parse()
+            .ok()
     }
 
     fn run_script(&self, command: &str) -> Vec<(String, String)> {
@@ -92,8 +105,9 @@ impl Garage {
     }
 
     /// Stops the server (its data stays).
-    pub fn stop(&self) {
+    pub fn stop(&mut self) {
         self.run_script("stop");
+        self.pid = None;
         // Wait until the port is closed.
         let deadline = Instant::now() + Duration::from_secs(10);
         while std::net::TcpStream::connect(("127.0.0.1", self.port)).is_ok()
@@ -104,8 +118,9 @@ impl Garage {
     }
 
     /// Starts it again after [`Self::stop`].
-    pub fn restart(&self) {
+    pub fn restart(&mut self) {
         self.run_script("start");
+        self.pid = self.read_pid();
     }
 
     /// A client of the bucket.
@@ -130,11 +145,16 @@ impl Garage {
 
 impl Drop for Garage {
     fn drop(&mut self) {
-        let _ = Command::new("bash")
-            .arg(repo().join("deploy/garage.sh"))
-            .arg("stop")
-            .arg(&self.dir)
-            .status();
+        let Some(pid) = self.pid.take() else { return };
+        let proc_dir = PathBuf::from(format!("/proc/{pid}"));
+        let _ = Command::new("kill").arg(pid.to_string()).status();
+        let deadline = Instant::now() + Duration::from_secs(5);
+        while proc_dir.exists() && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        if proc_dir.exists() {
+            let _ = Command::new("kill").args(["-9", &pid.to_string()]).status();
+        }
     }
 }
 
@@ -238,8 +258,6 @@ impl Default for WorkerOptions {
 
 /// A cluster: Garage, a group of masters, workers.
 pub struct Cluster {
-    /// Scratch space (data, caches, logs).
-    pub dir: tempfile::TempDir,
     /// The S3 server.
     pub garage: Garage,
     /// The masters, by member id - 1.
@@ -251,6 +269,8 @@ pub struct Cluster {
     options: MasterOptions,
     /// Worker processes by index.
     pub workers: Vec<Option<Proc>>,
+    /// Scratch space (data, caches, logs); declared last, so dropped after every process.
+    pub dir: tempfile::TempDir,
 }
 
 impl Cluster {

@@ -82,7 +82,7 @@ async fn killed_worker_job_completes_once_elsewhere() {
 /// back, the next job symbolicates (the failure was not cached).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn s3_outage_gives_fetching_failed_then_recovers() {
-    let cluster = Cluster::start(1, MasterOptions::default()).await;
+    let mut cluster = Cluster::start(1, MasterOptions::default()).await;
     upload_dsyms(&cluster, &[repo().join("examples/ios-demo/DemoApp.dSYM")]);
     let report = std::fs::read(repo().join("examples/ios-demo/DemoApp.crash")).unwrap();
     let mut client = cluster.client().await;

@@ -8,6 +8,7 @@
 
 mod cluster_api;
 mod faults;
+mod partition;
 mod replication;
 mod support;
 mod symbolication;
