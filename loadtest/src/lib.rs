@@ -1,9 +1,11 @@
 //! Load generation and end-to-end harness for symcluster.
 //!
-//! [`cluster`] starts real local clusters (Garage S3, a master, workers, as processes on
+//! [`cluster`] starts real local clusters (Garage S3, one or three masters, workers, as processes on
 //! loopback) for the end-to-end tests in `tests/integration` and for the `symcluster-loadtest`
-//! binary, which measures throughput and latency through the whole path.
+//! binary, which measures throughput, latency and CPU per job of each process ([`procstat`])
+//! through the whole path.
 
 #![deny(missing_docs)]
 
 pub mod cluster;
+pub mod procstat;

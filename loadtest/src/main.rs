@@ -1,29 +1,38 @@
-//! `symcluster-loadtest`: throughput and latency of the whole path (submit → lease → fetch from
-//! S3 → symbolicate → index → watch), on real local clusters, and the cache hit rate that
-//! affinity routing gives against random routing.
+//! `symcluster-loadtest`: throughput, latency and the cost per job of each process, on real
+//! local clusters (Garage, one or three masters, workers, all processes on this machine), for
+//! the whole path: submit → replicate → lease → fetch from S3 → symbolicate → complete → watch.
 //!
-//! For each worker count and routing mode it starts a fresh cluster (Garage, master, workers as
-//! processes), uploads the CrashProbe dSYMs (release and debug builds), then submits `--jobs`
-//! CrashProbe reports with `--concurrency` clients at once, each waiting for its result. It
-//! prints reports/s, p50/p99 latency (submit to result), and the workers' cache hit rate.
+//! For each combination of `--masters`, `--workers` and `--routing` it starts a fresh cluster,
+//! uploads the CrashProbe dSYMs (release and debug builds), then submits `--jobs` CrashProbe
+//! reports with `--concurrency` clients at once, each waiting for its result. It prints one
+//! Markdown row per run: reports/s, p50/p99 latency (submit to result), the leader's RSS at the
+//! end, CPU milliseconds per job of the leader, of the followers (mean) and of the workers
+//! (sum), from `/proc/PID/stat` over the run, the leader's log entries per fsync, and, with
+//! `--kill-leader-after K` (the leader is SIGKILLed after K acknowledged submits), jobs lost,
+//! jobs duplicated and the failover time (kill → first submit acknowledged by a new leader).
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use clap::Parser;
 use hdrhistogram::Histogram;
+use symcluster_client::api;
 use symcluster_loadtest::cluster::{Cluster, MasterOptions, WorkerOptions, repo};
-use tokio::sync::Semaphore;
+use symcluster_loadtest::procstat;
+use tokio::sync::{Mutex, Semaphore};
 
 /// Load test options.
 #[derive(Debug, Parser)]
 #[command(name = "symcluster-loadtest", about)]
 struct Args {
+    /// Master group sizes to measure (1 or 3).
+    #[arg(long, value_delimiter = ',', default_values_t = [1])]
+    masters: Vec<usize>,
     /// Worker counts to measure.
-    #[arg(long, value_delimiter = ',', default_values_t = [1, 2])]
+    #[arg(long, value_delimiter = ',', default_values_t = [1])]
     workers: Vec<usize>,
     /// Routing modes to measure.
-    #[arg(long, value_delimiter = ',', default_values = ["affinity", "random"])]
+    #[arg(long, value_delimiter = ',', value_parser = ["affinity", "random"], default_values = ["affinity"])]
     routing: Vec<String>,
     /// Reports per run.
     #[arg(long, default_value_t = 400)]
@@ -31,15 +40,22 @@ struct Args {
     /// Clients submitting at once.
     #[arg(long, default_value_t = 16)]
     concurrency: usize,
+    /// SIGKILL the leader after this many acknowledged submits (and count lost and duplicated
+    /// jobs, and the failover time).
+    #[arg(long)]
+    kill_leader_after: Option<usize>,
     /// Slots per worker.
     #[arg(long, default_value_t = 2)]
     slots: u32,
-    /// Memory cache per worker, bytes (small, so that routing matters).
-    #[arg(long, default_value_t = 6 << 20)]
+    /// Memory cache per worker, bytes.
+    #[arg(long, default_value_t = 512 << 20)]
     memory_cache_bytes: u64,
     /// Disk cache per worker, bytes.
     #[arg(long, default_value_t = 1 << 30)]
     disk_cache_bytes: u64,
+    /// Print the leader's RSS after every this many completed jobs (0: never).
+    #[arg(long, default_value_t = 0)]
+    rss_every: usize,
     /// The shared fixtures folder.
     #[arg(long, default_value_os_t = repo().join("../shared/fixtures"))]
     fixtures: std::path::PathBuf,
@@ -64,25 +80,44 @@ async fn main() -> anyhow::Result<()> {
         args.slots
     );
     println!(
-        "| workers | routing | reports/s | p50 ms | p99 ms | cache hit rate | affine leases |"
+        "| masters | workers | routing | reports/s | p50 ms | p99 ms | master RSS MiB | master CPU ms/job | follower CPU ms/job | worker CPU ms/job | cmds/fsync | lost | duplicated | failover ms | cache hit rate |"
     );
-    println!("|---|---|---|---|---|---|---|");
-    for &workers in &args.workers {
-        for routing in &args.routing {
-            let routing: &'static str = if routing == "random" {
-                "random"
-            } else {
-                "affinity"
-            };
-            let line = run(&args, workers, routing, reports.clone()).await?;
-            println!("{line}");
+    println!("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|");
+    for &masters in &args.masters {
+        for &workers in &args.workers {
+            for routing in &args.routing {
+                let routing: &'static str = if routing == "random" {
+                    "random"
+                } else {
+                    "affinity"
+                };
+                let line = run(&args, masters, workers, routing, reports.clone()).await?;
+                println!("{line}");
+            }
         }
     }
     Ok(())
 }
 
+/// The fsync histogram's (sum, count) from a master's metrics.
+async fn fsync_counts(metrics_port: u16) -> (f64, f64) {
+    let text = procstat::http_get(&format!("127.0.0.1:{metrics_port}"), "/metrics")
+        .await
+        .unwrap_or_default();
+    let value = |name: &str| {
+        text.lines()
+            .find_map(|l| l.strip_prefix(name)?.trim().parse::<f64>().ok())
+            .unwrap_or(0.0)
+    };
+    (
+        value("symcluster_raft_entries_per_fsync_sum "),
+        value("symcluster_raft_entries_per_fsync_count "),
+    )
+}
+
 async fn run(
     args: &Args,
+    masters: usize,
     workers: usize,
     routing: &'static str,
     reports: Arc<Vec<Vec<u8>>>,
@@ -91,6 +126,7 @@ async fn run(
         0,
         MasterOptions {
             routing,
+            masters,
             ..MasterOptions::default()
         },
     )
@@ -117,29 +153,100 @@ async fn run(
         String::from_utf8_lossy(&out.stderr)
     );
 
+    let leader = cluster.wait_for_leader().await;
+    fn pids(cluster: &Cluster, ids: &[u64]) -> Vec<u32> {
+        ids.iter()
+            .filter_map(|id| cluster.masters[*id as usize - 1].pid())
+            .collect()
+    }
+    let followers: Vec<u64> = (1..=masters as u64).filter(|&id| id != leader).collect();
+    let worker_pids: Vec<u32> = cluster
+        .workers
+        .iter()
+        .flatten()
+        .map(|p| p.child.id())
+        .collect();
+    let master_cpu_before: Vec<u64> = (1..=masters as u64)
+        .map(|id| procstat::cpu_ms(&pids(&cluster, &[id])))
+        .collect();
+    let cpu_before = (
+        procstat::cpu_ms(&pids(&cluster, &[leader])),
+        procstat::cpu_ms(&pids(&cluster, &followers)),
+        procstat::cpu_ms(&worker_pids),
+    );
+    let fsync_before = fsync_counts(cluster.masters[leader as usize - 1].metrics_port).await;
+
     let client = cluster.client().await;
     let gate = Arc::new(Semaphore::new(args.concurrency));
+    let acknowledged: Arc<Mutex<Vec<(String, Instant)>>> = Arc::default();
+    let done = Arc::new(std::sync::atomic::AtomicUsize::new(0));
     let started = Instant::now();
     let mut tasks = Vec::with_capacity(args.jobs);
+    let mut killed_at = None;
     for i in 0..args.jobs {
         let permit = gate.clone().acquire_owned().await?;
+        if let Some(k) = args.kill_leader_after
+            && killed_at.is_none()
+            && acknowledged.lock().await.len() >= k
+        {
+            cluster.kill_master(leader);
+            killed_at = Some(Instant::now());
+        }
+        if args.rss_every > 0 && i > 0 && i % args.rss_every == 0 {
+            let pid = pids(&cluster, &[leader]);
+            eprintln!(
+                "after {i} jobs submitted ({} done): leader RSS {:.0} MiB",
+                done.load(std::sync::atomic::Ordering::Relaxed),
+                procstat::rss_mib(pid.first().copied().unwrap_or(0))
+            );
+        }
         let mut client = client.clone();
         let report = reports[i % reports.len()].clone();
+        let (acknowledged, done) = (acknowledged.clone(), done.clone());
         tasks.push(tokio::spawn(async move {
             let t = Instant::now();
             let id = format!("load-{i}");
-            client.submit_native(&id, report).await?;
+            let created = client.submit_native(&id, report).await?.created;
+            acknowledged.lock().await.push((id.clone(), Instant::now()));
             let job = tokio::time::timeout(Duration::from_secs(120), client.wait(&id)).await??;
             drop(permit);
-            anyhow::ensure!(job.error.is_empty(), "job {id} failed: {}", job.error);
-            Ok::<Duration, anyhow::Error>(t.elapsed())
+            done.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            Ok::<(Duration, bool, api::Job), anyhow::Error>((t.elapsed(), created, job))
         }));
     }
     let mut latency = Histogram::<u64>::new(3)?;
+    let mut completed = 0u64;
+    let mut created_twice = 0u64;
+    let mut errors = Vec::new();
     for task in tasks {
-        latency.record(task.await??.as_micros() as u64)?;
+        match task.await? {
+            Ok((elapsed, created, job)) => {
+                latency.record(elapsed.as_micros() as u64)?;
+                completed += u64::from(job.state == api::JobState::Completed as i32);
+                created_twice += u64::from(!created);
+            }
+            Err(e) => errors.push(e.to_string()),
+        }
     }
     let elapsed = started.elapsed();
+    let final_leader = cluster.wait_for_leader().await;
+    let live_followers: Vec<u64> = followers
+        .iter()
+        .copied()
+        .filter(|&id| id != final_leader)
+        .collect();
+    let cpu_after = (
+        procstat::cpu_ms(&pids(&cluster, &[final_leader])),
+        procstat::cpu_ms(&pids(&cluster, &live_followers)),
+        procstat::cpu_ms(&worker_pids),
+    );
+    let fsync_after = fsync_counts(cluster.masters[final_leader as usize - 1].metrics_port).await;
+    let rss = procstat::rss_mib(
+        pids(&cluster, &[final_leader])
+            .first()
+            .copied()
+            .unwrap_or(0),
+    );
     // Let the workers' next heartbeat carry their final cache counters.
     tokio::time::sleep(Duration::from_millis(700)).await;
     let status = cluster.status().await;
@@ -147,12 +254,59 @@ async fn run(
         .workers
         .iter()
         .fold((0, 0), |(h, m), w| (h + w.cache_hits, m + w.cache_misses));
+    let jobs = args.jobs as f64;
+    let per_job = |before: u64, after: u64| (after.saturating_sub(before)) as f64 / jobs;
+    // After a failover: the new leader's CPU over the whole run (a follower, then the leader).
+    let master_cpu = per_job(master_cpu_before[final_leader as usize - 1], cpu_after.0);
+    let follower_cpu = if live_followers.is_empty() {
+        "-".into()
+    } else {
+        let before: u64 = live_followers
+            .iter()
+            .map(|id| master_cpu_before[*id as usize - 1])
+            .sum();
+        format!(
+            "{:.2}",
+            per_job(before, cpu_after.1) / live_followers.len() as f64
+        )
+    };
+    let (kill_columns, failover) = match killed_at {
+        Some(at) => {
+            let first_after = acknowledged
+                .lock()
+                .await
+                .iter()
+                .filter(|(_, t)| *t > at)
+                .map(|(_, t)| (*t - at).as_millis())
+                .min();
+            let lost = args.jobs as u64 - completed;
+            let groups: u64 = client
+                .ingest()
+                .list_groups(api::ListGroupsRequest { limit: 1000 })
+                .await
+                .map(|r| r.into_inner().groups.iter().map(|g| g.count).sum())
+                .unwrap_or(0);
+            let duplicated = created_twice
+                + status.jobs_completed.saturating_sub(completed)
+                + groups.saturating_sub(status.jobs_completed);
+            (
+                format!("{lost} | {duplicated}"),
+                first_after.map_or("none".into(), |ms| ms.to_string()),
+            )
+        }
+        None => ("- | -".into(), "-".into()),
+    };
+    if !errors.is_empty() {
+        eprintln!("{} jobs failed; first: {}", errors.len(), errors[0]);
+    }
+    let cmds_per_fsync =
+        (fsync_after.0 - fsync_before.0) / (fsync_after.1 - fsync_before.1).max(1.0);
     Ok(format!(
-        "| {workers} | {routing} | {:.1} | {:.1} | {:.1} | {:.1}% ({hits} hits, {misses} misses) | {:.0}% |",
-        args.jobs as f64 / elapsed.as_secs_f64(),
+        "| {masters} | {workers} | {routing} | {:.1} | {:.1} | {:.1} | {rss:.0} | {master_cpu:.2} | {follower_cpu} | {:.2} | {cmds_per_fsync:.1} | {kill_columns} | {failover} | {:.1}% |",
+        jobs / elapsed.as_secs_f64(),
         latency.value_at_quantile(0.5) as f64 / 1000.0,
         latency.value_at_quantile(0.99) as f64 / 1000.0,
+        per_job(cpu_before.2, cpu_after.2),
         100.0 * hits as f64 / (hits + misses).max(1) as f64,
-        100.0 * status.affine_leases as f64 / status.total_leases.max(1) as f64,
     ))
 }

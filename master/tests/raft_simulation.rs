@@ -192,7 +192,11 @@ fn run(seed: u64, steps: usize) -> (usize, usize) {
     for step in 0..steps + 3000 {
         let faults = step < steps;
         // Once the faults stop, no new proposals: the network drains and members catch up.
-        let roll = if faults { rng.below(100) } else { rng.below(65) };
+        let roll = if faults {
+            rng.below(100)
+        } else {
+            rng.below(65)
+        };
         match roll {
             0..=44 if !network.is_empty() => {
                 let m = network.swap_remove(rng.below(network.len() as u64) as usize);

@@ -178,8 +178,13 @@ impl<'t> Applier<'t> {
             true
         })?;
         if let Applied::Changed { .. } = applied {
+            let blob = if c.result_zstd.is_empty() {
+                compress(&c.result_json)
+            } else {
+                c.result_zstd.clone()
+            };
             self.results
-                .insert(c.job_id.as_str(), compress(&c.result_json).as_slice())
+                .insert(c.job_id.as_str(), blob.as_slice())
                 .map_err(db)?;
             if let Some(group) = group {
                 self.add_to_group(group, &c.job_id, c.at_ms)?;

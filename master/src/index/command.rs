@@ -61,7 +61,7 @@ pub fn requeue(job_id: &str, attempt: u32, reason: &str, at_ms: u64) -> Command 
     }))
 }
 
-/// A job's result and crash group.
+/// A job's result (compressed here, once, for the log and every index) and crash group.
 pub fn complete(
     job_id: &str,
     attempt: u32,
@@ -74,9 +74,10 @@ pub fn complete(
         job_id: job_id.to_owned(),
         attempt,
         worker_id: worker_id.to_owned(),
-        result_json,
+        result_json: Vec::new(),
         at_ms,
         group,
+        result_zstd: super::compress(&result_json),
     }))
 }
 

@@ -41,6 +41,9 @@ pub(crate) const OPEN: TableDefinition<u64, &str> = TableDefinition::new("open")
 pub(crate) const GROUPS: TableDefinition<&str, &[u8]> = TableDefinition::new("groups");
 pub(crate) const META: TableDefinition<&str, u64> = TableDefinition::new("index_meta");
 
+/// redb's page cache, bytes (its default, 1 GiB, would be most of a master's memory).
+pub const CACHE_BYTES: usize = 64 << 20;
+
 /// The schema version this master writes into [`Command::version`] and snapshots.
 pub const SCHEMA_VERSION: u32 = 1;
 
@@ -159,7 +162,12 @@ impl Index {
 
     /// Opens (or creates) the master's database file at `path`.
     pub fn open_database(path: &Path) -> Result<Arc<Database>, IndexError> {
-        Ok(Arc::new(Database::create(path).map_err(db)?))
+        Ok(Arc::new(
+            Database::builder()
+                .set_cache_size(CACHE_BYTES)
+                .create(path)
+                .map_err(db)?,
+        ))
     }
 
     /// The database (for Raft's storage, which shares it).

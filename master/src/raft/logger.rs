@@ -21,6 +21,18 @@ impl Drain for TracingDrain {
     type Err = slog::Never;
 
     fn log(&self, record: &Record, values: &OwnedKVList) -> Result<(), slog::Never> {
+        // raft-rs logs every message at debug: format nothing that tracing would drop.
+        let enabled = match record.level() {
+            Level::Critical | Level::Error => {
+                tracing::enabled!(target: "raft", tracing::Level::ERROR)
+            }
+            Level::Warning => tracing::enabled!(target: "raft", tracing::Level::WARN),
+            Level::Info => tracing::enabled!(target: "raft", tracing::Level::INFO),
+            Level::Debug | Level::Trace => tracing::enabled!(target: "raft", tracing::Level::DEBUG),
+        };
+        if !enabled {
+            return Ok(());
+        }
         let mut fields = Fields(String::new());
         let _ = record.kv().serialize(record, &mut fields);
         let _ = values.serialize(record, &mut fields);
