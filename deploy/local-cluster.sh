@@ -1,16 +1,28 @@
 #!/usr/bin/env bash
-# A local symcluster for a newcomer: Garage (S3) + a master + N workers, in the background.
+# A local symcluster for a newcomer: Garage (S3) + one or three masters + N workers, in the
+# background.
 #
-#   deploy/local-cluster.sh start [N_WORKERS]   # builds the binaries, starts everything
+#   deploy/local-cluster.sh start [--masters 1|3] [--workers N]   # builds, starts everything
 #   deploy/local-cluster.sh stop
 #
 # State, caches and logs live in .local-cluster/ at the repository root. `start` prints the
-# environment that `symctl` needs (eval it). Ports: master gRPC 7700, metrics 7701, S3 3900.
+# environment that `symctl` needs (eval it). Ports: master i gRPC 7700+10(i-1), metrics +1
+# (7700/7701, 7710/7711, 7720/7721), S3 3900.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 root=$PWD/.local-cluster
 cmd=${1:-start}
-workers=${2:-2}
+shift || true
+masters=1
+workers=2
+while [ $# -gt 0 ]; do
+    case "$1" in
+    --masters) masters=$2; shift 2 ;;
+    --workers) workers=$2; shift 2 ;;
+    [0-9]*) workers=$1; shift ;;
+    *) echo "usage: $0 start [--masters 1|3] [--workers N] | stop" >&2; exit 2 ;;
+    esac
+done
 
 stop() {
     for pid in "$root"/*.pid; do
@@ -24,7 +36,7 @@ stop() {
 case "$cmd" in
 stop) stop; echo "stopped"; exit 0 ;;
 start) ;;
-*) echo "usage: $0 start [N_WORKERS] | stop" >&2; exit 2 ;;
+*) echo "usage: $0 start [--masters 1|3] [--workers N] | stop" >&2; exit 2 ;;
 esac
 
 export PATH="$HOME/.cargo/bin:$PATH"
@@ -36,24 +48,37 @@ stop 2>/dev/null || true
 eval "$(bash deploy/garage.sh start "$root/garage" 3900)"
 export SYMCLUSTER_TOKEN=${SYMCLUSTER_TOKEN:-local-dev-token}
 
-target/release/symcluster-master --data-dir "$root/master" \
-    --listen 127.0.0.1:7700 --metrics-listen 127.0.0.1:7701 > "$root/master.log" 2>&1 &
-echo $! > "$root/master.pid"
+peers=""
+endpoints=""
+for i in $(seq 1 "$masters"); do
+    port=$((7700 + 10 * (i - 1)))
+    peers="$peers${peers:+,}$i=127.0.0.1:$port"
+    endpoints="$endpoints${endpoints:+,}http://127.0.0.1:$port"
+done
+for i in $(seq 1 "$masters"); do
+    port=$((7700 + 10 * (i - 1)))
+    group=()
+    [ "$masters" -gt 1 ] && group=(--id "$i" --peers "$peers")
+    target/release/symcluster-master --data-dir "$root/master-$i" "${group[@]}" \
+        --listen "127.0.0.1:$port" --metrics-listen "127.0.0.1:$((port + 1))" \
+        > "$root/master-$i.log" 2>&1 &
+    echo $! > "$root/master-$i.pid"
+done
 for i in $(seq 1 100); do
     (exec 3<>/dev/tcp/127.0.0.1/7700) 2>/dev/null && break
     sleep 0.1
 done
 for i in $(seq 1 "$workers"); do
-    target/release/symcluster-worker --master http://127.0.0.1:7700 --worker-id "worker-$i" \
+    target/release/symcluster-worker --master "$endpoints" --worker-id "worker-$i" \
         --cache-dir "$root/worker-$i-cache" > "$root/worker-$i.log" 2>&1 &
     echo $! > "$root/worker-$i.pid"
 done
 sleep 1
 cat <<ENV
-# symcluster is up: master http://127.0.0.1:7700 (metrics :7701), $workers workers, Garage S3 :3900.
+# symcluster is up: $masters master(s) $endpoints, $workers workers, Garage S3 :3900.
 # Logs: $root/*.log. Stop with: deploy/local-cluster.sh stop
 export PATH=$PWD/target/release:\$PATH
-export SYMCLUSTER_MASTER=http://127.0.0.1:7700
+export SYMCLUSTER_MASTER=$endpoints
 export SYMCLUSTER_TOKEN=$SYMCLUSTER_TOKEN
 export AWS_ACCESS_KEY_ID=$AWS_ACCESS_KEY_ID
 export AWS_SECRET_ACCESS_KEY=$AWS_SECRET_ACCESS_KEY

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The test command (README, .ci/run): installs what a fresh machine lacks, then runs every test.
-# Needs: the Rust toolchain (present on the machine), and ../shared/fixtures beside the repo.
+# Needs: the Rust toolchain (present on the machine), ../shared/fixtures beside the repo, and
+# root (apt-get for protoc and iproute2; network namespaces for the partition test).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -14,6 +15,13 @@ fi
 export PATH="$HOME/.cargo/bin:$PATH"
 if ! command -v garage >/dev/null || ! garage --version 2>/dev/null | grep -q '2\.5\.0'; then
     cargo install garage --locked --version 2.5.0
+fi
+
+# raft-rs's message types are generated at build time with protoc 3.x (prost-codec); the
+# master's own protos use the protoc that protoc-bin-vendored ships. The partition test needs
+# `ip` (iproute2) and root.
+if ! command -v protoc >/dev/null || ! command -v ip >/dev/null; then
+    apt-get update -qq && apt-get install -y -qq protobuf-compiler iproute2
 fi
 
 # The end-to-end tests start the release binaries as real processes.

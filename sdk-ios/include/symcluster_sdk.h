@@ -55,7 +55,7 @@ void symcluster_sdk_heartbeat(void);
 void symcluster_sdk_note_exception(const char *kind, const char *reason);
 
 /**
- * Sends the reports pending in `report_dir` to the master at `endpoint` (`http://host:port`)
+ * Sends the reports pending in `report_dir` to the leader of the masters at `endpoint` (`http://host:port`, or several comma-separated)
  * with bearer `token`, deleting each once acknowledged; retries unreachable masters up to 5
  * times with backoff. Blocks: call it from a background thread. Returns the number of reports
  * sent, or -1 on bad arguments.
@@ -63,6 +63,8 @@ void symcluster_sdk_note_exception(const char *kind, const char *reason);
  * # Safety
  * All arguments must be NUL-terminated UTF-8 strings.
  */
-int symcluster_sdk_send_pending(const char *report_dir, const char *endpoint, const char *token);
+int symcluster_sdk_send_pending(const char *report_dir,
+                                const char *endpoint,
+                                const char *token);
 
 #endif  /* SYMCLUSTER_SDK_H */

@@ -203,7 +203,7 @@ pub unsafe extern "C" fn symcluster_sdk_note_exception(kind: *const c_char, reas
     );
 }
 
-/// Sends the reports pending in `report_dir` to the master at `endpoint` (`http://host:port`)
+/// Sends the reports pending in `report_dir` to the leader of the masters at `endpoint` (`http://host:port`, or several comma-separated)
 /// with bearer `token`, deleting each once acknowledged; retries unreachable masters up to 5
 /// times with backoff. Blocks: call it from a background thread. Returns the number of reports
 /// sent, or -1 on bad arguments.

@@ -56,7 +56,7 @@ pub fn clean_stale(dir: &Path) {
     }
 }
 
-/// Sends every pending report in `dir` to the master at `endpoint`, `attempts` times at most
+/// Sends every pending report in `dir` to the leader of the masters at `endpoint` (one `http://host:port`, or several comma-separated), `attempts` times at most
 /// (backoff 200 ms, doubling). Job ids are `<job_prefix>-<file name>`.
 pub async fn send_pending(
     dir: &Path,

@@ -8,7 +8,8 @@ use clap::Parser;
 #[derive(Debug, Clone, Parser)]
 #[command(name = "symcluster-worker", version, about)]
 pub struct WorkerConfig {
-    /// The master's gRPC endpoint.
+    /// The masters' gRPC endpoints, comma-separated (any member of the group: the worker
+    /// finds the leader and follows it).
     #[arg(
         long,
         env = "SYMCLUSTER_MASTER",

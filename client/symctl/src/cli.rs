@@ -43,7 +43,8 @@ pub enum Command {
 /// How to reach the master.
 #[derive(Debug, Clone, clap::Args)]
 pub struct MasterArgs {
-    /// The master's gRPC endpoint.
+    /// The masters' gRPC endpoints, comma-separated (any member of the group: the leader is
+    /// found and followed).
     #[arg(
         long,
         env = "SYMCLUSTER_MASTER",

@@ -124,6 +124,12 @@ pub async fn status(args: StatusArgs) -> anyhow::Result<()> {
         "leases {}  to the preferred (cache-affine) worker {affinity}",
         s.total_leases
     );
+    for m in &s.masters {
+        println!(
+            "master {:<3} {:<28} {:<13} term {:<4} commit {:<8} applied {:<8} lag {}",
+            m.id, m.address, m.role, m.term, m.commit_index, m.applied_index, m.lag
+        );
+    }
     for w in &s.workers {
         let lookups = w.cache_hits + w.cache_misses;
         let hit_rate = if lookups > 0 {
