@@ -110,7 +110,9 @@ struct Inner {
 impl Client {
     /// Connects to the leader of the masters at `endpoints`: one `http://host:port`, or several
     /// separated by commas (any member works: a member that is not the leader names it). Waits
-    /// up to [`FAILOVER_TIMEOUT`] while no leader is elected.
+    /// up to [`FAILOVER_TIMEOUT`] while masters answer but no leader is elected; fails at once
+    /// (`Connect`) when no master answers, and with the master's status for a refused call
+    /// (a wrong token: `UNAUTHENTICATED`).
     pub async fn connect(endpoints: &str, token: &str) -> Result<Self, ClientError> {
         let endpoints: Vec<String> = endpoints
             .split(',')
@@ -373,11 +375,13 @@ async fn find_leader(
     loop {
         let mut candidates: Vec<String> = next_hint.take().into_iter().collect();
         candidates.extend(endpoints.iter().cloned());
+        let mut answered = false;
         for endpoint in candidates {
             let mut leader = None;
             match ask(&endpoint, token, &mut leader).await {
                 Ok(Some(channel)) => return Ok((endpoint, channel)),
                 Ok(None) => {
+                    answered = true;
                     if let Some(leader) = leader {
                         let mut again = None;
                         if let Ok(Some(channel)) = ask(&leader, token, &mut again).await {
@@ -392,7 +396,8 @@ async fn find_leader(
                 Err(e) => last_error = Some(e),
             }
         }
-        if Instant::now() >= deadline {
+        // Wait through an election only while some master answers: when none does, say so now.
+        if !answered || Instant::now() >= deadline {
             return Err(last_error.unwrap_or_else(|| ClientError::Connect {
                 endpoint: endpoints.join(","),
                 message: "no leader elected among these masters".into(),
