@@ -275,8 +275,10 @@ impl raft::Storage for RaftStorage {
                 StorageError::SnapshotTemporarilyUnavailable,
             ));
         }
-        let mut snapshot = Snapshot::default();
-        snapshot.data = data.into();
+        let mut snapshot = Snapshot {
+            data,
+            ..Snapshot::default()
+        };
         let meta = snapshot.mut_metadata();
         meta.index = index;
         meta.term = term;
@@ -292,11 +294,12 @@ mod tests {
     use super::*;
 
     fn entry(index: u64, term: u64) -> Entry {
-        let mut e = Entry::default();
-        e.index = index;
-        e.term = term;
-        e.data = vec![index as u8].into();
-        e
+        Entry {
+            index,
+            term,
+            data: vec![index as u8],
+            ..Entry::default()
+        }
     }
 
     #[test]
@@ -312,10 +315,11 @@ mod tests {
                 .unwrap();
             // A new leader overwrites 3 with its own entry of term 2.
             storage.append(&txn, &[entry(3, 2), entry(4, 2)]).unwrap();
-            let mut hs = HardState::default();
-            hs.term = 2;
-            hs.vote = 3;
-            hs.commit = 2;
+            let hs = HardState {
+                term: 2,
+                vote: 3,
+                commit: 2,
+            };
             storage.set_hard_state(&txn, &hs).unwrap();
             txn.commit().unwrap();
         }
