@@ -1,10 +1,11 @@
 //! What a job is routed by, and what is checked before a job is accepted.
 //!
 //! Native jobs route by the debug id of the image holding most frames of the crashed thread
-//! (the app's own binary, whose debug file is the big one to keep cached); JS jobs by their
-//! source map key (debug id, or release/dist/bundle).
+//! (the app's own binary, whose debug file is the big one to keep cached; read by the engine's
+//! `reports::routing`, which skips most of a KSCrash report); JS jobs by their source map key
+//! (debug id, or release/dist/bundle).
 
-use symcluster_engine::parse_report;
+use symcluster_engine::reports::routing::routing_image;
 use symcluster_proto::v1;
 
 use symcluster_proto::v1::JobKind;
@@ -43,10 +44,10 @@ pub fn check(spec: &v1::JobSpec) -> Result<Checked, String> {
                     "the report is larger than {MAX_PAYLOAD_BYTES} bytes"
                 ));
             }
-            Ok(match parse_report(&native.report) {
-                Ok(report) => Checked::Runnable {
+            Ok(match routing_image(&native.report) {
+                Ok(image) => Checked::Runnable {
                     kind: JobKind::Native,
-                    routing_key: native_key(&report),
+                    routing_key: image.map(|id| id.to_string()).unwrap_or_default(),
                 },
                 Err(e) => Checked::Unreadable {
                     kind: JobKind::Native,
@@ -69,41 +70,6 @@ pub fn check(spec: &v1::JobSpec) -> Result<Checked, String> {
             })
         }
     }
-}
-
-fn native_key(report: &symcluster_engine::NativeReport) -> String {
-    let Some(thread) = report
-        .threads
-        .iter()
-        .find(|t| t.crashed)
-        .or(report.threads.first())
-    else {
-        return String::new();
-    };
-    let mut counts: Vec<(usize, u64)> = Vec::new();
-    for frame in &thread.frames {
-        let image = frame.image_index.or_else(|| {
-            report
-                .images
-                .iter()
-                .enumerate()
-                .filter(|(_, i)| i.image_addr <= frame.instruction_addr)
-                .max_by_key(|(_, i)| i.image_addr)
-                .map(|(n, _)| n)
-        });
-        if let Some(n) = image.filter(|&n| report.images[n].debug_id.is_some()) {
-            match counts.iter_mut().find(|(i, _)| *i == n) {
-                Some((_, c)) => *c += 1,
-                None => counts.push((n, 1)),
-            }
-        }
-    }
-    counts
-        .iter()
-        .max_by_key(|(n, c)| (*c, std::cmp::Reverse(*n)))
-        .and_then(|(n, _)| report.images[*n].debug_id)
-        .map(|id| id.to_string())
-        .unwrap_or_default()
 }
 
 /// The source map key of a JS job: `debug-id:<id>` or `release:<release>/<dist>/<bundle>`.

@@ -13,6 +13,7 @@ mod apple_ips;
 mod apple_text;
 mod fields;
 mod kscrash;
+pub mod routing;
 mod sentry;
 mod symbolicator;
 
