@@ -177,9 +177,17 @@ async fn a_partitioned_leader_acknowledges_nothing_and_follows_after_healing() {
             .collect::<String>()
     };
 
-    let mut client = Client::connect(&endpoints.join(","), TOKEN)
-        .await
-        .unwrap_or_else(|e| panic!("no leader: {e}\n{}", logs()));
+    // The masters start listening a moment after they are spawned: retry, bounded.
+    let started = Instant::now();
+    let mut client = loop {
+        match Client::connect(&endpoints.join(","), TOKEN).await {
+            Ok(client) => break client,
+            Err(e) if started.elapsed() > Duration::from_secs(30) => {
+                panic!("no leader: {e}\n{}", logs())
+            }
+            Err(_) => tokio::time::sleep(Duration::from_millis(50)).await,
+        }
+    };
     let leader_endpoint = client.endpoint();
     let leader = endpoints
         .iter()
