@@ -83,6 +83,34 @@ async fn main() -> anyhow::Result<()> {
         "| masters | workers | routing | reports/s | p50 ms | p99 ms | master RSS MiB | master CPU ms/job | follower CPU ms/job | worker CPU ms/job | cmds/fsync | lost | duplicated | failover ms | cache hit rate |"
     );
     println!("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|");
+    // Ctrl-C or SIGTERM drops the run in progress, and with it the cluster: its processes are
+    // killed and its data directory (often on tmpfs, so memory) is removed.
+    tokio::select! {
+        result = sweep(&args, reports) => result,
+        signal = interrupted() => {
+            eprintln!("{signal}: cluster stopped, data directory removed");
+            std::process::exit(130);
+        }
+    }
+}
+
+/// Resolves on SIGINT or SIGTERM, naming the signal.
+async fn interrupted() -> &'static str {
+    use tokio::signal::unix::{SignalKind, signal};
+    let (Ok(mut int), Ok(mut term)) = (
+        signal(SignalKind::interrupt()),
+        signal(SignalKind::terminate()),
+    ) else {
+        return std::future::pending().await;
+    };
+    tokio::select! {
+        _ = int.recv() => "interrupted",
+        _ = term.recv() => "terminated",
+    }
+}
+
+/// One run per (masters, workers, routing) combination, one table row each.
+async fn sweep(args: &Args, reports: Arc<Vec<Vec<u8>>>) -> anyhow::Result<()> {
     for &masters in &args.masters {
         for &workers in &args.workers {
             for routing in &args.routing {
@@ -91,7 +119,7 @@ async fn main() -> anyhow::Result<()> {
                 } else {
                     "affinity"
                 };
-                let line = run(&args, masters, workers, routing, reports.clone()).await?;
+                let line = run(args, masters, workers, routing, reports.clone()).await?;
                 println!("{line}");
             }
         }

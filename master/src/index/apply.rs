@@ -259,6 +259,9 @@ impl<'t> Applier<'t> {
             }
             if is_terminal(after) {
                 self.open.remove(record.sequence).map_err(db)?;
+                // The report is only needed to lease the job: a finished job keeps its record
+                // and result, not the (often 100+ KB) report, so the file stays bounded.
+                self.specs.remove(job_id).map_err(db)?;
             }
         }
         Ok(Applied::Changed {
@@ -388,6 +391,28 @@ mod tests {
             }
         );
         assert!(index.open_jobs().unwrap().is_empty());
+        // The report went with the lease; only the record and the result stay.
+        assert_eq!(index.spec("a").unwrap(), None);
+    }
+
+    #[test]
+    fn a_failed_job_keeps_its_record_and_drops_its_report() {
+        let (_dir, index) = index();
+        apply_all(
+            &index,
+            &[
+                command::submit("a", v1::JobKind::Native, vec![1, 2, 3], "k", 1),
+                command::submit("b", v1::JobKind::Native, vec![4], "k", 1),
+                command::lease("a", "w1", 1, 2),
+                command::fail("a", 1, "malformed report", 3),
+            ],
+        );
+        let job = index.job("a", false).unwrap().unwrap();
+        assert_eq!(job.state(), JobState::Failed);
+        assert_eq!(job.record.error, "malformed report");
+        assert_eq!(index.spec("a").unwrap(), None);
+        // The queued job still has its report.
+        assert_eq!(index.spec("b").unwrap(), Some(vec![4]));
     }
 
     #[test]

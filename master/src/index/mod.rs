@@ -34,6 +34,7 @@ use symcluster_proto::v1;
 pub use pb::Command;
 
 pub(crate) const JOBS: TableDefinition<&str, &[u8]> = TableDefinition::new("jobs");
+/// The encoded `JobSpec` (the report) of each unfinished job; removed when the job finishes.
 pub(crate) const SPECS: TableDefinition<&str, &[u8]> = TableDefinition::new("specs");
 pub(crate) const RESULTS: TableDefinition<&str, &[u8]> = TableDefinition::new("results");
 pub(crate) const BY_SEQUENCE: TableDefinition<u64, &str> = TableDefinition::new("by_sequence");

@@ -1,5 +1,5 @@
 //! Index snapshots: the whole index at one applied log index, as one `IndexSnapshot` message
-//! (`symcluster.cluster.v1`, prost): every job record with its spec and compressed result, every
+//! (`symcluster.cluster.v1`, prost): every job record with its spec (unfinished jobs only) and compressed result, every
 //! crash group, and the next submission sequence. A follower too far behind the leader's log
 //! receives one inside Raft's `MsgSnapshot` and replaces its index with it.
 
