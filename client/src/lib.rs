@@ -300,6 +300,11 @@ impl Client {
         while let Some(job) = stream.message().await? {
             let state = api::JobState::try_from(job.state).unwrap_or_default();
             if matches!(state, api::JobState::Completed | api::JobState::Failed) {
+                // Read the stream to its end (the master ends it right after this message).
+                // Dropping it early resets the HTTP/2 stream while the trailers are on their
+                // way, and h2 closes a connection after 1,024 such resets with
+                // ENHANCE_YOUR_CALM (RESOURCE_EXHAUSTED for every call on it).
+                let _ = stream.trailers().await;
                 return Ok(Some(job));
             }
         }

@@ -63,6 +63,13 @@ struct Args {
 
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
+    // The client library's warnings (h2 connection errors, failovers) go to stderr.
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "warn".into()),
+        )
+        .with_writer(std::io::stderr)
+        .init();
     let args = Args::parse();
     let mut reports = Vec::new();
     for build in ["release", "debug"] {

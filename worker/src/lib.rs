@@ -172,13 +172,14 @@ async fn session(
 /// is lost.
 async fn report(client: &Client, worker_id: &str, job_id: &str, attempt: u32, outcome: Outcome) {
     let sent = match &outcome {
-        Outcome::Completed { json, group } => {
+        Outcome::Completed { result_zstd, group } => {
             let request = api::CompleteJobRequest {
                 worker_id: worker_id.to_owned(),
                 job_id: job_id.to_owned(),
                 attempt,
-                result_json: json.clone(),
+                result_json: Vec::new(),
                 group: group.clone(),
+                result_zstd: result_zstd.clone(),
             };
             client
                 .on_leader(|channel| {

@@ -70,6 +70,26 @@ pub fn complete(
     group: Option<v1::CrashGroupKey>,
     at_ms: u64,
 ) -> Command {
+    complete_zstd(
+        job_id,
+        attempt,
+        worker_id,
+        super::compress(&result_json),
+        group,
+        at_ms,
+    )
+}
+
+/// A job's result as the worker compressed it (checked with
+/// [`check_result_zstd`](super::check_result_zstd)), and its crash group.
+pub fn complete_zstd(
+    job_id: &str,
+    attempt: u32,
+    worker_id: &str,
+    result_zstd: Vec<u8>,
+    group: Option<v1::CrashGroupKey>,
+    at_ms: u64,
+) -> Command {
     command(pb::command::Kind::Complete(pb::Complete {
         job_id: job_id.to_owned(),
         attempt,
@@ -77,7 +97,7 @@ pub fn complete(
         result_json: Vec::new(),
         at_ms,
         group,
-        result_zstd: super::compress(&result_json),
+        result_zstd,
     }))
 }
 

@@ -331,9 +331,80 @@ pub(crate) fn compress(json: &[u8]) -> Vec<u8> {
     zstd::bulk::compress(json, ZSTD_LEVEL).unwrap_or_default()
 }
 
+/// Largest result accepted, bytes of JSON (a big native crash symbolicates to a few MB).
+pub const MAX_RESULT_BYTES: u64 = 64 << 20;
+
+/// Checks a result that a worker compressed (`CompleteJobRequest.result_zstd`) without
+/// decompressing it: exactly one zstd frame (RFC 8878) whose header records a content size of
+/// at most [`MAX_RESULT_BYTES`]. `Err` holds a one-line reason.
+pub fn check_result_zstd(blob: &[u8]) -> Result<(), String> {
+    let frame_len = zstd::zstd_safe::find_frame_compressed_size(blob)
+        .map_err(|_| "result_zstd is not a zstd frame".to_owned())?;
+    if frame_len != blob.len() {
+        return Err(format!(
+            "result_zstd holds {} bytes after its first frame",
+            blob.len() - frame_len
+        ));
+    }
+    match zstd::zstd_safe::get_frame_content_size(blob) {
+        Ok(Some(size)) if size <= MAX_RESULT_BYTES => Ok(()),
+        Ok(Some(size)) => Err(format!(
+            "the result is {size} bytes; at most {MAX_RESULT_BYTES} are accepted"
+        )),
+        _ => Err("result_zstd's frame does not record its content size".to_owned()),
+    }
+}
+
 pub(crate) fn decompress(job_id: &str, blob: &[u8]) -> Result<Vec<u8>, IndexError> {
     zstd::stream::decode_all(blob).map_err(|source| IndexError::Decompress {
         job_id: job_id.to_owned(),
         source,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_worker_compressed_result_is_checked_without_decompressing() {
+        let json = br#"{"status":"completed"}"#.repeat(100);
+        let frame = zstd::bulk::compress(&json, 1).unwrap();
+        assert_eq!(check_result_zstd(&frame), Ok(()));
+        assert_eq!(decompress("j", &frame).unwrap(), json);
+
+        assert_eq!(
+            check_result_zstd(&json),
+            Err("result_zstd is not a zstd frame".to_owned())
+        );
+        assert!(check_result_zstd(&frame[..frame.len() - 1]).is_err());
+        let mut two = frame.clone();
+        two.extend_from_slice(&frame);
+        assert_eq!(
+            check_result_zstd(&two),
+            Err(format!(
+                "result_zstd holds {} bytes after its first frame",
+                frame.len()
+            ))
+        );
+        // A streaming encoder that never learnt the size leaves it out of the header.
+        let mut unsized_frame = Vec::new();
+        let mut encoder = zstd::stream::Encoder::new(&mut unsized_frame, 1).unwrap();
+        std::io::Write::write_all(&mut encoder, &json).unwrap();
+        encoder.finish().unwrap();
+        assert_eq!(
+            check_result_zstd(&unsized_frame),
+            Err("result_zstd's frame does not record its content size".to_owned())
+        );
+        // 65 MiB of zeros: a tiny frame claiming more than the limit.
+        let big =
+            zstd::bulk::compress(&vec![0u8; (MAX_RESULT_BYTES + (1 << 20)) as usize], 1).unwrap();
+        assert_eq!(
+            check_result_zstd(&big),
+            Err(format!(
+                "the result is {} bytes; at most {MAX_RESULT_BYTES} are accepted",
+                MAX_RESULT_BYTES + (1 << 20)
+            ))
+        );
+    }
 }

@@ -279,22 +279,23 @@ impl Scheduler {
         Some(rx)
     }
 
-    /// A worker's result. `false` when the job is already finished or unknown.
+    /// A worker's result, compressed (`CompleteJobRequest.result_zstd`, checked by the caller).
+    /// `false` when the job is already finished or unknown.
     pub async fn complete(
         &self,
         worker_id: &str,
         job_id: &str,
         attempt: u32,
-        result_json: Vec<u8>,
+        result_zstd: Vec<u8>,
         group: Option<v1::CrashGroupKey>,
     ) -> Result<bool, ScheduleError> {
         let applied = self
             .raft
-            .propose(command::complete(
+            .propose(command::complete_zstd(
                 job_id,
                 attempt,
                 worker_id,
-                result_json,
+                result_zstd,
                 group,
                 now_ms(),
             ))

@@ -91,19 +91,26 @@ impl Ingest for IngestService {
         let scheduler = self.scheduler.clone();
         // Register before reading, so that no change between the two is missed.
         let watch = scheduler.watchers().watch(&id);
-        let first = scheduler
-            .index()
-            .job(&id, false)
-            .map_err(index_status)?
-            .ok_or_else(|| Status::not_found(format!("no job {id:?}")))?;
+        if !scheduler.index().contains(&id).map_err(index_status)? {
+            return Err(Status::not_found(format!("no job {id:?}")));
+        }
         let (tx, rx) = tokio::sync::mpsc::channel(16);
         tokio::spawn(async move {
             let mut last = None;
-            let mut current = first;
             loop {
+                // Armed before the read: a change applied between the read and the wait still
+                // wakes this loop (`notify_waiters` keeps no permit for a later waiter).
                 let notified = watch.notify.notified();
                 tokio::pin!(notified);
                 notified.as_mut().enable();
+                let current = match scheduler.index().job(&id, false) {
+                    Ok(Some(job)) => job,
+                    Ok(None) => return,
+                    Err(e) => {
+                        let _ = tx.send(Err(index_status(e))).await;
+                        return;
+                    }
+                };
                 let state = current.state();
                 if last != Some(state) {
                     last = Some(state);
@@ -116,7 +123,7 @@ impl Ingest for IngestService {
                         let _ = tx.send(Ok(job_to_proto(job))).await;
                         return;
                     }
-                    if tx.send(Ok(job_to_proto(current.clone()))).await.is_err() {
+                    if tx.send(Ok(job_to_proto(current))).await.is_err() {
                         return;
                     }
                 }
@@ -124,14 +131,6 @@ impl Ingest for IngestService {
                     _ = &mut notified => {}
                     _ = tx.closed() => return,
                 }
-                current = match scheduler.index().job(&id, false) {
-                    Ok(Some(job)) => job,
-                    Ok(None) => return,
-                    Err(e) => {
-                        let _ = tx.send(Err(index_status(e))).await;
-                        return;
-                    }
-                };
             }
         });
         Ok(Response::new(Box::pin(ReceiverStream::new(rx))))

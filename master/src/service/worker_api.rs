@@ -78,9 +78,16 @@ impl WorkerApi for WorkerApiService {
         require_leader(&self.scheduler)?;
         let r = request.into_inner();
         worker_id(&r.worker_id)?;
+        // Workers compress their results; an older worker's JSON is compressed here.
+        let result_zstd = if r.result_zstd.is_empty() {
+            crate::index::compress(&r.result_json)
+        } else {
+            crate::index::check_result_zstd(&r.result_zstd).map_err(Status::invalid_argument)?;
+            r.result_zstd
+        };
         let accepted = self
             .scheduler
-            .complete(&r.worker_id, &r.job_id, r.attempt, r.result_json, r.group)
+            .complete(&r.worker_id, &r.job_id, r.attempt, result_zstd, r.group)
             .await
             .map_err(schedule_status)?;
         if accepted {

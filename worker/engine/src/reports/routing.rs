@@ -18,7 +18,7 @@ use crate::model::NativeReport;
 /// none crashed); ties go to the image listed first. `Ok(None)` when no frame falls in an image
 /// with a debug id; `Err` when the report cannot be read at all ([`parse_report`]'s error).
 pub fn routing_image(data: &[u8]) -> Result<Option<DebugId>, ReportError> {
-    if let Some(found) = kscrash_light(data).or_else(|| sentry_light(data)) {
+    if let Some(found) = light(data) {
         return Ok(found);
     }
     Ok(main_image(&parse_report(data)?))
@@ -74,103 +74,82 @@ fn most_frames(
         .and_then(|(n, _)| images[*n].1)
 }
 
-/// An address as KSCrash writes it: a number, or a string (`0x…` or decimal).
-#[derive(Deserialize)]
-#[serde(untagged)]
-enum Addr<'a> {
-    Number(u64),
-    Text(&'a str),
-}
+/// An address as KSCrash and Sentry write it: a number, or a string (`0x…` or decimal), read
+/// straight into its value (`None` for a string that is not an address). Any other JSON type
+/// fails the light read, and the full parser decides.
+struct Addr(Option<u64>);
 
-impl Addr<'_> {
-    fn value(&self) -> Option<u64> {
-        match self {
-            Addr::Number(n) => Some(*n),
-            Addr::Text(s) => parse_addr_str(s),
+impl<'de> Deserialize<'de> for Addr {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct Visitor;
+        impl serde::de::Visitor<'_> for Visitor {
+            type Value = Addr;
+            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                f.write_str("an address (number or string)")
+            }
+            fn visit_u64<E: serde::de::Error>(self, v: u64) -> Result<Addr, E> {
+                Ok(Addr(Some(v)))
+            }
+            fn visit_str<E: serde::de::Error>(self, v: &str) -> Result<Addr, E> {
+                Ok(Addr(parse_addr_str(v)))
+            }
         }
+        deserializer.deserialize_any(Visitor)
     }
 }
 
+/// The fields both light readers need, read in one pass: KSCrash's `binary_images` and `crash`,
+/// Sentry's `debug_meta`, `exception` and `threads`; `usedImages` and `modules` only to tell
+/// the other JSON formats apart. Every other field is skipped unread.
 #[derive(Deserialize)]
-struct Report<'a> {
-    #[serde(borrow)]
-    binary_images: Vec<Image<'a>>,
-    #[serde(borrow)]
-    crash: Crash<'a>,
+struct Light<'a> {
+    #[serde(borrow, default)]
+    binary_images: Option<Vec<Image<'a>>>,
+    #[serde(default)]
+    crash: Option<Crash>,
+    #[serde(borrow, default)]
+    debug_meta: Option<DebugMeta<'a>>,
+    #[serde(default)]
+    exception: Option<Values<Exception>>,
+    #[serde(default)]
+    threads: Option<Values<SentryThread>>,
+    #[serde(default, rename = "usedImages")]
+    used_images: Option<serde::de::IgnoredAny>,
+    #[serde(default)]
+    modules: Option<serde::de::IgnoredAny>,
 }
 
 #[derive(Deserialize)]
 struct Image<'a> {
     #[serde(borrow, default)]
     uuid: Option<&'a str>,
-    #[serde(borrow, default)]
-    image_addr: Option<Addr<'a>>,
+    #[serde(default)]
+    image_addr: Option<Addr>,
 }
 
 #[derive(Deserialize)]
-struct Crash<'a> {
-    #[serde(borrow)]
-    threads: Vec<Thread<'a>>,
+struct Crash {
+    threads: Vec<Thread>,
 }
 
 #[derive(Deserialize)]
-struct Thread<'a> {
+struct Thread {
     #[serde(default)]
     crashed: Option<bool>,
-    #[serde(borrow, default)]
-    backtrace: Option<Backtrace<'a>>,
+    #[serde(default)]
+    backtrace: Option<Backtrace>,
 }
 
 #[derive(Deserialize)]
-struct Backtrace<'a> {
-    #[serde(borrow, default)]
-    contents: Option<Vec<Frame<'a>>>,
+struct Backtrace {
+    #[serde(default)]
+    contents: Option<Vec<Frame>>,
 }
 
 #[derive(Deserialize)]
-struct Frame<'a> {
-    #[serde(borrow, default)]
-    instruction_addr: Option<Addr<'a>>,
-}
-
-/// The KSCrash light reader: `None` when `data` is not a KSCrash report it can read.
-fn kscrash_light(data: &[u8]) -> Option<Option<DebugId>> {
-    let report: Report = serde_json::from_slice(data).ok()?;
-    // As the full reader: images without an address are left out (indexes follow).
-    let images: Vec<(u64, Option<DebugId>)> = report
-        .binary_images
-        .iter()
-        .filter_map(|i| {
-            Some((
-                i.image_addr.as_ref()?.value()?,
-                i.uuid.and_then(parse_debug_id),
-            ))
-        })
-        .collect();
-    let thread = report
-        .crash
-        .threads
-        .iter()
-        .find(|t| t.crashed == Some(true))
-        .or(report.crash.threads.first())?;
-    let frames = thread
-        .backtrace
-        .as_ref()
-        .and_then(|b| b.contents.as_ref())
-        .map(Vec::as_slice)
-        .unwrap_or_default();
-    Some(most_frames(
-        &images,
-        frames.iter().map(|f| {
-            (
-                None,
-                f.instruction_addr
-                    .as_ref()
-                    .and_then(Addr::value)
-                    .unwrap_or(0),
-            )
-        }),
-    ))
+struct Frame {
+    #[serde(default)]
+    instruction_addr: Option<Addr>,
 }
 
 /// `{"values": [...]}`, as Sentry wraps `exception` and `threads`.
@@ -181,23 +160,6 @@ struct Values<T> {
 }
 
 #[derive(Deserialize)]
-struct SentryEvent<'a> {
-    #[serde(borrow, default)]
-    debug_meta: Option<DebugMeta<'a>>,
-    #[serde(borrow, default)]
-    exception: Option<Values<Exception<'a>>>,
-    #[serde(borrow, default)]
-    threads: Option<Values<SentryThread<'a>>>,
-    // Present in the other JSON formats: the full parser then reads the report as one of those.
-    #[serde(default)]
-    binary_images: Option<serde::de::IgnoredAny>,
-    #[serde(default, rename = "usedImages")]
-    used_images: Option<serde::de::IgnoredAny>,
-    #[serde(default)]
-    modules: Option<serde::de::IgnoredAny>,
-}
-
-#[derive(Deserialize)]
 struct DebugMeta<'a> {
     #[serde(borrow, default)]
     images: Option<Vec<SentryImage<'a>>>,
@@ -205,8 +167,8 @@ struct DebugMeta<'a> {
 
 #[derive(Deserialize)]
 struct SentryImage<'a> {
-    #[serde(borrow, default)]
-    image_addr: Option<Addr<'a>>,
+    #[serde(default)]
+    image_addr: Option<Addr>,
     #[serde(borrow, default)]
     debug_id: Option<&'a str>,
     #[serde(borrow, default)]
@@ -214,34 +176,75 @@ struct SentryImage<'a> {
 }
 
 #[derive(Deserialize)]
-struct Exception<'a> {
-    #[serde(borrow, default)]
-    stacktrace: Option<Stack<'a>>,
+struct Exception {
+    #[serde(default)]
+    stacktrace: Option<Stack>,
 }
 
 #[derive(Deserialize)]
-struct SentryThread<'a> {
+struct SentryThread {
     #[serde(default)]
     crashed: Option<bool>,
-    #[serde(borrow, default)]
-    stacktrace: Option<Stack<'a>>,
+    #[serde(default)]
+    stacktrace: Option<Stack>,
 }
 
 #[derive(Deserialize)]
-struct Stack<'a> {
-    #[serde(borrow, default)]
-    frames: Option<Vec<Frame<'a>>>,
+struct Stack {
+    #[serde(default)]
+    frames: Option<Vec<Frame>>,
 }
 
-/// The Sentry event light reader: `None` when `data` is not a Sentry event it can read.
-fn sentry_light(data: &[u8]) -> Option<Option<DebugId>> {
-    let event: SentryEvent = serde_json::from_slice(data).ok()?;
-    if event.binary_images.is_some() || event.used_images.is_some() || event.modules.is_some() {
-        return None;
+/// The light readers, one pass over `data`: `Some(result)` for a KSCrash report or a Sentry
+/// event they can read, `None` to leave the report to the full parser (another format, or a
+/// field of an unexpected type).
+fn light(data: &[u8]) -> Option<Option<DebugId>> {
+    let report: Light = serde_json::from_slice(data).ok()?;
+    match (&report.binary_images, &report.crash) {
+        (Some(images), Some(crash)) => Some(kscrash(images, crash)),
+        _ if report.binary_images.is_some()
+            || report.used_images.is_some()
+            || report.modules.is_some() =>
+        {
+            None
+        }
+        _ if report.debug_meta.is_none() && report.exception.is_none() => None,
+        _ => Some(sentry(&report)),
     }
-    if event.debug_meta.is_none() && event.exception.is_none() {
-        return None;
-    }
+}
+
+fn frame_addrs(frames: &[Frame]) -> impl Iterator<Item = (Option<usize>, u64)> + '_ {
+    frames.iter().map(|f| {
+        (
+            None,
+            f.instruction_addr.as_ref().and_then(|a| a.0).unwrap_or(0),
+        )
+    })
+}
+
+/// KSCrash: the crashed thread's backtrace over `binary_images`.
+fn kscrash(binary_images: &[Image<'_>], crash: &Crash) -> Option<DebugId> {
+    // As the full reader: images without an address are left out (indexes follow).
+    let images: Vec<(u64, Option<DebugId>)> = binary_images
+        .iter()
+        .filter_map(|i| Some((i.image_addr.as_ref()?.0?, i.uuid.and_then(parse_debug_id))))
+        .collect();
+    let thread = crash
+        .threads
+        .iter()
+        .find(|t| t.crashed == Some(true))
+        .or(crash.threads.first())?;
+    let frames = thread
+        .backtrace
+        .as_ref()
+        .and_then(|b| b.contents.as_ref())
+        .map(Vec::as_slice)
+        .unwrap_or_default();
+    most_frames(&images, frame_addrs(frames))
+}
+
+/// Sentry: the crashed stack over `debug_meta.images`.
+fn sentry(event: &Light<'_>) -> Option<DebugId> {
     let images: Vec<(u64, Option<DebugId>)> = event
         .debug_meta
         .as_ref()
@@ -251,7 +254,7 @@ fn sentry_light(data: &[u8]) -> Option<Option<DebugId>> {
         .iter()
         .filter_map(|i| {
             Some((
-                i.image_addr.as_ref()?.value()?,
+                i.image_addr.as_ref()?.0?,
                 i.debug_id.or(i.uuid).and_then(parse_debug_id),
             ))
         })
@@ -283,18 +286,7 @@ fn sentry_light(data: &[u8]) -> Option<Option<DebugId>> {
         .and_then(|s| s.frames.as_ref())
         .map(Vec::as_slice)
         .unwrap_or_default();
-    Some(most_frames(
-        &images,
-        frames.iter().map(|f| {
-            (
-                None,
-                f.instruction_addr
-                    .as_ref()
-                    .and_then(Addr::value)
-                    .unwrap_or(0),
-            )
-        }),
-    ))
+    most_frames(&images, frame_addrs(frames))
 }
 
 #[cfg(test)]
@@ -312,7 +304,7 @@ mod tests {
         for build in ["release", "debug"] {
             for entry in std::fs::read_dir(root.join(build).join("arm64")).unwrap() {
                 let data = std::fs::read(entry.unwrap().path()).unwrap();
-                let light = sentry_light(&data).expect("Sentry events take the light path");
+                let light = light(&data).expect("Sentry events take the light path");
                 let full = main_image(&parse_report(&data).unwrap());
                 assert_eq!(light, full);
                 found += usize::from(light.is_some());
@@ -325,12 +317,36 @@ mod tests {
         assert_eq!(found, 37);
     }
 
+    /// `shared/fixtures/kscrash/Example-Reports/*.json`.
+    const KSCRASH_EXAMPLES: usize = 10;
+
+    #[test]
+    fn the_light_reader_agrees_with_the_full_parse_on_every_kscrash_example() {
+        let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("../../../shared/fixtures/kscrash");
+        let root = std::env::var_os("SYMCLUSTER_FIXTURES")
+            .map(|f| std::path::PathBuf::from(f).join("kscrash"))
+            .unwrap_or(root)
+            .join("Example-Reports");
+        let mut checked = 0;
+        for entry in std::fs::read_dir(root).unwrap() {
+            let path = entry.unwrap().path();
+            if path.extension().is_none_or(|e| e != "json") {
+                continue;
+            }
+            let data = std::fs::read(&path).unwrap();
+            let light = light(&data).expect("KSCrash reports take the light path");
+            assert_eq!(light, main_image(&parse_report(&data).unwrap()), "{path:?}");
+            checked += 1;
+        }
+        assert_eq!(checked, KSCRASH_EXAMPLES);
+    }
+
     #[test]
     fn other_formats_and_bad_input_fall_back_to_the_full_parse() {
         let request = b"{\"modules\": [], \"stacktraces\": []}";
-        assert!(kscrash_light(request).is_none());
-        assert!(sentry_light(request).is_none());
-        assert!(kscrash_light(b"{\"binary_images\": 3, \"crash\": {}}").is_none());
+        assert!(light(request).is_none());
+        assert!(light(b"{\"binary_images\": 3, \"crash\": {}}").is_none());
         assert!(routing_image(b"not a report").is_err());
         assert!(routing_image(b"{\"binary_images\": 3, \"crash\": {}}").is_err());
     }
