@@ -19,6 +19,10 @@
 
 #![deny(missing_docs)]
 
+mod submit_stream;
+
+pub use submit_stream::{SubmitStream, Submitted};
+
 use std::sync::{Arc, RwLock};
 use std::time::{Duration, Instant};
 
@@ -238,6 +242,12 @@ impl Client {
             }
         })
         .await
+    }
+
+    /// Opens a stream of submits (`Ingest/SubmitStream`): the way to send many jobs without a
+    /// call per job. Needs a tokio runtime (it starts a task). See [`SubmitStream`].
+    pub fn submit_stream(&self) -> SubmitStream {
+        SubmitStream::start(self.clone())
     }
 
     /// Reads a job.

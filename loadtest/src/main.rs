@@ -40,6 +40,11 @@ struct Args {
     /// Clients submitting at once.
     #[arg(long, default_value_t = 16)]
     concurrency: usize,
+    /// How clients submit: `stream`, every client's jobs over one `SubmitStream` call (what an
+    /// ingestion service sending many reports does), or `unary`, a `Submit` and a `WatchJob`
+    /// call per job.
+    #[arg(long, value_parser = ["stream", "unary"], default_value = "stream")]
+    submit: String,
     /// SIGKILL the leader after this many acknowledged submits (and count lost and duplicated
     /// jobs, and the failover time).
     #[arg(long)]
@@ -80,9 +85,10 @@ async fn main() -> anyhow::Result<()> {
     }
     let reports = Arc::new(reports);
     println!(
-        "{} jobs per run, {} clients, CrashProbe reports ({} distinct), {} slots per worker",
+        "{} jobs per run, {} in flight ({} submits), CrashProbe reports ({} distinct), {} slots per worker",
         args.jobs,
         args.concurrency,
+        args.submit,
         reports.len(),
         args.slots
     );
@@ -212,6 +218,7 @@ async fn run(
     let fsync_before = fsync_counts(cluster.masters[leader as usize - 1].metrics_port).await;
 
     let client = cluster.client().await;
+    let stream = (args.submit == "stream").then(|| client.submit_stream());
     let gate = Arc::new(Semaphore::new(args.concurrency));
     let acknowledged: Arc<Mutex<Vec<(String, Instant)>>> = Arc::default();
     let done = Arc::new(std::sync::atomic::AtomicUsize::new(0));
@@ -236,14 +243,33 @@ async fn run(
             );
         }
         let mut client = client.clone();
+        let stream = stream.clone();
         let report = reports[i % reports.len()].clone();
         let (acknowledged, done) = (acknowledged.clone(), done.clone());
         tasks.push(tokio::spawn(async move {
             let t = Instant::now();
             let id = format!("load-{i}");
-            let created = client.submit_native(&id, report).await?.created;
-            acknowledged.lock().await.push((id.clone(), Instant::now()));
-            let job = tokio::time::timeout(Duration::from_secs(120), client.wait(&id)).await??;
+            let limit = Duration::from_secs(120);
+            let (created, job) = if let Some(stream) = stream {
+                let spec = api::JobSpec {
+                    job_id: id.clone(),
+                    payload: Some(api::job_spec::Payload::Native(api::NativeJob { report })),
+                };
+                let submitted = stream.submit(spec, true).await?;
+                acknowledged.lock().await.push((id.clone(), Instant::now()));
+                let created = submitted.response.created;
+                (
+                    created,
+                    tokio::time::timeout(limit, submitted.finished()).await??,
+                )
+            } else {
+                let created = client.submit_native(&id, report).await?.created;
+                acknowledged.lock().await.push((id.clone(), Instant::now()));
+                (
+                    created,
+                    tokio::time::timeout(limit, client.wait(&id)).await??,
+                )
+            };
             drop(permit);
             done.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
             // Keep no result: a long run would hold every result in memory.

@@ -10,5 +10,6 @@ mod cluster_api;
 mod faults;
 mod partition;
 mod replication;
+mod submit_stream;
 mod support;
 mod symbolication;

@@ -9,10 +9,10 @@ use std::sync::Arc;
 use prost::Message;
 use symcluster_proto::v1::{self, ingest_server::Ingest};
 use tokio_stream::wrappers::ReceiverStream;
-use tonic::{Request, Response, Status};
+use tonic::{Request, Response, Status, Streaming};
 
-use super::{index_status, job_to_proto, require_leader, schedule_status};
-use crate::index::is_terminal;
+use super::{index_status, job_to_proto, require_leader, schedule_status, submit_stream};
+use crate::index::{JobState, JobView, is_terminal};
 use crate::routing::{Checked, check};
 use crate::scheduler::Scheduler;
 
@@ -41,26 +41,7 @@ impl Ingest for IngestService {
             .into_inner()
             .job
             .ok_or_else(|| Status::invalid_argument("missing `job`"))?;
-        let checked = check(&spec).map_err(Status::invalid_argument)?;
-        let encoded = spec.encode_to_vec();
-        let outcome = match checked {
-            Checked::Runnable { kind, routing_key } => {
-                self.scheduler
-                    .submit(&spec.job_id, kind, encoded, &routing_key)
-                    .await
-            }
-            Checked::Unreadable { kind, error } => {
-                self.scheduler
-                    .submit_failed(&spec.job_id, kind, encoded, &error)
-                    .await
-            }
-        };
-        let (job, created) = outcome.map_err(schedule_status)?;
-        crate::metrics::JOBS_SUBMITTED.inc_by(u64::from(created));
-        Ok(Response::new(v1::SubmitResponse {
-            job: Some(job_to_proto(job)),
-            created,
-        }))
+        submit_spec(&self.scheduler, spec).await.map(Response::new)
     }
 
     async fn get_job(
@@ -89,8 +70,6 @@ impl Ingest for IngestService {
         require_leader(&self.scheduler)?;
         let id = request.into_inner().job_id;
         let scheduler = self.scheduler.clone();
-        // Register before reading, so that no change between the two is missed.
-        let watch = scheduler.watchers().watch(&id);
         if !scheduler.index().contains(&id).map_err(index_status)? {
             return Err(Status::not_found(format!("no job {id:?}")));
         }
@@ -98,42 +77,39 @@ impl Ingest for IngestService {
         tokio::spawn(async move {
             let mut last = None;
             loop {
-                // Armed before the read: a change applied between the read and the wait still
-                // wakes this loop (`notify_waiters` keeps no permit for a later waiter).
-                let notified = watch.notify.notified();
-                tokio::pin!(notified);
-                notified.as_mut().enable();
-                let current = match scheduler.index().job(&id, false) {
+                let change = tokio::select! {
+                    change = next_change(&scheduler, &id, last) => change,
+                    _ = tx.closed() => return,
+                };
+                let job = match change {
                     Ok(Some(job)) => job,
                     Ok(None) => return,
-                    Err(e) => {
-                        let _ = tx.send(Err(index_status(e))).await;
+                    Err(status) => {
+                        let _ = tx.send(Err(status)).await;
                         return;
                     }
                 };
-                let state = current.state();
-                if last != Some(state) {
-                    last = Some(state);
-                    if is_terminal(state) {
-                        // Send the finished job with its result.
-                        let job = match scheduler.index().job(&id, true) {
-                            Ok(Some(job)) => job,
-                            _ => current,
-                        };
-                        let _ = tx.send(Ok(job_to_proto(job))).await;
-                        return;
-                    }
-                    if tx.send(Ok(job_to_proto(current))).await.is_err() {
-                        return;
-                    }
-                }
-                tokio::select! {
-                    _ = &mut notified => {}
-                    _ = tx.closed() => return,
+                let state = job.state();
+                last = Some(state);
+                if tx.send(Ok(job_to_proto(job))).await.is_err() || is_terminal(state) {
+                    return;
                 }
             }
         });
         Ok(Response::new(Box::pin(ReceiverStream::new(rx))))
+    }
+
+    type SubmitStreamStream = submit_stream::ResponseStream;
+
+    async fn submit_stream(
+        &self,
+        request: Request<Streaming<v1::SubmitStreamRequest>>,
+    ) -> Result<Response<Self::SubmitStreamStream>, Status> {
+        require_leader(&self.scheduler)?;
+        Ok(Response::new(submit_stream::serve(
+            self.scheduler.clone(),
+            request.into_inner(),
+        )))
     }
 
     async fn list_jobs(
@@ -177,5 +153,67 @@ impl Ingest for IngestService {
         };
         let groups = self.scheduler.index().groups(limit).map_err(index_status)?;
         Ok(Response::new(v1::ListGroupsResponse { groups }))
+    }
+}
+
+/// Checks and submits `spec` on this master (the leader): the answer `Submit` gives.
+pub(super) async fn submit_spec(
+    scheduler: &Scheduler,
+    spec: v1::JobSpec,
+) -> Result<v1::SubmitResponse, Status> {
+    let checked = check(&spec).map_err(Status::invalid_argument)?;
+    let encoded = spec.encode_to_vec();
+    let outcome = match checked {
+        Checked::Runnable { kind, routing_key } => {
+            scheduler
+                .submit(&spec.job_id, kind, encoded, &routing_key)
+                .await
+        }
+        Checked::Unreadable { kind, error } => {
+            scheduler
+                .submit_failed(&spec.job_id, kind, encoded, &error)
+                .await
+        }
+    };
+    let (job, created) = outcome.map_err(schedule_status)?;
+    crate::metrics::JOBS_SUBMITTED.inc_by(u64::from(created));
+    Ok(v1::SubmitResponse {
+        job: Some(job_to_proto(job)),
+        created,
+    })
+}
+
+/// Waits until job `id` is in a state other than `last` and returns it then (with its result
+/// when finished); `None` when the job is gone (purged).
+pub(super) async fn next_change(
+    scheduler: &Scheduler,
+    id: &str,
+    last: Option<JobState>,
+) -> Result<Option<JobView>, Status> {
+    let watch = scheduler.watchers().watch(id);
+    loop {
+        // Armed before the read: a change applied between the read and the wait still wakes
+        // this loop (`notify_waiters` keeps no permit for a later waiter).
+        let notified = watch.notify.notified();
+        tokio::pin!(notified);
+        notified.as_mut().enable();
+        let Some(job) = scheduler.index().job(id, false).map_err(index_status)? else {
+            return Ok(None);
+        };
+        let state = job.state();
+        if last != Some(state) {
+            if !is_terminal(state) {
+                return Ok(Some(job));
+            }
+            // The finished job with its result.
+            return Ok(Some(
+                scheduler
+                    .index()
+                    .job(id, true)
+                    .map_err(index_status)?
+                    .unwrap_or(job),
+            ));
+        }
+        notified.await;
     }
 }

@@ -9,6 +9,7 @@
 
 mod admin;
 mod ingest;
+mod submit_stream;
 mod worker_api;
 
 pub use admin::AdminService;

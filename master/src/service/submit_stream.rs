@@ -1,0 +1,145 @@
+//! `Ingest/SubmitStream`: many submits over one call.
+//!
+//! One task reads the requests; each job gets a task of its own that submits it (the same path
+//! as `Submit`), answers `accepted` (or `refused`) once the submit is committed, and, when the
+//! request asks to watch, answers `finished` when the job is COMPLETED or FAILED. Jobs run
+//! concurrently, so answers come in commit and finish order. When this master is no longer the
+//! leader, the stream ends with the redirect (`UNAVAILABLE`, leader in the metadata); when the
+//! client goes away, every task of the stream stops.
+
+use std::pin::Pin;
+use std::sync::Arc;
+
+use symcluster_proto::v1::{self, submit_stream_response::Event};
+use tokio::sync::mpsc;
+use tokio::task::JoinSet;
+use tokio_stream::wrappers::ReceiverStream;
+use tonic::{Code, Status, Streaming};
+
+use super::ingest::{next_change, submit_spec};
+use super::job_to_proto;
+use crate::index::is_terminal;
+use crate::scheduler::Scheduler;
+
+/// The answers of one `SubmitStream` call.
+pub type ResponseStream =
+    Pin<Box<dyn tokio_stream::Stream<Item = Result<v1::SubmitStreamResponse, Status>> + Send>>;
+
+/// Answers buffered for a slow reader before job tasks wait.
+const ANSWER_BUFFER: usize = 256;
+
+/// Serves `requests` from `scheduler`: the stream of answers.
+pub fn serve(
+    scheduler: Arc<Scheduler>,
+    requests: Streaming<v1::SubmitStreamRequest>,
+) -> ResponseStream {
+    let (tx, rx) = mpsc::channel(ANSWER_BUFFER);
+    tokio::spawn(read_requests(scheduler, requests, tx));
+    Box::pin(ReceiverStream::new(rx))
+}
+
+type Answers = mpsc::Sender<Result<v1::SubmitStreamResponse, Status>>;
+
+async fn read_requests(
+    scheduler: Arc<Scheduler>,
+    mut requests: Streaming<v1::SubmitStreamRequest>,
+    tx: Answers,
+) {
+    // Dropped (aborting every job task) when the client goes away or the stream ends in error.
+    let mut jobs = JoinSet::new();
+    loop {
+        tokio::select! {
+            request = requests.message() => match request {
+                Ok(Some(request)) => {
+                    jobs.spawn(one_job(scheduler.clone(), request, tx.clone()));
+                }
+                // The client sent everything: answer what is in flight, then end.
+                Ok(None) => break,
+                Err(status) => {
+                    let _ = tx.send(Err(status)).await;
+                    return;
+                }
+            },
+            Some(_) = jobs.join_next(), if !jobs.is_empty() => {}
+            _ = tx.closed() => return,
+        }
+    }
+    tokio::select! {
+        _ = async { while jobs.join_next().await.is_some() {} } => {}
+        _ = tx.closed() => {}
+    }
+}
+
+/// Submits one job and answers for it; a lost leadership ends the whole stream.
+async fn one_job(scheduler: Arc<Scheduler>, request: v1::SubmitStreamRequest, tx: Answers) {
+    let Some(spec) = request.job else {
+        let _ = tx
+            .send(Ok(refused(
+                String::new(),
+                Status::invalid_argument("missing `job`"),
+            )))
+            .await;
+        return;
+    };
+    let job_id = spec.job_id.clone();
+    let accepted = match submit_spec(&scheduler, spec).await {
+        Ok(accepted) => accepted,
+        Err(status) if status.code() == Code::Unavailable => {
+            // Not the leader any more, or the index cannot be written: the client resubmits
+            // elsewhere (or later) whatever was not finished.
+            let _ = tx.send(Err(status)).await;
+            return;
+        }
+        Err(status) => {
+            let _ = tx.send(Ok(refused(job_id, status))).await;
+            return;
+        }
+    };
+    let state = accepted
+        .job
+        .as_ref()
+        .and_then(|j| v1::JobState::try_from(j.state).ok());
+    let answer = |event| v1::SubmitStreamResponse { event: Some(event) };
+    if tx
+        .send(Ok(answer(Event::Accepted(accepted))))
+        .await
+        .is_err()
+        || !request.watch
+    {
+        return;
+    }
+    // Watch from the state the submit answered with (an existing job may be finished already).
+    let mut last = state.filter(|s| !is_terminal(*s));
+    loop {
+        let job = match next_change(&scheduler, &job_id, last).await {
+            Ok(Some(job)) => job,
+            Ok(None) => {
+                let gone = Status::not_found(format!("job {job_id:?} was purged"));
+                let _ = tx.send(Ok(refused(job_id, gone))).await;
+                return;
+            }
+            Err(status) => {
+                let _ = tx.send(Err(status)).await;
+                return;
+            }
+        };
+        let state = job.state();
+        if is_terminal(state) {
+            let _ = tx
+                .send(Ok(answer(Event::Finished(job_to_proto(job)))))
+                .await;
+            return;
+        }
+        last = Some(state);
+    }
+}
+
+fn refused(job_id: String, status: Status) -> v1::SubmitStreamResponse {
+    v1::SubmitStreamResponse {
+        event: Some(Event::Refused(v1::SubmitRefused {
+            job_id,
+            code: status.code() as i32,
+            message: status.message().to_owned(),
+        })),
+    }
+}
