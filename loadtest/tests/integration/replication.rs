@@ -6,10 +6,10 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use symcluster_client::api;
-use symcluster_loadtest::cluster::{Cluster, MasterOptions, TOKEN, repo};
+use symcluster_loadtest::cluster::{Cluster, MasterOptions, TOKEN};
 use tokio::sync::Mutex;
 
-use crate::support::{app_frames, big_map, result, upload_dsyms, wait};
+use crate::support::{app_frames, big_map, result, three_masters_with_demo, wait};
 
 /// Before the index was replicated, a job running when the master was SIGKILLed stayed RUNNING
 /// forever after the restart. Now the restarted master gives it a fresh lease, and the worker's
@@ -71,17 +71,7 @@ async fn a_job_running_when_the_master_is_killed_completes_after_the_restart() {
 /// counts add up to the jobs (no job counted twice).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn killing_the_leader_under_load_loses_and_duplicates_nothing() {
-    let mut cluster = Cluster::start(
-        1,
-        MasterOptions {
-            masters: 3,
-            ..MasterOptions::default()
-        },
-    )
-    .await;
-    upload_dsyms(&cluster, &[repo().join("examples/ios-demo/DemoApp.dSYM")]);
-    let report = Arc::new(std::fs::read(repo().join("examples/ios-demo/DemoApp.crash")).unwrap());
-    let leader = cluster.wait_for_leader().await;
+    let (mut cluster, report, leader) = three_masters_with_demo().await;
 
     const JOBS: usize = 90;
     const KILL_AFTER: usize = 30;

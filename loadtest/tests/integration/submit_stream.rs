@@ -7,9 +7,8 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 use symcluster_client::{ClientError, SubmitStream, api};
-use symcluster_loadtest::cluster::{Cluster, MasterOptions, repo};
 
-use crate::support::{app_frames, result, upload_dsyms};
+use crate::support::{app_frames, result, three_masters_with_demo};
 
 fn native(job_id: &str, report: Vec<u8>) -> api::JobSpec {
     api::JobSpec {
@@ -36,17 +35,7 @@ async fn symbolicate(stream: &SubmitStream, id: &str, report: Vec<u8>) -> api::J
 /// counts add up to 60). A job with an invalid id is refused on the same stream, which goes on.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn one_stream_carries_every_job_through_a_leader_kill() {
-    let cluster = Cluster::start(
-        1,
-        MasterOptions {
-            masters: 3,
-            ..MasterOptions::default()
-        },
-    )
-    .await;
-    upload_dsyms(&cluster, &[repo().join("examples/ios-demo/DemoApp.dSYM")]);
-    let report = Arc::new(std::fs::read(repo().join("examples/ios-demo/DemoApp.crash")).unwrap());
-    let leader = cluster.wait_for_leader().await;
+    let (cluster, report, leader) = three_masters_with_demo().await;
     let client = cluster.client().await;
     let stream = client.submit_stream();
 

@@ -93,3 +93,20 @@ pub fn big_map(dir: &std::path::Path) -> std::path::PathBuf {
         .unwrap();
     path
 }
+
+/// Three masters and one worker, with DemoApp's dSYM uploaded: the cluster, DemoApp's crash
+/// report (its crashing frame is `crash_write_null` at crash.c:23) and the first leader.
+pub async fn three_masters_with_demo() -> (Cluster, std::sync::Arc<Vec<u8>>, u64) {
+    let cluster = Cluster::start(
+        1,
+        symcluster_loadtest::cluster::MasterOptions {
+            masters: 3,
+            ..Default::default()
+        },
+    )
+    .await;
+    upload_dsyms(&cluster, &[repo().join("examples/ios-demo/DemoApp.dSYM")]);
+    let report = std::fs::read(repo().join("examples/ios-demo/DemoApp.crash")).unwrap();
+    let leader = cluster.wait_for_leader().await;
+    (cluster, std::sync::Arc::new(report), leader)
+}
