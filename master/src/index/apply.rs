@@ -137,15 +137,21 @@ impl<'t> Applier<'t> {
         self.meta
             .insert(meta::NEXT_SEQUENCE, sequence + 1)
             .map_err(db)?;
+        // A report that cannot be read is stored FAILED at once, with no spec and no queue entry.
+        let state = if c.unreadable.is_empty() {
+            JobState::Queued
+        } else {
+            JobState::Failed
+        };
         let record = pb::JobRecord {
             job_id: c.job_id.clone(),
             kind: c.kind,
-            state: JobState::Queued as i32,
+            state: state as i32,
             routing_key: c.routing_key.clone(),
             attempts: 0,
             submitted_at_ms: c.at_ms,
-            finished_at_ms: 0,
-            error: String::new(),
+            finished_at_ms: if is_terminal(state) { c.at_ms } else { 0 },
+            error: c.unreadable.clone(),
             worker_id: String::new(),
             fingerprint: String::new(),
             sequence,
@@ -154,13 +160,17 @@ impl<'t> Applier<'t> {
         self.jobs
             .insert(id, record.encode_to_vec().as_slice())
             .map_err(db)?;
-        self.specs.insert(id, c.spec.as_slice()).map_err(db)?;
         self.by_sequence.insert(sequence, id).map_err(db)?;
-        self.open.insert(sequence, id).map_err(db)?;
-        self.meta_add(meta::QUEUED, 1)?;
+        if !is_terminal(state) {
+            self.specs.insert(id, c.spec.as_slice()).map_err(db)?;
+            self.open.insert(sequence, id).map_err(db)?;
+        }
+        if let Some(key) = state_key(state) {
+            self.meta_add(key, 1)?;
+        }
         Ok(Applied::Changed {
             job_id: c.job_id.clone(),
-            state: JobState::Queued,
+            state,
         })
     }
 
@@ -393,6 +403,45 @@ mod tests {
         assert!(index.open_jobs().unwrap().is_empty());
         // The report went with the lease; only the record and the result stay.
         assert_eq!(index.spec("a").unwrap(), None);
+    }
+
+    #[test]
+    fn an_unreadable_report_is_stored_failed_in_one_command() {
+        let (_dir, index) = index();
+        let applied = apply_all(
+            &index,
+            &[command::submit_unreadable(
+                "a",
+                v1::JobKind::Native,
+                b"not a report".to_vec(),
+                "unrecognized report format",
+                7,
+            )],
+        );
+        assert_eq!(
+            applied,
+            vec![Applied::Changed {
+                job_id: "a".into(),
+                state: JobState::Failed
+            }]
+        );
+        let job = index.job("a", false).unwrap().unwrap();
+        assert_eq!(job.state(), JobState::Failed);
+        assert_eq!(job.record.error, "unrecognized report format");
+        assert_eq!(
+            (job.record.submitted_at_ms, job.record.finished_at_ms),
+            (7, 7)
+        );
+        assert_eq!(job.record.attempts, 0);
+        assert_eq!(index.spec("a").unwrap(), None);
+        assert!(index.open_jobs().unwrap().is_empty());
+        assert_eq!(
+            index.counts().unwrap(),
+            crate::index::Counts {
+                failed: 1,
+                ..Default::default()
+            }
+        );
     }
 
     #[test]

@@ -38,7 +38,24 @@ pub fn submit(
         spec,
         routing_key: routing_key.to_owned(),
         at_ms,
+        unreadable: String::new(),
     }))
+}
+
+/// A job whose report cannot be read at all: stored FAILED with `error` (one line), never
+/// queued.
+pub fn submit_unreadable(
+    job_id: &str,
+    kind: v1::JobKind,
+    spec: Vec<u8>,
+    error: &str,
+    at_ms: u64,
+) -> Command {
+    let mut cmd = submit(job_id, kind, spec, "", at_ms);
+    if let Some(pb::command::Kind::Submit(submit)) = &mut cmd.kind {
+        submit.unreadable = error.to_owned();
+    }
+    cmd
 }
 
 /// Attempt `attempt` of a job runs on `worker_id`.

@@ -207,13 +207,23 @@ impl Scheduler {
         spec: Vec<u8>,
         routing_key: &str,
     ) -> Result<(JobView, bool), ScheduleError> {
+        self.propose_submit(
+            job_id,
+            command::submit(job_id, kind, spec, routing_key, now_ms()),
+        )
+        .await
+    }
+
+    /// Proposes `submit` unless `job_id` exists: the stored job, and whether it was created.
+    async fn propose_submit(
+        &self,
+        job_id: &str,
+        submit: Command,
+    ) -> Result<(JobView, bool), ScheduleError> {
         if let Some(existing) = self.index.job(job_id, true)? {
             return Ok((existing, false));
         }
-        let applied = self
-            .raft
-            .propose(command::submit(job_id, kind, spec, routing_key, now_ms()))
-            .await?;
+        let applied = self.raft.propose(submit).await?;
         let created = matches!(applied, Applied::Changed { .. });
         let job = self.index.job(job_id, true)?.ok_or_else(|| {
             IndexError::Corrupt(format!("job {job_id} is missing right after its submit"))
@@ -221,8 +231,9 @@ impl Scheduler {
         Ok((job, created))
     }
 
-    /// Records a job that cannot run at all (its report does not parse): submitted and failed at
-    /// once, so the client reads a precise error instead of losing the job.
+    /// Records a job that cannot run at all (its report does not parse): stored FAILED with
+    /// `error` by one command, never queued, so the client reads a precise error instead of
+    /// losing the job.
     pub async fn submit_failed(
         &self,
         job_id: &str,
@@ -230,25 +241,11 @@ impl Scheduler {
         spec: Vec<u8>,
         error: &str,
     ) -> Result<(JobView, bool), ScheduleError> {
-        let (job, created) = self.submit(job_id, kind, spec, "").await?;
-        if !created {
-            return Ok((job, false));
-        }
-        self.mark_pending(job_id);
-        let failed = self
-            .raft
-            .propose(command::fail(job_id, 0, error, now_ms()))
-            .await;
-        self.lock().pending.remove(job_id);
-        failed?;
-        let job = self.index.job(job_id, true)?.unwrap_or(job);
-        Ok((job, true))
-    }
-
-    fn mark_pending(&self, job_id: &str) {
-        let mut core = self.lock();
-        core.pending.insert(job_id.to_owned());
-        core.queue.retain(|id| id != job_id);
+        self.propose_submit(
+            job_id,
+            command::submit_unreadable(job_id, kind, spec, error, now_ms()),
+        )
+        .await
     }
 
     /// Registers (or re-registers) a worker with `slots` job slots.
@@ -593,7 +590,7 @@ impl Hooks for Scheduler {
             let changed = matches!(applied, Applied::Changed { .. });
             match kind {
                 Kind::Submit(c) => {
-                    if changed {
+                    if changed && c.unreadable.is_empty() {
                         core.open.insert(
                             c.job_id.clone(),
                             OpenJob {
