@@ -36,6 +36,15 @@ use raft::transport::{MAX_MESSAGE_BYTES, PeerService};
 use scheduler::{Scheduler, SchedulerConfig};
 use service::{AdminService, BearerAuth, IngestService, WorkerApiService};
 
+/// Largest `Ingest` request, bytes: a report or JS stack of
+/// [`routing::MAX_PAYLOAD_BYTES`] (16 MiB) and the rest of its `JobSpec`. A larger message is
+/// refused with `OUT_OF_RANGE` before it is read.
+pub const MAX_INGEST_MESSAGE_BYTES: usize = routing::MAX_PAYLOAD_BYTES + (1 << 20);
+
+/// Largest `WorkerApi` request, bytes: a result of [`index::MAX_RESULT_BYTES`] (64 MiB of JSON,
+/// when a worker sends it uncompressed) and the rest of its `CompleteJobRequest`.
+pub const MAX_WORKER_MESSAGE_BYTES: usize = index::MAX_RESULT_BYTES as usize + (1 << 20);
+
 /// Runs a master until `shutdown` resolves.
 ///
 /// Opens (or creates) `config.data_dir/master.redb` (the index and Raft's log), starts this
@@ -137,11 +146,14 @@ pub async fn run(
         .add_service(health)
         .add_service(reflection)
         .add_service(InterceptedService::new(
-            IngestServer::new(IngestService::new(scheduler.clone())),
+            // tonic's default 4 MiB would refuse reports the API accepts (up to 16 MiB).
+            IngestServer::new(IngestService::new(scheduler.clone()))
+                .max_decoding_message_size(MAX_INGEST_MESSAGE_BYTES),
             auth.clone(),
         ))
         .add_service(InterceptedService::new(
-            WorkerApiServer::new(WorkerApiService::new(scheduler.clone())),
+            WorkerApiServer::new(WorkerApiService::new(scheduler.clone()))
+                .max_decoding_message_size(MAX_WORKER_MESSAGE_BYTES),
             auth.clone(),
         ))
         .add_service(InterceptedService::new(

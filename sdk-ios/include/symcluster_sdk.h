@@ -57,8 +57,9 @@ void symcluster_sdk_note_exception(const char *kind, const char *reason);
 /**
  * Sends the reports pending in `report_dir` to the leader of the masters at `endpoint` (`http://host:port`, or several comma-separated)
  * with bearer `token`, deleting each once acknowledged; retries unreachable masters up to 5
- * times with backoff. Blocks: call it from a background thread. Returns the number of reports
- * sent, or -1 on bad arguments.
+ * times with backoff. A report the master refuses for good (e.g. over 16 MiB) is deleted and
+ * its reason written to standard error. Blocks: call it from a background thread. Returns the
+ * number of reports sent, or -1 on bad arguments.
  *
  * # Safety
  * All arguments must be NUL-terminated UTF-8 strings.

@@ -205,8 +205,9 @@ pub unsafe extern "C" fn symcluster_sdk_note_exception(kind: *const c_char, reas
 
 /// Sends the reports pending in `report_dir` to the leader of the masters at `endpoint` (`http://host:port`, or several comma-separated)
 /// with bearer `token`, deleting each once acknowledged; retries unreachable masters up to 5
-/// times with backoff. Blocks: call it from a background thread. Returns the number of reports
-/// sent, or -1 on bad arguments.
+/// times with backoff. A report the master refuses for good (e.g. over 16 MiB) is deleted and
+/// its reason written to standard error. Blocks: call it from a background thread. Returns the
+/// number of reports sent, or -1 on bad arguments.
 ///
 /// # Safety
 /// All arguments must be NUL-terminated UTF-8 strings.
@@ -229,6 +230,9 @@ pub unsafe extern "C" fn symcluster_sdk_send_pending(
     };
     let prefix = app_name().unwrap_or_else(|| "app".into());
     let summary = runtime.block_on(send::send_pending(&dir, &endpoint, &token, &prefix, 5));
+    for (job_id, reason) in &summary.refused {
+        eprintln!("symcluster: report {job_id} refused by the master and deleted: {reason}");
+    }
     summary.sent.len() as c_int
 }
 

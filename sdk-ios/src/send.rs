@@ -3,13 +3,16 @@
 //! Every `crash-*.json` and `hang-*.json` in the report directory is submitted as a native job
 //! (the job id is `<prefix>-<file name>`, so a retry after a lost acknowledgement is idempotent)
 //! and deleted only once the master acknowledged it. Unreachable masters are retried with
-//! exponential backoff; whatever is still unsent stays on disk for the next launch. Leftover
-//! `.inprogress` files of processes that did not crash are empty and removed.
+//! exponential backoff; whatever is still unsent stays on disk for the next launch. A report the
+//! master refuses for good (`INVALID_ARGUMENT`, e.g. larger than 16 MiB; `OUT_OF_RANGE`, larger
+//! than a request may be) would be refused again on every launch: it is deleted and listed in
+//! [`SendSummary::refused`] with the master's reason. Leftover `.inprogress` files of processes
+//! that did not crash are empty and removed.
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use symcluster_client::Client;
+use symcluster_client::{Client, ClientError};
 
 /// What a send pass did.
 #[derive(Debug, Default, Clone, PartialEq, Eq)]
@@ -18,6 +21,17 @@ pub struct SendSummary {
     pub sent: Vec<String>,
     /// Reports still on disk (with the last error).
     pub kept: Vec<(String, String)>,
+    /// Reports the master refused for good, deleted (job id, the master's status and message).
+    pub refused: Vec<(String, String)>,
+}
+
+/// Whether the master's answer means the report itself will never be accepted.
+fn refused_for_good(error: &ClientError) -> bool {
+    matches!(
+        error,
+        ClientError::Status(status)
+            if matches!(status.code(), tonic::Code::InvalidArgument | tonic::Code::OutOfRange)
+    )
 }
 
 /// Reports waiting in `dir`, oldest first.
@@ -94,18 +108,22 @@ pub async fn send_pending(
                 .to_owned();
             let job_id = format!("{job_prefix}-{name}");
             let result = match std::fs::read(&file) {
-                Ok(bytes) => client
-                    .submit_native(&job_id, bytes)
-                    .await
-                    .map_err(|e| e.to_string()),
-                Err(e) => Err(e.to_string()),
+                Ok(bytes) => client.submit_native(&job_id, bytes).await.map_err(|e| {
+                    let refused = refused_for_good(&e);
+                    (e.to_string(), refused)
+                }),
+                Err(e) => Err((e.to_string(), false)),
             };
             match result {
                 Ok(_) => {
                     let _ = std::fs::remove_file(&file);
                     summary.sent.push(job_id);
                 }
-                Err(e) => {
+                Err((e, true)) => {
+                    let _ = std::fs::remove_file(&file);
+                    summary.refused.push((job_id, e));
+                }
+                Err((e, false)) => {
                     last_error = e;
                     still.push(file);
                 }

@@ -70,3 +70,60 @@ fn unsent_reports_stay_when_the_master_is_unreachable() {
         "nothing is lost offline"
     );
 }
+
+/// `report` with a `padding` string field of `bytes` bytes in front (the readers skip it).
+fn padded(report: &[u8], bytes: usize) -> Vec<u8> {
+    let mut out = format!("{{\"padding\":\"{}\",", "x".repeat(bytes)).into_bytes();
+    out.extend_from_slice(&report[1..]);
+    out
+}
+
+/// Reports between 4 and 16 MiB are accepted (the master raises tonic's 4 MiB default); a report
+/// the master refuses for good is deleted and listed with the master's reason, not kept and
+/// resent on every launch; a report merely unsent stays.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn big_reports_are_sent_and_refused_ones_are_not_kept_forever() {
+    let dir = tempfile::tempdir().unwrap();
+    run(dir.path(), "null");
+    let real = crate::support::report(dir.path(), "crash");
+    let event = std::fs::read(&real).unwrap();
+    std::fs::remove_file(&real).unwrap();
+    assert_eq!(event[0], b'{');
+    let write = |name: &str, bytes: usize| {
+        std::fs::write(dir.path().join(name), padded(&event, bytes)).unwrap();
+    };
+    write("crash-1-big.json", 6 << 20);
+    // Over the API's 16 MiB, under the request limit: the master's own check refuses it.
+    write("crash-2-over.json", (16 << 20) + (256 << 10));
+    // Over the request limit (16 MiB and 1 MiB of envelope): refused before it is read.
+    write("crash-3-huge.json", 20 << 20);
+
+    let cluster = Cluster::start(0, MasterOptions::default()).await;
+    let summary =
+        symcluster_sdk::send::send_pending(dir.path(), &cluster.endpoint, TOKEN, "app", 1).await;
+    assert_eq!(summary.sent, vec!["app-crash-1-big.json".to_owned()]);
+    assert!(summary.kept.is_empty(), "{:?}", summary.kept);
+    let refused: Vec<&str> = summary.refused.iter().map(|(id, _)| id.as_str()).collect();
+    assert_eq!(refused, ["app-crash-2-over.json", "app-crash-3-huge.json"]);
+    assert!(
+        summary.refused[0]
+            .1
+            .contains("the report is larger than 16777216 bytes"),
+        "{}",
+        summary.refused[0].1
+    );
+    assert!(
+        summary.refused[1]
+            .1
+            .contains("decoded message length too large"),
+        "{}",
+        summary.refused[1].1
+    );
+    assert!(symcluster_sdk::send::pending(dir.path()).is_empty());
+
+    // The 6 MiB report is stored as a runnable native job (no worker here: queued).
+    let mut client = cluster.client().await;
+    let job = client.job("app-crash-1-big.json").await.unwrap();
+    assert_eq!(job.state, symcluster_client::api::JobState::Queued as i32);
+    assert_eq!(job.kind, symcluster_client::api::JobKind::Native as i32);
+}
