@@ -31,6 +31,15 @@ use tonic::service::interceptor::InterceptedService;
 use tonic::transport::{Channel, Endpoint};
 use tonic::{Request, Status};
 
+/// Largest answer the client reads, bytes: a job with a result of the master's largest
+/// (64 MiB of JSON) and its other fields.
+pub const MAX_RESPONSE_BYTES: usize = (64 << 20) + (1 << 20);
+
+/// Largest request a master reads, bytes (a report of at most 16 MiB and the rest of its
+/// `JobSpec`); [`SubmitStream`] refuses a larger job itself, so that it does not break the stream
+/// the other jobs share.
+pub const MAX_REQUEST_BYTES: usize = (16 << 20) + (1 << 20);
+
 /// The generated gRPC clients and message types (`package symcluster.v1`).
 pub use symcluster_proto::v1 as api;
 
@@ -166,12 +175,12 @@ impl Client {
 
     /// The ingestion API (no leader following; see [`Client`]).
     pub fn ingest(&self) -> IngestClient<AuthChannel> {
-        IngestClient::new(self.auth()).max_decoding_message_size(64 << 20)
+        IngestClient::new(self.auth()).max_decoding_message_size(MAX_RESPONSE_BYTES)
     }
 
     /// The worker API (no leader following; see [`Client`]).
     pub fn worker_api(&self) -> WorkerApiClient<AuthChannel> {
-        WorkerApiClient::new(self.auth()).max_decoding_message_size(64 << 20)
+        WorkerApiClient::new(self.auth()).max_decoding_message_size(MAX_RESPONSE_BYTES)
     }
 
     /// The admin API (no leader following; see [`Client`]).
@@ -235,7 +244,7 @@ impl Client {
             let request = request.clone();
             async move {
                 IngestClient::new(channel)
-                    .max_decoding_message_size(64 << 20)
+                    .max_decoding_message_size(MAX_RESPONSE_BYTES)
                     .submit(request)
                     .await
                     .map(|r| r.into_inner())
@@ -259,7 +268,7 @@ impl Client {
             let request = request.clone();
             async move {
                 IngestClient::new(channel)
-                    .max_decoding_message_size(64 << 20)
+                    .max_decoding_message_size(MAX_RESPONSE_BYTES)
                     .get_job(request)
                     .await
                     .map(|r| r.into_inner())

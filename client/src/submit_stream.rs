@@ -13,7 +13,9 @@ use tokio::sync::{mpsc, oneshot};
 use tokio_stream::wrappers::UnboundedReceiverStream;
 use tonic::Status;
 
-use crate::{Client, ClientError, FAILOVER_TIMEOUT, api, is_failover, leader_hint};
+use crate::{
+    Client, ClientError, FAILOVER_TIMEOUT, MAX_REQUEST_BYTES, api, is_failover, leader_hint,
+};
 use api::submit_stream_response::Event;
 
 /// A handle on a stream of submits; cheap to clone, usable from many tasks at once. The stream
@@ -67,6 +69,12 @@ impl SubmitStream {
     /// Follows the leader through failovers for up to [`FAILOVER_TIMEOUT`].
     pub async fn submit(&self, job: api::JobSpec, watch: bool) -> Result<Submitted, ClientError> {
         let id = job.job_id.clone();
+        let request_bytes = prost::Message::encoded_len(&job) + 8;
+        if request_bytes > MAX_REQUEST_BYTES {
+            return Err(ClientError::Status(Status::out_of_range(format!(
+                "job {id:?} is {request_bytes} bytes; a master reads at most {MAX_REQUEST_BYTES}"
+            ))));
+        }
         let (accepted_tx, accepted_rx) = oneshot::channel();
         let (finished_tx, finished_rx) = if watch {
             let (tx, rx) = oneshot::channel();

@@ -362,6 +362,26 @@ impl Cluster {
         }
     }
 
+    /// Stops master `id` with SIGTERM, as an operator would, and waits up to `within` for it to
+    /// exit: its exit status, or `None` when it is still running then (it is SIGKILLed).
+    pub async fn stop_master(
+        &mut self,
+        id: u64,
+        within: Duration,
+    ) -> Option<std::process::ExitStatus> {
+        let mut proc = self.masters[id as usize - 1].proc.take()?;
+        // SAFETY: kill(2) on our own child's pid, which has not been reaped yet.
+        unsafe { libc::kill(proc.child.id() as libc::pid_t, libc::SIGTERM) };
+        let deadline = Instant::now() + within;
+        while Instant::now() < deadline {
+            if let Ok(Some(status)) = proc.child.try_wait() {
+                return Some(status);
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        None
+    }
+
     /// Kills the (first) master with SIGKILL and starts it again on the same data and port.
     pub async fn restart_master(&mut self) {
         self.kill_master(1);

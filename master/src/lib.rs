@@ -41,6 +41,9 @@ use service::{AdminService, BearerAuth, IngestService, WorkerApiService};
 /// refused with `OUT_OF_RANGE` before it is read.
 pub const MAX_INGEST_MESSAGE_BYTES: usize = routing::MAX_PAYLOAD_BYTES + (1 << 20);
 
+/// How long a stopping master (SIGTERM) waits for open calls to end before it stops anyway.
+pub const SHUTDOWN_GRACE: std::time::Duration = std::time::Duration::from_secs(2);
+
 /// Largest `WorkerApi` request, bytes: a result of [`index::MAX_RESULT_BYTES`] (64 MiB of JSON,
 /// when a worker sends it uncompressed) and the rest of its `CompleteJobRequest`.
 pub const MAX_WORKER_MESSAGE_BYTES: usize = index::MAX_RESULT_BYTES as usize + (1 << 20);
@@ -136,6 +139,7 @@ pub async fn run(
         .build_v1()?;
 
     let auth = BearerAuth::new(&config.token);
+    let (stopping_tx, stopping_rx) = tokio::sync::oneshot::channel::<()>();
     let peer = PeerServer::new(PeerService::new(
         raft_handle.inputs(),
         members.keys().copied().collect(),
@@ -161,8 +165,23 @@ pub async fn run(
             auth.clone(),
         ))
         .add_service(InterceptedService::new(peer, auth))
-        .serve_with_shutdown(config.listen, shutdown)
-        .await;
+        .serve_with_shutdown(config.listen, async move {
+            shutdown.await;
+            let _ = stopping_tx.send(());
+        });
+    // A graceful stop waits for the calls in flight, but some never end by themselves (other
+    // masters' Raft streams, workers' lease streams, watches): give them SHUTDOWN_GRACE, then
+    // stop anyway.
+    let served = tokio::select! {
+        served = served => served,
+        _ = async {
+            let _ = stopping_rx.await;
+            tokio::time::sleep(SHUTDOWN_GRACE).await;
+        } => {
+            tracing::info!(grace = ?SHUTDOWN_GRACE, "calls still open after the grace period; stopping");
+            Ok(())
+        }
+    };
     raft_handle.stop();
     let _ = node.join();
     served?;

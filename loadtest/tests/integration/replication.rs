@@ -170,9 +170,9 @@ async fn a_follower_far_behind_catches_up_from_a_snapshot() {
     let follower = (1..=3).find(|&id| id != leader).unwrap();
     cluster.kill_master(follower);
 
-    // Reports that cannot be read are submitted and failed at once: 2 log entries each, no
-    // worker needed. 1,100 of them outrun a compaction (2,048 entries).
-    const JOBS: usize = 1100;
+    // Reports that cannot be read are stored failed at once: one log entry each, no worker
+    // needed. 2,200 of them outrun a compaction (2,048 entries).
+    const JOBS: usize = 2200;
     let client = cluster.client().await;
     let mut tasks = Vec::new();
     for task in 0..16 {
@@ -245,4 +245,49 @@ async fn wait_until_applied(
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
     false
+}
+
+/// SIGTERM, as an operator stops a master: the leader of three exits within seconds although
+/// calls that never end by themselves are open on it (the other masters' Raft streams, the
+/// worker's lease stream, a client's submit stream), and the other two go on without it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_leader_stopped_with_sigterm_exits_while_streams_are_open() {
+    let (mut cluster, report, leader) = three_masters_with_demo().await;
+    let client = cluster.client().await;
+    let stream = client.submit_stream();
+    let spec = |id: &str| api::JobSpec {
+        job_id: id.to_owned(),
+        payload: Some(api::job_spec::Payload::Native(api::NativeJob {
+            report: report.as_ref().clone(),
+        })),
+    };
+    let first = stream.submit(spec("before-stop"), true).await.unwrap();
+    let first = tokio::time::timeout(Duration::from_secs(60), first.finished())
+        .await
+        .expect("finished within 60 s")
+        .unwrap();
+    assert_eq!(first.state, api::JobState::Completed as i32);
+
+    let status = cluster
+        .stop_master(leader, Duration::from_secs(15))
+        .await
+        .unwrap_or_else(|| {
+            panic!(
+                "master {leader} still running 15 s after SIGTERM:\n{}",
+                cluster.master_logs()
+            )
+        });
+    assert!(status.success(), "exit status {status}");
+
+    assert_ne!(cluster.wait_for_leader().await, leader);
+    // The same stream goes on with the new leader.
+    let after = stream.submit(spec("after-stop"), true).await.unwrap();
+    let after = tokio::time::timeout(Duration::from_secs(60), after.finished())
+        .await
+        .expect("finished within 60 s")
+        .unwrap();
+    assert_eq!(
+        app_frames(&result(&after), &["DemoApp"])[0],
+        ("crash_write_null".to_owned(), "crash.c".to_owned(), 23)
+    );
 }

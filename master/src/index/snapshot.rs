@@ -95,7 +95,10 @@ impl Index {
                 let id = record.job_id.as_str();
                 jobs.insert(id, record.encode_to_vec().as_slice())
                     .map_err(db)?;
-                specs.insert(id, job.spec.as_slice()).map_err(db)?;
+                // Finished jobs have no spec (see `SPECS`).
+                if !job.spec.is_empty() {
+                    specs.insert(id, job.spec.as_slice()).map_err(db)?;
+                }
                 if !job.result_zstd.is_empty() {
                     results.insert(id, job.result_zstd.as_slice()).map_err(db)?;
                 }

@@ -113,6 +113,8 @@ pub struct Scheduler {
     raft: RaftHandle,
     watchers: Arc<Watchers>,
     config: SchedulerConfig,
+    /// Whether this master leads, as the Raft thread last said (for streams to end on a loss).
+    leading: tokio::sync::watch::Sender<bool>,
 }
 
 impl Scheduler {
@@ -128,6 +130,7 @@ impl Scheduler {
             raft,
             watchers: Arc::default(),
             config,
+            leading: tokio::sync::watch::Sender::new(false),
         };
         scheduler.reload()?;
         Ok(scheduler)
@@ -246,6 +249,12 @@ impl Scheduler {
             command::submit_unreadable(job_id, kind, spec, error, now_ms()),
         )
         .await
+    }
+
+    /// Changes of leadership from now on (`true` while this master leads): long-lived calls
+    /// that only the leader serves end when it turns `false`.
+    pub fn leadership(&self) -> tokio::sync::watch::Receiver<bool> {
+        self.leading.subscribe()
     }
 
     /// Registers (or re-registers) a worker with `slots` job slots.
@@ -659,6 +668,7 @@ impl Hooks for Scheduler {
     }
 
     fn role_changed(&self, is_leader: bool) {
+        self.leading.send_replace(is_leader);
         let mut core = self.lock();
         core.is_leader = is_leader;
         core.pending.clear();

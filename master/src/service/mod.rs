@@ -84,6 +84,11 @@ pub fn require_leader(scheduler: &Scheduler) -> Result<(), Status> {
 }
 
 fn index_status(e: IndexError) -> Status {
+    if let IndexError::Decompress { .. } = e {
+        // One job's stored result is unreadable: not a reason to try another master.
+        tracing::error!(error = %e, "stored result does not decompress");
+        return Status::data_loss(e.to_string());
+    }
     tracing::error!(error = %e, "index store failure");
     Status::unavailable(e.to_string())
 }

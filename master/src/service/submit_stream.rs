@@ -17,7 +17,7 @@ use tokio_stream::wrappers::ReceiverStream;
 use tonic::{Code, Status, Streaming};
 
 use super::ingest::{next_change, submit_spec};
-use super::job_to_proto;
+use super::{job_to_proto, not_leader};
 use crate::index::is_terminal;
 use crate::scheduler::Scheduler;
 
@@ -27,6 +27,11 @@ pub type ResponseStream =
 
 /// Answers buffered for a slow reader before job tasks wait.
 const ANSWER_BUFFER: usize = 256;
+
+/// Jobs of one stream not answered yet (submitting, or watched until they finish). When full,
+/// the next request is read only once one of them is answered, so HTTP/2 flow control holds the
+/// client back and one stream cannot fill the leader's memory.
+pub const MAX_JOBS_PER_STREAM: usize = 1024;
 
 /// Serves `requests` from `scheduler`: the stream of answers.
 pub fn serve(
@@ -47,11 +52,33 @@ async fn read_requests(
 ) {
     // Dropped (aborting every job task) when the client goes away or the stream ends in error.
     let mut jobs = JoinSet::new();
+    let slots = Arc::new(tokio::sync::Semaphore::new(MAX_JOBS_PER_STREAM));
+    let mut leadership = scheduler.leadership();
+    // Ends the stream with the redirect when this master stops leading (e.g. a leader cut off
+    // in a minority steps down): the client resubmits what was not finished to the new leader.
+    let deposed = async move {
+        while leadership.changed().await.is_ok() {
+            if !*leadership.borrow_and_update() {
+                return;
+            }
+        }
+        std::future::pending::<()>().await
+    };
+    tokio::pin!(deposed);
     loop {
+        let slot = tokio::select! {
+            slot = slots.clone().acquire_owned() => slot,
+            _ = tx.closed() => return,
+        };
+        let Ok(slot) = slot else { return };
         tokio::select! {
             request = requests.message() => match request {
                 Ok(Some(request)) => {
-                    jobs.spawn(one_job(scheduler.clone(), request, tx.clone()));
+                    let job = one_job(scheduler.clone(), request, tx.clone());
+                    jobs.spawn(async move {
+                        job.await;
+                        drop(slot);
+                    });
                 }
                 // The client sent everything: answer what is in flight, then end.
                 Ok(None) => break,
@@ -61,6 +88,10 @@ async fn read_requests(
                 }
             },
             Some(_) = jobs.join_next(), if !jobs.is_empty() => {}
+            _ = &mut deposed => {
+                let _ = tx.send(Err(not_leader(scheduler.raft().leader_address()))).await;
+                return;
+            }
             _ = tx.closed() => return,
         }
     }
@@ -118,8 +149,13 @@ async fn one_job(scheduler: Arc<Scheduler>, request: v1::SubmitStreamRequest, tx
                 let _ = tx.send(Ok(refused(job_id, gone))).await;
                 return;
             }
-            Err(status) => {
+            Err(status) if status.code() == Code::Unavailable => {
                 let _ = tx.send(Err(status)).await;
+                return;
+            }
+            // This job only (e.g. its stored result does not decompress: DATA_LOSS).
+            Err(status) => {
+                let _ = tx.send(Ok(refused(job_id, status))).await;
                 return;
             }
         };
