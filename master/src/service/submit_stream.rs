@@ -115,14 +115,8 @@ async fn one_job(scheduler: Arc<Scheduler>, request: v1::SubmitStreamRequest, tx
     let job_id = spec.job_id.clone();
     let accepted = match submit_spec(&scheduler, spec).await {
         Ok(accepted) => accepted,
-        Err(status) if status.code() == Code::Unavailable => {
-            // Not the leader any more, or the index cannot be written: the client resubmits
-            // elsewhere (or later) whatever was not finished.
-            let _ = tx.send(Err(status)).await;
-            return;
-        }
         Err(status) => {
-            let _ = tx.send(Ok(refused(job_id, status))).await;
+            let _ = tx.send(failure(job_id, status)).await;
             return;
         }
     };
@@ -149,13 +143,8 @@ async fn one_job(scheduler: Arc<Scheduler>, request: v1::SubmitStreamRequest, tx
                 let _ = tx.send(Ok(refused(job_id, gone))).await;
                 return;
             }
-            Err(status) if status.code() == Code::Unavailable => {
-                let _ = tx.send(Err(status)).await;
-                return;
-            }
-            // This job only (e.g. its stored result does not decompress: DATA_LOSS).
             Err(status) => {
-                let _ = tx.send(Ok(refused(job_id, status))).await;
+                let _ = tx.send(failure(job_id, status)).await;
                 return;
             }
         };
@@ -167,6 +156,18 @@ async fn one_job(scheduler: Arc<Scheduler>, request: v1::SubmitStreamRequest, tx
             return;
         }
         last = Some(state);
+    }
+}
+
+/// The answer to a job that failed with `status`: `UNAVAILABLE` (not the leader any more, or the
+/// index cannot be written) ends the whole stream, and the client resubmits elsewhere (or later)
+/// whatever was not finished; any other status concerns this job only (e.g. `INVALID_ARGUMENT`,
+/// or `DATA_LOSS` for a stored result that does not decompress) and is answered `refused`.
+fn failure(job_id: String, status: Status) -> Result<v1::SubmitStreamResponse, Status> {
+    if status.code() == Code::Unavailable {
+        Err(status)
+    } else {
+        Ok(refused(job_id, status))
     }
 }
 
