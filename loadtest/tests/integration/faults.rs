@@ -5,7 +5,7 @@ use std::time::{Duration, Instant};
 use symcluster_client::api;
 use symcluster_loadtest::cluster::{Cluster, MasterOptions, repo};
 
-use crate::support::{app_frames, big_map, fixture, result, upload_dsyms, wait};
+use crate::support::{app_frames, big_map, fixture, groups, result, upload_dsyms, wait};
 
 /// A worker is killed while it runs a job; the job's lease expires and another worker completes
 /// it, once.
@@ -137,13 +137,7 @@ async fn master_restart_keeps_the_index() {
     assert_eq!(after.state, api::JobState::Completed as i32);
     assert_eq!(after.result_json, before.result_json);
     assert_eq!(after.fingerprint, before.fingerprint);
-    let groups = client
-        .ingest()
-        .list_groups(api::ListGroupsRequest { limit: 5 })
-        .await
-        .unwrap()
-        .into_inner()
-        .groups;
+    let groups = groups(&client, 5).await;
     assert_eq!(groups.len(), 1);
     assert_eq!(groups[0].count, 1);
 }

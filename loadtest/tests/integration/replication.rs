@@ -9,7 +9,7 @@ use symcluster_client::api;
 use symcluster_loadtest::cluster::{Cluster, MasterOptions, TOKEN};
 use tokio::sync::Mutex;
 
-use crate::support::{app_frames, big_map, result, three_masters_with_demo, wait};
+use crate::support::{app_frames, big_map, groups, result, three_masters_with_demo, wait};
 
 /// Before the index was replicated, a job running when the master was SIGKILLed stayed RUNNING
 /// forever after the restart. Now the restarted master gives it a fresh lease, and the worker's
@@ -135,13 +135,7 @@ async fn killing_the_leader_under_load_loses_and_duplicates_nothing() {
         ),
         (JOBS as u64, 0, 0, 0)
     );
-    let groups = client
-        .ingest()
-        .list_groups(api::ListGroupsRequest { limit: 100 })
-        .await
-        .unwrap()
-        .into_inner()
-        .groups;
+    let groups = groups(&client, 100).await;
     assert_eq!(groups.iter().map(|g| g.count).sum::<u64>(), JOBS as u64);
     // The killed master comes back as a follower and catches up.
     cluster.start_master(leader);

@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use symcluster_client::{ClientError, SubmitStream, api};
 
-use crate::support::{app_frames, result, three_masters_with_demo};
+use crate::support::{app_frames, groups, result, three_masters_with_demo};
 
 fn native(job_id: &str, report: Vec<u8>) -> api::JobSpec {
     api::JobSpec {
@@ -118,14 +118,6 @@ async fn one_stream_carries_every_job_through_a_leader_kill() {
         ),
         (JOBS as u64 + 1, 0, 0)
     );
-    let groups = cluster
-        .client()
-        .await
-        .ingest()
-        .list_groups(api::ListGroupsRequest { limit: 100 })
-        .await
-        .unwrap()
-        .into_inner()
-        .groups;
+    let groups = groups(&cluster.client().await, 100).await;
     assert_eq!(groups.iter().map(|g| g.count).sum::<u64>(), JOBS as u64 + 1);
 }

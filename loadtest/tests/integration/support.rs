@@ -110,3 +110,14 @@ pub async fn three_masters_with_demo() -> (Cluster, std::sync::Arc<Vec<u8>>, u64
     let leader = cluster.wait_for_leader().await;
     (cluster, std::sync::Arc::new(report), leader)
 }
+
+/// The crash groups, most frequent first (at most `limit`), read from the leader.
+pub async fn groups(client: &Client, limit: u32) -> Vec<api::CrashGroup> {
+    client
+        .ingest()
+        .list_groups(api::ListGroupsRequest { limit })
+        .await
+        .expect("list groups")
+        .into_inner()
+        .groups
+}

@@ -3,7 +3,7 @@
 use symcluster_client::api;
 use symcluster_loadtest::cluster::{Cluster, MasterOptions, repo};
 
-use crate::support::{app_frames, fixture, result, upload_dsyms, wait};
+use crate::support::{app_frames, fixture, groups, result, upload_dsyms, wait};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn crashprobe_demo_and_js_jobs_end_to_end() {
@@ -155,13 +155,7 @@ async fn crashprobe_demo_and_js_jobs_end_to_end() {
     assert!(bad.error.starts_with("not a crash report"), "{}", bad.error);
 
     // Crash groups: the three CrashProbe crashes are three groups, the demo a fourth.
-    let groups = client
-        .ingest()
-        .list_groups(api::ListGroupsRequest { limit: 10 })
-        .await
-        .unwrap()
-        .into_inner()
-        .groups;
+    let groups = groups(&client, 10).await;
     assert_eq!(groups.len(), 5, "3 CrashProbe + iOS demo + Hermes");
     let abort = groups
         .iter()
