@@ -69,6 +69,13 @@ impl SubmitStream {
     /// Follows the leader through failovers for up to [`FAILOVER_TIMEOUT`].
     pub async fn submit(&self, job: api::JobSpec, watch: bool) -> Result<Submitted, ClientError> {
         let id = job.job_id.clone();
+        if let Some(api::job_spec::Payload::Native(native)) = &job.payload
+            && let Err(e) = crate::report::checked_len(native)
+        {
+            return Err(ClientError::Status(Status::invalid_argument(format!(
+                "job {id:?}: {e}"
+            ))));
+        }
         let request_bytes = prost::Message::encoded_len(&job) + 8;
         if request_bytes > MAX_REQUEST_BYTES {
             return Err(ClientError::Status(Status::out_of_range(format!(

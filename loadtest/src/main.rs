@@ -45,6 +45,10 @@ struct Args {
     /// call per job.
     #[arg(long, value_parser = ["stream", "unary"], default_value = "stream")]
     submit: String,
+    /// How reports travel: `zstd`, compressed once before the run (as the SDK compresses a report
+    /// on the device and the ingestion service passes it on), or `plain`, uncompressed.
+    #[arg(long, value_parser = ["zstd", "plain"], default_value = "zstd")]
+    reports: String,
     /// SIGKILL the leader after this many acknowledged submits (and count lost and duplicated
     /// jobs, and the failover time).
     #[arg(long)]
@@ -80,16 +84,25 @@ async fn main() -> anyhow::Result<()> {
     for build in ["release", "debug"] {
         for entry in std::fs::read_dir(args.fixtures.join("crashprobe").join(build).join("arm64"))?
         {
-            reports.push(std::fs::read(entry?.path())?);
+            let report = std::fs::read(entry?.path())?;
+            reports.push(if args.reports == "zstd" {
+                symcluster_client::report::compressed_job(&report)
+            } else {
+                api::NativeJob {
+                    report,
+                    report_zstd: Vec::new(),
+                }
+            });
         }
     }
     let reports = Arc::new(reports);
     println!(
-        "{} jobs per run, {} in flight ({} submits), CrashProbe reports ({} distinct), {} slots per worker",
+        "{} jobs per run, {} in flight ({} submits), CrashProbe reports ({} distinct, {}), {} slots per worker",
         args.jobs,
         args.concurrency,
         args.submit,
         reports.len(),
+        args.reports,
         args.slots
     );
     println!(
@@ -123,7 +136,7 @@ async fn interrupted() -> &'static str {
 }
 
 /// One run per (masters, workers, routing) combination, one table row each.
-async fn sweep(args: &Args, reports: Arc<Vec<Vec<u8>>>) -> anyhow::Result<()> {
+async fn sweep(args: &Args, reports: Arc<Vec<api::NativeJob>>) -> anyhow::Result<()> {
     for &masters in &args.masters {
         for &workers in &args.workers {
             for routing in &args.routing {
@@ -161,7 +174,7 @@ async fn run(
     masters: usize,
     workers: usize,
     routing: &'static str,
-    reports: Arc<Vec<Vec<u8>>>,
+    reports: Arc<Vec<api::NativeJob>>,
 ) -> anyhow::Result<String> {
     let mut cluster = Cluster::start(
         0,
@@ -250,11 +263,11 @@ async fn run(
             let t = Instant::now();
             let id = format!("load-{i}");
             let limit = Duration::from_secs(120);
+            let spec = api::JobSpec {
+                job_id: id.clone(),
+                payload: Some(api::job_spec::Payload::Native(report)),
+            };
             let (created, job) = if let Some(stream) = stream {
-                let spec = api::JobSpec {
-                    job_id: id.clone(),
-                    payload: Some(api::job_spec::Payload::Native(api::NativeJob { report })),
-                };
                 let submitted = stream.submit(spec, true).await?;
                 acknowledged.lock().await.push((id.clone(), Instant::now()));
                 let created = submitted.response.created;
@@ -263,7 +276,7 @@ async fn run(
                     tokio::time::timeout(limit, submitted.finished()).await??,
                 )
             } else {
-                let created = client.submit_native(&id, report).await?.created;
+                let created = client.submit(spec).await?.created;
                 acknowledged.lock().await.push((id.clone(), Instant::now()));
                 (
                     created,

@@ -6,12 +6,12 @@
 //! (debug id, or release/dist/bundle).
 
 use symcluster_engine::reports::routing::routing_image;
-use symcluster_proto::v1;
+use symcluster_proto::{report, v1};
 
 use symcluster_proto::v1::JobKind;
 
-/// Largest report or stack accepted, in bytes.
-pub const MAX_PAYLOAD_BYTES: usize = 16 << 20;
+/// Largest report (decompressed) or stack accepted, in bytes: 16 MiB.
+pub const MAX_PAYLOAD_BYTES: usize = report::MAX_REPORT_BYTES;
 
 /// A checked job: kind and routing key, or the reason it cannot run.
 pub enum Checked {
@@ -39,12 +39,9 @@ pub fn check(spec: &v1::JobSpec) -> Result<Checked, String> {
     match &spec.payload {
         None => Err("the job has neither a native report nor a JS stack".into()),
         Some(v1::job_spec::Payload::Native(native)) => {
-            if native.report.len() > MAX_PAYLOAD_BYTES {
-                return Err(format!(
-                    "the report is larger than {MAX_PAYLOAD_BYTES} bytes"
-                ));
-            }
-            Ok(match routing_image(&native.report) {
+            // Decompressed once here, to route; the compressed bytes are what is stored.
+            let report = report::report_bytes(native).map_err(|e| e.to_string())?;
+            Ok(match routing_image(&report) {
                 Ok(image) => Checked::Runnable {
                     kind: JobKind::Native,
                     routing_key: image.map(|id| id.to_string()).unwrap_or_default(),

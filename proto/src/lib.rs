@@ -9,6 +9,10 @@
 //! - `admin.proto`: the `Admin` service operators read (cluster status, masters and workers);
 //! - `cluster/v1/`: internal to the masters: the replicated index (`index.proto`) and Raft's
 //!   transport (`peer.proto`).
+//!
+//! [`report`] holds how a native report travels (plain or zstd) and its size limit.
+
+pub mod report;
 
 /// Version 1 of the API (`package symcluster.v1`).
 #[allow(missing_docs, clippy::all)]

@@ -1,7 +1,7 @@
 //! Running one leased job: fetch what it needs through the caches, run the engine, and say how
 //! it ended.
 //!
-//! Native: read the report, prefetch the SymCache of every image a frame is in, symbolicate
+//! Native: read the report (decompressing `report_zstd`), prefetch the SymCache of every image a frame is in, symbolicate
 //! (CPU work on the blocking pool). Missing or broken debug files are statuses in a completed
 //! result; a report that cannot be read fails the job for good. JS: find the source map by debug
 //! id or release/dist/bundle; a missing map fails the job for good, an unreachable source fails
@@ -48,7 +48,7 @@ fn permanent(error: impl ToString) -> Outcome {
 /// Runs `spec` with `caches`.
 pub async fn run(spec: api::JobSpec, caches: &Arc<Caches>, prefix: &str) -> Outcome {
     match spec.payload {
-        Some(Payload::Native(native)) => run_native(native.report, caches).await,
+        Some(Payload::Native(native)) => run_native(&native, caches).await,
         Some(Payload::Js(js)) => run_js(js, caches, prefix).await,
         None => permanent("the job has no payload"),
     }
@@ -78,8 +78,12 @@ pub fn compress(json: &[u8]) -> Vec<u8> {
     zstd::bulk::compress(json, RESULT_ZSTD_LEVEL).unwrap_or_default()
 }
 
-async fn run_native(report: Vec<u8>, caches: &Arc<Caches>) -> Outcome {
-    let report = match parse_report(&report) {
+async fn run_native(native: &api::NativeJob, caches: &Arc<Caches>) -> Outcome {
+    let report = match symcluster_client::report::report_bytes(native) {
+        Ok(bytes) => parse_report(&bytes),
+        Err(e) => return permanent(e),
+    };
+    let report = match report {
         Ok(report) => report,
         Err(e) => return permanent(e),
     };

@@ -249,12 +249,7 @@ async fn a_leader_stopped_with_sigterm_exits_while_streams_are_open() {
     let (mut cluster, report, leader) = three_masters_with_demo().await;
     let client = cluster.client().await;
     let stream = client.submit_stream();
-    let spec = |id: &str| api::JobSpec {
-        job_id: id.to_owned(),
-        payload: Some(api::job_spec::Payload::Native(api::NativeJob {
-            report: report.as_ref().clone(),
-        })),
-    };
+    let spec = |id: &str| symcluster_client::native_spec(id, &report).unwrap();
     let first = stream.submit(spec("before-stop"), true).await.unwrap();
     let first = tokio::time::timeout(Duration::from_secs(60), first.finished())
         .await

@@ -10,10 +10,14 @@ use symcluster_client::{ClientError, SubmitStream, api};
 
 use crate::support::{app_frames, groups, result, three_masters_with_demo};
 
+/// A plain (uncompressed) report, so that this path stays tested end to end too.
 fn native(job_id: &str, report: Vec<u8>) -> api::JobSpec {
     api::JobSpec {
         job_id: job_id.to_owned(),
-        payload: Some(api::job_spec::Payload::Native(api::NativeJob { report })),
+        payload: Some(api::job_spec::Payload::Native(api::NativeJob {
+            report,
+            report_zstd: Vec::new(),
+        })),
     }
 }
 

@@ -154,6 +154,39 @@ async fn crashprobe_demo_and_js_jobs_end_to_end() {
     assert_eq!(bad.state, api::JobState::Failed as i32);
     assert!(bad.error.starts_with("not a crash report"), "{}", bad.error);
 
+    // The master's own checks of `report_zstd` (the client library's would refuse these first,
+    // so they are sent as raw specs): not a frame, and a 2 KB frame of 17 MiB of zeros.
+    for (id, report_zstd, message) in [
+        (
+            "not-zstd",
+            b"plain text".to_vec(),
+            "report_zstd is not a zstd frame".to_owned(),
+        ),
+        (
+            "zstd-bomb",
+            symcluster_client::report::compress(&vec![0; 17 << 20]),
+            format!(
+                "the report is {} bytes; at most 16777216 are accepted",
+                17 << 20
+            ),
+        ),
+    ] {
+        let spec = api::JobSpec {
+            job_id: id.to_owned(),
+            payload: Some(api::job_spec::Payload::Native(api::NativeJob {
+                report: Vec::new(),
+                report_zstd,
+            })),
+        };
+        match client.submit(spec).await {
+            Err(symcluster_client::ClientError::Status(status)) => {
+                assert_eq!(status.code(), tonic::Code::InvalidArgument, "{id}");
+                assert_eq!(status.message(), message);
+            }
+            other => panic!("{id}: {other:?}"),
+        }
+    }
+
     // Crash groups: the three CrashProbe crashes are three groups, the demo a fourth.
     let groups = groups(&client, 10).await;
     assert_eq!(groups.len(), 5, "3 CrashProbe + iOS demo + Hermes");
