@@ -2,6 +2,12 @@
 
 use clap::Parser;
 
+/// mimalloc instead of glibc's malloc: the Raft thread allocates and frees many short-lived
+/// buffers (redb pages, log entries, messages) from several threads, where glibc's arenas spent
+/// ~10 % of the master's CPU (measured with `perf record -e cpu-clock` under the load test).
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
     tracing_subscriber::fmt()
