@@ -20,7 +20,9 @@ pub fn repo() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..")
 }
 
-fn bin(name: &str) -> PathBuf {
+/// A release binary of the workspace (`SYMCLUSTER_BIN_DIR`, else `target/release`); panics when
+/// it is not built.
+pub fn bin(name: &str) -> PathBuf {
     let dir = std::env::var_os("SYMCLUSTER_BIN_DIR")
         .map(PathBuf::from)
         .unwrap_or_else(|| repo().join("target/release"));
@@ -198,6 +200,8 @@ pub struct MasterOptions {
     pub routing: &'static str,
     /// Masters in the Raft group (1 or 3).
     pub masters: usize,
+    /// `--tokens-file` for every master (the admin token [`TOKEN`] is always given).
+    pub tokens_file: Option<PathBuf>,
 }
 
 impl Default for MasterOptions {
@@ -207,6 +211,7 @@ impl Default for MasterOptions {
             heartbeat_ms: 500,
             routing: "affinity",
             masters: 1,
+            tokens_file: None,
         }
     }
 }
@@ -340,6 +345,9 @@ impl Cluster {
             .args(["--heartbeat-ms", &self.options.heartbeat_ms.to_string()])
             .args(["--routing", self.options.routing])
             .args(["--id", &id.to_string()]);
+        if let Some(tokens) = &self.options.tokens_file {
+            command.arg("--tokens-file").arg(tokens);
+        }
         if self.masters.len() > 1 {
             command.args(["--peers", &peers]);
         }

@@ -29,9 +29,16 @@ pub struct MasterConfig {
     #[arg(long, env = "SYMCLUSTER_DATA_DIR", default_value = "symcluster-data")]
     pub data_dir: PathBuf,
 
-    /// Bearer token every client and worker must present.
+    /// The cluster's admin token: every call is allowed with it, and the masters present it to
+    /// each other. Alone, it is the only token (the local quick start); `--tokens-file` adds
+    /// tokens with narrower roles.
     #[arg(long, env = "SYMCLUSTER_TOKEN", hide_env_values = true)]
     pub token: String,
+
+    /// A TOML file of named tokens with roles (`device`, `ingest`, `worker`, `admin`), stored
+    /// as SHA-256 hashes; reloaded on SIGHUP (see the README's "Tokens and roles").
+    #[arg(long, env = "SYMCLUSTER_TOKENS_FILE")]
+    pub tokens_file: Option<PathBuf>,
 
     /// Lease duration without a heartbeat, in milliseconds.
     #[arg(long, env = "SYMCLUSTER_LEASE_MS", default_value_t = 30_000)]

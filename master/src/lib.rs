@@ -12,6 +12,7 @@
 
 #![deny(missing_docs)]
 
+pub mod auth;
 pub mod config;
 pub mod index;
 pub mod metrics;
@@ -34,7 +35,7 @@ use index::Index;
 use raft::RaftConfig;
 use raft::transport::{MAX_MESSAGE_BYTES, PeerService};
 use scheduler::{Scheduler, SchedulerConfig};
-use service::{AdminService, BearerAuth, IngestService, WorkerApiService};
+use service::{AdminService, IngestService, WorkerApiService};
 
 /// Largest `Ingest` request, bytes: a report or JS stack of
 /// [`routing::MAX_PAYLOAD_BYTES`] (16 MiB) and the rest of its `JobSpec`. A larger message is
@@ -138,7 +139,23 @@ pub async fn run(
         .register_encoded_file_descriptor_set(tonic_health::pb::FILE_DESCRIPTOR_SET)
         .build_v1()?;
 
-    let auth = BearerAuth::new(&config.token);
+    let auth =
+        auth::Auth::new(&config.token, config.tokens_file.clone()).map_err(anyhow::Error::msg)?;
+    let reloader = auth.clone();
+    tokio::spawn(async move {
+        use tokio::signal::unix::{SignalKind, signal};
+        let Ok(mut hangup) = signal(SignalKind::hangup()) else {
+            return;
+        };
+        while hangup.recv().await.is_some() {
+            match reloader.reload() {
+                Ok(tokens) => tracing::info!(tokens, "tokens file reloaded"),
+                Err(error) => {
+                    tracing::error!(%error, "tokens file not reloaded; the previous tokens stay")
+                }
+            }
+        }
+    });
     let (stopping_tx, stopping_rx) = tokio::sync::oneshot::channel::<()>();
     let peer = PeerServer::new(PeerService::new(
         raft_handle.inputs(),
@@ -153,18 +170,21 @@ pub async fn run(
             // tonic's default 4 MiB would refuse reports the API accepts (up to 16 MiB).
             IngestServer::new(IngestService::new(scheduler.clone()))
                 .max_decoding_message_size(MAX_INGEST_MESSAGE_BYTES),
-            auth.clone(),
+            auth.interceptor("the Ingest service", auth::INGEST_ROLES),
         ))
         .add_service(InterceptedService::new(
             WorkerApiServer::new(WorkerApiService::new(scheduler.clone()))
                 .max_decoding_message_size(MAX_WORKER_MESSAGE_BYTES),
-            auth.clone(),
+            auth.interceptor("the WorkerApi service", auth::WORKER_ROLES),
         ))
         .add_service(InterceptedService::new(
             AdminServer::new(AdminService::new(scheduler)),
-            auth.clone(),
+            auth.interceptor("the Admin service", auth::ALL_ROLES),
         ))
-        .add_service(InterceptedService::new(peer, auth))
+        .add_service(InterceptedService::new(
+            peer,
+            auth.interceptor("the masters' Raft transport", auth::ADMIN_ROLES),
+        ))
         .serve_with_shutdown(config.listen, async move {
             shutdown.await;
             let _ = stopping_tx.send(());

@@ -13,3 +13,4 @@ mod replication;
 mod submit_stream;
 mod support;
 mod symbolication;
+mod tokens;

@@ -257,9 +257,23 @@ impl Scheduler {
         self.leading.subscribe()
     }
 
-    /// Registers (or re-registers) a worker with `slots` job slots.
-    pub fn register(&self, worker_id: &str, slots: u32) {
+    /// Registers (or re-registers) a worker with `slots` job slots, on behalf of token `owner`.
+    /// A worker id registered by another token is refused (`Err` naming that token) unless
+    /// `take_over` (an admin token).
+    pub fn register(
+        &self,
+        worker_id: &str,
+        slots: u32,
+        owner: Arc<str>,
+        take_over: bool,
+    ) -> Result<(), Arc<str>> {
         let mut core = self.lock();
+        if let Some(existing) = core.workers.get(worker_id)
+            && existing.owner != owner
+            && !take_over
+        {
+            return Err(existing.owner.clone());
+        }
         let busy: HashSet<String> = core
             .open
             .iter()
@@ -269,10 +283,17 @@ impl Scheduler {
         let entry = core
             .workers
             .entry(worker_id.to_owned())
-            .or_insert_with(|| WorkerEntry::new(slots));
+            .or_insert_with(|| WorkerEntry::new(slots, owner.clone()));
         entry.slots = slots.max(1);
         entry.busy = busy;
         entry.last_heartbeat = std::time::Instant::now();
+        entry.owner = owner;
+        Ok(())
+    }
+
+    /// The name of the token that registered `worker_id`, when it is registered here.
+    pub fn worker_owner(&self, worker_id: &str) -> Option<Arc<str>> {
+        self.lock().workers.get(worker_id).map(|w| w.owner.clone())
     }
 
     /// Opens a worker's lease stream; `None` when the worker is not registered.
@@ -286,7 +307,8 @@ impl Scheduler {
     }
 
     /// A worker's result, compressed (`CompleteJobRequest.result_zstd`, checked by the caller).
-    /// `false` when the job is already finished or unknown.
+    /// `false` when the job is already finished or unknown, or when `worker_id` and `attempt`
+    /// are not the job's current lease (another worker's, or an attempt that expired).
     pub async fn complete(
         &self,
         worker_id: &str,
@@ -295,6 +317,13 @@ impl Scheduler {
         result_zstd: Vec<u8>,
         group: Option<v1::CrashGroupKey>,
     ) -> Result<bool, ScheduleError> {
+        {
+            let core = self.lock();
+            let current = core.open.get(job_id).and_then(|j| j.lease.as_ref());
+            if current.is_none_or(|l| l.attempt != attempt || l.worker_id != worker_id) {
+                return Ok(false);
+            }
+        }
         let applied = self
             .raft
             .propose(command::complete_zstd(

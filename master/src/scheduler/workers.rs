@@ -3,6 +3,7 @@
 //! workers register again with a new leader.
 
 use std::collections::HashSet;
+use std::sync::Arc;
 use std::time::Instant;
 
 use symcluster_proto::v1;
@@ -21,17 +22,21 @@ pub struct WorkerEntry {
     pub last_heartbeat: Instant,
     /// Its cache counters, from its last heartbeat.
     pub cache: v1::CacheStats,
+    /// The name of the token that registered it: only that token (or an admin's) may act as
+    /// this worker.
+    pub owner: Arc<str>,
 }
 
 impl WorkerEntry {
-    /// A worker with `slots` slots and no stream yet.
-    pub fn new(slots: u32) -> Self {
+    /// A worker with `slots` slots, registered by token `owner`, and no stream yet.
+    pub fn new(slots: u32, owner: Arc<str>) -> Self {
         WorkerEntry {
             slots: slots.max(1),
             busy: HashSet::new(),
             sender: None,
             last_heartbeat: Instant::now(),
             cache: v1::CacheStats::default(),
+            owner,
         }
     }
 

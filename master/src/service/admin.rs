@@ -1,4 +1,5 @@
-//! `symcluster.v1.Admin`: the cluster's state (any master answers, with what it knows).
+//! `symcluster.v1.Admin`: the cluster's state (any master answers, with what it knows). Only
+//! admin tokens see it; any other token learns where the leader is (how clients find it).
 
 use std::sync::Arc;
 
@@ -6,6 +7,7 @@ use symcluster_proto::v1::{self, admin_server::Admin};
 use tonic::{Request, Response, Status};
 
 use super::index_status;
+use crate::auth;
 use crate::scheduler::Scheduler;
 
 /// The admin service.
@@ -24,8 +26,18 @@ impl AdminService {
 impl Admin for AdminService {
     async fn cluster_status(
         &self,
-        _request: Request<v1::ClusterStatusRequest>,
+        request: Request<v1::ClusterStatusRequest>,
     ) -> Result<Response<v1::ClusterStatusResponse>, Status> {
+        if auth::require(&request, auth::ADMIN_ROLES, "the cluster status").is_err() {
+            // Every client looks for the leader with this call: other roles learn where the
+            // leader is, and nothing else.
+            let raft = self.scheduler.raft();
+            return Ok(Response::new(v1::ClusterStatusResponse {
+                leader: raft.leader_address().unwrap_or_default(),
+                from_leader: raft.is_leader(),
+                ..Default::default()
+            }));
+        }
         Ok(Response::new(
             self.scheduler.status().map_err(index_status)?,
         ))

@@ -12,6 +12,7 @@ use tokio_stream::wrappers::ReceiverStream;
 use tonic::{Request, Response, Status, Streaming};
 
 use super::{index_status, job_to_proto, require_leader, schedule_status, submit_stream};
+use crate::auth;
 use crate::index::{JobState, JobView, is_terminal};
 use crate::routing::{Checked, check};
 use crate::scheduler::Scheduler;
@@ -37,17 +38,21 @@ impl Ingest for IngestService {
         request: Request<v1::SubmitRequest>,
     ) -> Result<Response<v1::SubmitResponse>, Status> {
         require_leader(&self.scheduler)?;
+        let may_read = may_read(&request);
         let spec = request
             .into_inner()
             .job
             .ok_or_else(|| Status::invalid_argument("missing `job`"))?;
-        submit_spec(&self.scheduler, spec).await.map(Response::new)
+        submit_spec(&self.scheduler, spec, may_read)
+            .await
+            .map(Response::new)
     }
 
     async fn get_job(
         &self,
         request: Request<v1::GetJobRequest>,
     ) -> Result<Response<v1::Job>, Status> {
+        auth::require(&request, auth::READ_ROLES, "reading jobs")?;
         require_leader(&self.scheduler)?;
         let id = request.into_inner().job_id;
         match self
@@ -67,6 +72,7 @@ impl Ingest for IngestService {
         &self,
         request: Request<v1::GetJobRequest>,
     ) -> Result<Response<Self::WatchJobStream>, Status> {
+        auth::require(&request, auth::READ_ROLES, "reading jobs")?;
         require_leader(&self.scheduler)?;
         let id = request.into_inner().job_id;
         let scheduler = self.scheduler.clone();
@@ -106,9 +112,11 @@ impl Ingest for IngestService {
         request: Request<Streaming<v1::SubmitStreamRequest>>,
     ) -> Result<Response<Self::SubmitStreamStream>, Status> {
         require_leader(&self.scheduler)?;
+        let may_read = may_read(&request);
         Ok(Response::new(submit_stream::serve(
             self.scheduler.clone(),
             request.into_inner(),
+            may_read,
         )))
     }
 
@@ -116,6 +124,7 @@ impl Ingest for IngestService {
         &self,
         request: Request<v1::ListJobsRequest>,
     ) -> Result<Response<v1::ListJobsResponse>, Status> {
+        auth::require(&request, auth::READ_ROLES, "listing jobs")?;
         require_leader(&self.scheduler)?;
         let r = request.into_inner();
         let limit = match r.limit {
@@ -146,6 +155,7 @@ impl Ingest for IngestService {
         &self,
         request: Request<v1::ListGroupsRequest>,
     ) -> Result<Response<v1::ListGroupsResponse>, Status> {
+        auth::require(&request, auth::READ_ROLES, "listing crash groups")?;
         require_leader(&self.scheduler)?;
         let limit = match request.into_inner().limit {
             0 => 20,
@@ -157,9 +167,11 @@ impl Ingest for IngestService {
 }
 
 /// Checks and submits `spec` on this master (the leader): the answer `Submit` gives.
+/// A caller without `may_read` (a `device` token) gets the job without its result.
 pub(super) async fn submit_spec(
     scheduler: &Scheduler,
     spec: v1::JobSpec,
+    may_read: bool,
 ) -> Result<v1::SubmitResponse, Status> {
     let checked = check(&spec).map_err(Status::invalid_argument)?;
     let encoded = spec.encode_to_vec();
@@ -177,10 +189,20 @@ pub(super) async fn submit_spec(
     };
     let (job, created) = outcome.map_err(schedule_status)?;
     crate::metrics::JOBS_SUBMITTED.inc_by(u64::from(created));
+    let mut job = job_to_proto(job);
+    if !may_read {
+        // A resubmitted id must not hand a device the stored result of a finished job.
+        job.result_json.clear();
+    }
     Ok(v1::SubmitResponse {
-        job: Some(job_to_proto(job)),
+        job: Some(job),
         created,
     })
+}
+
+/// Whether the request's caller may read jobs and results (not a `device` token).
+fn may_read<T>(request: &Request<T>) -> bool {
+    auth::require(request, auth::READ_ROLES, "reading").is_ok()
 }
 
 /// Waits until job `id` is in a state other than `last` and returns it then (with its result

@@ -17,7 +17,7 @@ pub use ingest::IngestService;
 pub use worker_api::WorkerApiService;
 
 use symcluster_proto::v1;
-use tonic::{Request, Status};
+use tonic::Status;
 
 use crate::index::{IndexError, JobView};
 use crate::raft::ProposeError;
@@ -25,39 +25,6 @@ use crate::scheduler::{ScheduleError, Scheduler};
 
 /// Response metadata naming the leader's `http://host:port`.
 pub const LEADER_METADATA: &str = "symcluster-leader";
-
-/// Checks `authorization: Bearer <token>` on every call.
-#[derive(Clone)]
-pub struct BearerAuth {
-    expected: String,
-}
-
-impl BearerAuth {
-    /// Accepts requests carrying `token`.
-    pub fn new(token: &str) -> Self {
-        BearerAuth {
-            expected: format!("Bearer {token}"),
-        }
-    }
-}
-
-impl tonic::service::Interceptor for BearerAuth {
-    fn call(&mut self, request: Request<()>) -> Result<Request<()>, Status> {
-        match request.metadata().get("authorization").map(|v| v.to_str()) {
-            Some(Ok(value)) if constant_time_eq(value.as_bytes(), self.expected.as_bytes()) => {
-                Ok(request)
-            }
-            Some(_) => Err(Status::unauthenticated("invalid bearer token")),
-            None => Err(Status::unauthenticated(
-                "missing `authorization: Bearer <token>` metadata",
-            )),
-        }
-    }
-}
-
-fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
-    a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
-}
 
 /// `UNAVAILABLE` naming the leader (metadata and message).
 pub fn not_leader(leader: Option<String>) -> Status {

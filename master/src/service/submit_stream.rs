@@ -33,13 +33,16 @@ const ANSWER_BUFFER: usize = 256;
 /// client back and one stream cannot fill the leader's memory.
 pub const MAX_JOBS_PER_STREAM: usize = 1024;
 
-/// Serves `requests` from `scheduler`: the stream of answers.
+/// Serves `requests` from `scheduler`: the stream of answers. Without `may_read` (a `device`
+/// token) a job asking to be watched is refused with PERMISSION_DENIED, and answers carry no
+/// result.
 pub fn serve(
     scheduler: Arc<Scheduler>,
     requests: Streaming<v1::SubmitStreamRequest>,
+    may_read: bool,
 ) -> ResponseStream {
     let (tx, rx) = mpsc::channel(ANSWER_BUFFER);
-    tokio::spawn(read_requests(scheduler, requests, tx));
+    tokio::spawn(read_requests(scheduler, requests, tx, may_read));
     Box::pin(ReceiverStream::new(rx))
 }
 
@@ -49,6 +52,7 @@ async fn read_requests(
     scheduler: Arc<Scheduler>,
     mut requests: Streaming<v1::SubmitStreamRequest>,
     tx: Answers,
+    may_read: bool,
 ) {
     // Dropped (aborting every job task) when the client goes away or the stream ends in error.
     let mut jobs = JoinSet::new();
@@ -74,7 +78,7 @@ async fn read_requests(
         tokio::select! {
             request = requests.message() => match request {
                 Ok(Some(request)) => {
-                    let job = one_job(scheduler.clone(), request, tx.clone());
+                    let job = one_job(scheduler.clone(), request, tx.clone(), may_read);
                     jobs.spawn(async move {
                         job.await;
                         drop(slot);
@@ -102,7 +106,12 @@ async fn read_requests(
 }
 
 /// Submits one job and answers for it; a lost leadership ends the whole stream.
-async fn one_job(scheduler: Arc<Scheduler>, request: v1::SubmitStreamRequest, tx: Answers) {
+async fn one_job(
+    scheduler: Arc<Scheduler>,
+    request: v1::SubmitStreamRequest,
+    tx: Answers,
+    may_read: bool,
+) {
     let Some(spec) = request.job else {
         let _ = tx
             .send(Ok(refused(
@@ -113,7 +122,14 @@ async fn one_job(scheduler: Arc<Scheduler>, request: v1::SubmitStreamRequest, tx
         return;
     };
     let job_id = spec.job_id.clone();
-    let accepted = match submit_spec(&scheduler, spec).await {
+    if request.watch && !may_read {
+        let denied = Status::permission_denied(
+            "this token may submit but not read: send the job without `watch`",
+        );
+        let _ = tx.send(Ok(refused(job_id, denied))).await;
+        return;
+    }
+    let accepted = match submit_spec(&scheduler, spec, may_read).await {
         Ok(accepted) => accepted,
         Err(status) => {
             let _ = tx.send(failure(job_id, status)).await;

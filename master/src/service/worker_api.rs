@@ -10,6 +10,7 @@ use tokio_stream::wrappers::ReceiverStream;
 use tonic::{Request, Response, Status};
 
 use super::{require_leader, schedule_status};
+use crate::auth::{self, Role};
 use crate::scheduler::Scheduler;
 
 /// The worker-facing service.
@@ -34,6 +35,25 @@ fn worker_id(id: &str) -> Result<&str, Status> {
     }
 }
 
+impl WorkerApiService {
+    /// The caller may act as worker `id`: an admin token, or the token that registered it here.
+    /// A worker not registered on this master (e.g. just after a failover, before it registers
+    /// again) is checked by its lease alone: a completion or failure still needs the job's
+    /// current lease and attempt.
+    fn act_as<T>(&self, request: &Request<T>, id: &str) -> Result<(), Status> {
+        let caller = auth::require(request, auth::WORKER_ROLES, "the WorkerApi service")?;
+        match self.scheduler.worker_owner(id) {
+            Some(owner) if owner != caller.name && caller.role != Role::Admin => {
+                Err(Status::permission_denied(format!(
+                    "worker {id:?} was registered by token {owner:?}, not {:?}",
+                    caller.name
+                )))
+            }
+            _ => Ok(()),
+        }
+    }
+}
+
 #[tonic::async_trait]
 impl WorkerApi for WorkerApiService {
     async fn register(
@@ -41,12 +61,20 @@ impl WorkerApi for WorkerApiService {
         request: Request<v1::RegisterRequest>,
     ) -> Result<Response<v1::RegisterResponse>, Status> {
         require_leader(&self.scheduler)?;
+        let caller = auth::require(&request, auth::WORKER_ROLES, "the WorkerApi service")?;
         let r = request.into_inner();
         let id = worker_id(&r.worker_id)?;
         if r.slots == 0 {
             return Err(Status::invalid_argument("slots must be at least 1"));
         }
-        self.scheduler.register(id, r.slots);
+        self.scheduler
+            .register(id, r.slots, caller.name.clone(), caller.role == Role::Admin)
+            .map_err(|owner| {
+                Status::permission_denied(format!(
+                    "worker {id:?} is registered by token {owner:?}, not {:?}",
+                    caller.name
+                ))
+            })?;
         tracing::info!(worker = id, slots = r.slots, "worker registered");
         let config = self.scheduler.config();
         Ok(Response::new(v1::RegisterResponse {
@@ -62,6 +90,7 @@ impl WorkerApi for WorkerApiService {
         request: Request<v1::LeaseJobsRequest>,
     ) -> Result<Response<Self::LeaseJobsStream>, Status> {
         require_leader(&self.scheduler)?;
+        self.act_as(&request, &request.get_ref().worker_id)?;
         let r = request.into_inner();
         let id = worker_id(&r.worker_id)?;
         let rx = self
@@ -76,6 +105,7 @@ impl WorkerApi for WorkerApiService {
         request: Request<v1::CompleteJobRequest>,
     ) -> Result<Response<v1::CompleteJobResponse>, Status> {
         require_leader(&self.scheduler)?;
+        self.act_as(&request, &request.get_ref().worker_id)?;
         let r = request.into_inner();
         worker_id(&r.worker_id)?;
         // Workers compress their results; an older worker's JSON is compressed here.
@@ -101,6 +131,7 @@ impl WorkerApi for WorkerApiService {
         request: Request<v1::FailJobRequest>,
     ) -> Result<Response<v1::FailJobResponse>, Status> {
         require_leader(&self.scheduler)?;
+        self.act_as(&request, &request.get_ref().worker_id)?;
         let r = request.into_inner();
         worker_id(&r.worker_id)?;
         let accepted = self
@@ -116,6 +147,7 @@ impl WorkerApi for WorkerApiService {
         request: Request<v1::HeartbeatRequest>,
     ) -> Result<Response<v1::HeartbeatResponse>, Status> {
         require_leader(&self.scheduler)?;
+        self.act_as(&request, &request.get_ref().worker_id)?;
         let r = request.into_inner();
         let known = self
             .scheduler

@@ -106,11 +106,12 @@ async fn big_reports_are_sent_and_refused_ones_are_not_kept_forever() {
         report.len()
     };
     write("crash-1-big.json", 10 << 20);
-    let mut over = Vec::new();
     // Over the API's 16 MiB: the client library refuses them before sending (the master's own
     // check of a compressed report's size is tested in the load test crate's integration tests).
-    over.push(write("crash-2-over.json", (16 << 20) + (256 << 10)));
-    over.push(write("crash-3-huge.json", 20 << 20));
+    let over = [
+        write("crash-2-over.json", (16 << 20) + (256 << 10)),
+        write("crash-3-huge.json", 20 << 20),
+    ];
 
     let cluster = Cluster::start(0, MasterOptions::default()).await;
     let summary =

@@ -1,0 +1,228 @@
+//! Tokens and roles (`--tokens-file`), against a real master over real sockets: what each role
+//! may call, a worker acting only as itself, and a reload on SIGHUP.
+
+use std::path::Path;
+use std::time::Duration;
+
+use sha2::{Digest, Sha256};
+use symcluster_client::{Client, ClientError, api};
+use symcluster_loadtest::cluster::{Cluster, MasterOptions, repo};
+use tokio_stream::StreamExt;
+
+const DEVICE: &str = "device-secret";
+const INGEST: &str = "ingest-secret";
+const WORKER_1: &str = "worker-1-secret";
+const WORKER_2: &str = "worker-2-secret";
+
+fn write_tokens(path: &Path, tokens: &[(&str, &str, &str)]) {
+    let mut text = String::new();
+    for (name, token, role) in tokens {
+        text += &format!(
+            "[[tokens]]\nname = \"{name}\"\nsha256 = \"{}\"\nrole = \"{role}\"\n\n",
+            hex::encode(Sha256::digest(token.as_bytes()))
+        );
+    }
+    std::fs::write(path, text).unwrap();
+}
+
+/// The status of a call that must fail with one.
+fn status<T: std::fmt::Debug>(result: Result<T, ClientError>) -> tonic::Status {
+    match result {
+        Err(ClientError::Status(status)) => status,
+        other => panic!("expected a refusal, got {other:?}"),
+    }
+}
+
+fn denied<T: std::fmt::Debug>(result: Result<T, ClientError>, message: &str) {
+    let status = status(result);
+    assert_eq!(status.code(), tonic::Code::PermissionDenied, "{status:?}");
+    assert_eq!(status.message(), message);
+}
+
+fn assert_denied<T: std::fmt::Debug>(result: Result<T, tonic::Status>, message: &str) {
+    denied(result.map_err(ClientError::Status), message);
+}
+
+/// A device token submits and reads nothing; a worker token cannot submit or read; an unknown
+/// token is UNAUTHENTICATED; a worker token acts only as the worker it registered, and a
+/// completion from a worker without the lease is not counted while the holder's is; `symctl`
+/// prints the refusal and exits 1; SIGHUP reloads the file.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn each_role_does_only_what_it_may() {
+    let tokens = tempfile::tempdir().unwrap();
+    let path = tokens.path().join("tokens.toml");
+    write_tokens(
+        &path,
+        &[
+            ("demo-app", DEVICE, "device"),
+            ("ingest-svc", INGEST, "ingest"),
+            ("worker-1", WORKER_1, "worker"),
+            ("worker-2", WORKER_2, "worker"),
+        ],
+    );
+    let cluster = Cluster::start(
+        0,
+        MasterOptions {
+            tokens_file: Some(path.clone()),
+            ..MasterOptions::default()
+        },
+    )
+    .await;
+    let report = std::fs::read(repo().join("examples/ios-demo/DemoApp.crash")).unwrap();
+
+    // device: submits (twice: idempotent), reads nothing, sees only where the leader is.
+    let mut device = Client::connect(&cluster.endpoint, DEVICE).await.unwrap();
+    let submitted = device.submit_native("d-1", report.clone()).await.unwrap();
+    assert!(submitted.created);
+    assert!(
+        !device
+            .submit_native("d-1", report.clone())
+            .await
+            .unwrap()
+            .created
+    );
+    let read_denied = "token \"demo-app\" has role device; reading jobs needs ingest or admin";
+    denied(device.job("d-1").await, read_denied);
+    denied(device.wait("d-1").await, read_denied);
+    assert_denied(
+        device
+            .ingest()
+            .list_groups(api::ListGroupsRequest { limit: 10 })
+            .await,
+        "token \"demo-app\" has role device; listing crash groups needs ingest or admin",
+    );
+    let watched = device
+        .submit_stream()
+        .submit(
+            symcluster_client::native_spec("d-2", &report).unwrap(),
+            true,
+        )
+        .await;
+    let refusal = status(watched.map(|_| ()));
+    assert_eq!(refusal.code(), tonic::Code::PermissionDenied);
+    let status_seen = device
+        .admin()
+        .cluster_status(api::ClusterStatusRequest {})
+        .await
+        .unwrap()
+        .into_inner();
+    assert!(status_seen.from_leader);
+    assert!(status_seen.masters.is_empty() && status_seen.workers.is_empty());
+    let out = std::process::Command::new(symcluster_loadtest::cluster::bin("symctl"))
+        .args([
+            "job",
+            "--master",
+            &cluster.endpoint,
+            "--token",
+            DEVICE,
+            "d-1",
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains(read_denied), "{stderr}");
+
+    // Unknown token.
+    let unknown = status(
+        Client::connect(&cluster.endpoint, "guess")
+            .await
+            .map(|_| ()),
+    );
+    assert_eq!(unknown.code(), tonic::Code::Unauthenticated);
+
+    // worker tokens: no submit, no reads; each acts only as the worker it registered.
+    let w1 = Client::connect(&cluster.endpoint, WORKER_1).await.unwrap();
+    let mut w2 = Client::connect(&cluster.endpoint, WORKER_2).await.unwrap();
+    let not_ingest =
+        "token \"worker-2\" has role worker; the Ingest service needs device or ingest or admin";
+    denied(w2.submit_native("w-1", report.clone()).await, not_ingest);
+    denied(w2.job("d-1").await, not_ingest);
+    let register = |id: &str| api::RegisterRequest {
+        worker_id: id.to_owned(),
+        slots: 1,
+    };
+    w1.worker_api().register(register("w1")).await.unwrap();
+    w2.worker_api().register(register("w2")).await.unwrap();
+    assert_denied(
+        w2.worker_api().register(register("w1")).await,
+        "worker \"w1\" is registered by token \"worker-1\", not \"worker-2\"",
+    );
+    assert_denied(
+        w2.worker_api()
+            .lease_jobs(api::LeaseJobsRequest {
+                worker_id: "w1".into(),
+            })
+            .await,
+        "worker \"w1\" was registered by token \"worker-1\", not \"worker-2\"",
+    );
+    let mut leases = w1
+        .worker_api()
+        .lease_jobs(api::LeaseJobsRequest {
+            worker_id: "w1".into(),
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    let lease = tokio::time::timeout(Duration::from_secs(30), leases.next())
+        .await
+        .expect("a lease within 30 s")
+        .expect("lease stream open")
+        .unwrap();
+    let job = lease.job.unwrap();
+    assert_eq!((job.job_id.as_str(), lease.attempt), ("d-1", 1));
+    let result = br#"{"status":"completed","threads":[]}"#.to_vec();
+    let complete = |worker: &str| api::CompleteJobRequest {
+        worker_id: worker.to_owned(),
+        job_id: "d-1".into(),
+        attempt: 1,
+        result_json: result.clone(),
+        group: None,
+        result_zstd: Vec::new(),
+    };
+    assert_denied(
+        w2.worker_api().complete_job(complete("w1")).await,
+        "worker \"w1\" was registered by token \"worker-1\", not \"worker-2\"",
+    );
+    let stolen = w2.worker_api().complete_job(complete("w2")).await.unwrap();
+    assert!(!stolen.into_inner().accepted, "w2 holds no lease on d-1");
+    let done = w1.worker_api().complete_job(complete("w1")).await.unwrap();
+    assert!(done.into_inner().accepted);
+
+    // ingest: reads the job as w1 completed it, once.
+    let mut ingest = Client::connect(&cluster.endpoint, INGEST).await.unwrap();
+    let job = ingest.job("d-1").await.unwrap();
+    assert_eq!(job.state, api::JobState::Completed as i32);
+    assert_eq!((job.attempts, job.worker_id.as_str()), (1, "w1"));
+    assert_eq!(job.result_json, result);
+    // A device resubmitting a finished job's id is not handed its result.
+    let again = device.submit_native("d-1", report.clone()).await.unwrap();
+    let again = again.job.unwrap();
+    assert_eq!(again.state, api::JobState::Completed as i32);
+    assert!(again.result_json.is_empty());
+
+    // SIGHUP: the file now has another device token; the old one is refused.
+    write_tokens(&path, &[("demo-app-2", "device-2-secret", "device")]);
+    let pid = cluster.masters[0].pid().unwrap() as i32;
+    assert_eq!(unsafe { libc::kill(pid, libc::SIGHUP) }, 0);
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
+    let mut renewed = loop {
+        match Client::connect(&cluster.endpoint, "device-2-secret").await {
+            Ok(client) => break client,
+            Err(e) if tokio::time::Instant::now() < deadline => {
+                let _ = e;
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
+            Err(e) => panic!("the reloaded token was not accepted within 20 s: {e}"),
+        }
+    };
+    assert!(
+        renewed
+            .submit_native("d-3", report.clone())
+            .await
+            .unwrap()
+            .created
+    );
+    let old = status(device.submit_native("d-4", report).await.map(|_| ()));
+    assert_eq!(old.code(), tonic::Code::Unauthenticated);
+}

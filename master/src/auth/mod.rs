@@ -1,0 +1,254 @@
+//! Who may call what: bearer tokens, each with one [`Role`].
+//!
+//! `--token` is the cluster's admin token (the quick start's only token, and what masters
+//! present to each other); `--tokens-file` adds named tokens with roles ([`tokens_file`]),
+//! reloaded on SIGHUP. A token is looked up by its SHA-256, so the master never holds the
+//! tokens of the file, only their hashes.
+//!
+//! Each gRPC service is wrapped in an [`Auth::interceptor`] that admits the roles the service
+//! serves and records the [`Caller`] in the request's extensions; methods that need more (the
+//! read methods of `Ingest`) check it again with [`require`]. A missing or unknown token is
+//! UNAUTHENTICATED; a known token of the wrong role is PERMISSION_DENIED.
+
+pub mod tokens_file;
+
+use std::collections::HashMap;
+use std::path::PathBuf;
+use std::sync::{Arc, RwLock};
+
+use serde::Deserialize;
+use sha2::{Digest, Sha256};
+use tonic::{Request, Status};
+
+/// What a token may do.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Role {
+    /// Submit reports only (what an app with the SDK ships); reads nothing.
+    Device,
+    /// Submit, and read jobs, results and crash groups.
+    Ingest,
+    /// Register, lease, heartbeat, complete and fail — only as the worker it registered.
+    Worker,
+    /// Everything: all of the above, cluster status, and the masters' Raft transport.
+    Admin,
+}
+
+impl Role {
+    /// The role's name as the tokens file spells it.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Role::Device => "device",
+            Role::Ingest => "ingest",
+            Role::Worker => "worker",
+            Role::Admin => "admin",
+        }
+    }
+}
+
+/// The authenticated caller of a request (in its extensions once an interceptor admitted it).
+#[derive(Debug, Clone)]
+pub struct Caller {
+    /// The token's name (`admin` for `--token`): shown in logs, never the token.
+    pub name: Arc<str>,
+    /// What it may do.
+    pub role: Role,
+}
+
+/// The roles a service admits, for [`Auth::interceptor`].
+pub const INGEST_ROLES: &[Role] = &[Role::Device, Role::Ingest, Role::Admin];
+/// Roles that may read jobs, results and groups.
+pub const READ_ROLES: &[Role] = &[Role::Ingest, Role::Admin];
+/// Roles of the worker-facing service.
+pub const WORKER_ROLES: &[Role] = &[Role::Worker, Role::Admin];
+/// Roles that see the cluster status, and of the masters' Raft transport.
+pub const ADMIN_ROLES: &[Role] = &[Role::Admin];
+/// Every role: the admin service answers anyone where the leader is (clients find it so).
+pub const ALL_ROLES: &[Role] = &[Role::Device, Role::Ingest, Role::Worker, Role::Admin];
+
+/// SHA-256 of `bytes` (FIPS 180-4).
+pub fn sha256(bytes: &[u8]) -> [u8; 32] {
+    Sha256::digest(bytes).into()
+}
+
+/// SHA-256 of a token → its caller.
+type Table = HashMap<[u8; 32], Caller>;
+
+/// The token table: the admin token and the tokens file's, swapped whole on reload.
+#[derive(Clone)]
+pub struct Auth {
+    admin: [u8; 32],
+    file: Option<PathBuf>,
+    table: Arc<RwLock<Arc<Table>>>,
+}
+
+impl Auth {
+    /// `admin_token` (role admin, named `admin`) and, when given, the tokens of `tokens_file`.
+    /// Errors: the file's ([`tokens_file::load`]).
+    pub fn new(admin_token: &str, tokens_file: Option<PathBuf>) -> Result<Self, String> {
+        let auth = Auth {
+            admin: sha256(admin_token.as_bytes()),
+            file: tokens_file,
+            table: Arc::default(),
+        };
+        auth.reload()?;
+        Ok(auth)
+    }
+
+    /// Reads the tokens file again and swaps the table in whole; on an error the previous table
+    /// stays. Returns the number of tokens, the admin token included.
+    pub fn reload(&self) -> Result<usize, String> {
+        let mut table = match &self.file {
+            Some(path) => tokens_file::load(path)?,
+            None => HashMap::new(),
+        };
+        table.insert(
+            self.admin,
+            Caller {
+                name: Arc::from("admin"),
+                role: Role::Admin,
+            },
+        );
+        let n = table.len();
+        *self.table.write().unwrap_or_else(|e| e.into_inner()) = Arc::new(table);
+        Ok(n)
+    }
+
+    /// The caller presenting `authorization: Bearer <token>`, or UNAUTHENTICATED.
+    pub fn authenticate<T>(&self, request: &Request<T>) -> Result<Caller, Status> {
+        let value = request
+            .metadata()
+            .get("authorization")
+            .ok_or_else(|| {
+                Status::unauthenticated("missing `authorization: Bearer <token>` metadata")
+            })?
+            .to_str()
+            .map_err(|_| Status::unauthenticated("invalid bearer token"))?;
+        let token = value
+            .strip_prefix("Bearer ")
+            .ok_or_else(|| Status::unauthenticated("invalid bearer token"))?;
+        let table = self.table.read().unwrap_or_else(|e| e.into_inner()).clone();
+        table
+            .get(&sha256(token.as_bytes()))
+            .cloned()
+            .ok_or_else(|| Status::unauthenticated("invalid bearer token"))
+    }
+
+    /// An interceptor admitting callers whose role is in `roles`, recording the [`Caller`].
+    pub fn interceptor(&self, service: &'static str, roles: &'static [Role]) -> Interceptor {
+        Interceptor {
+            auth: self.clone(),
+            service,
+            roles,
+        }
+    }
+}
+
+/// See [`Auth::interceptor`].
+#[derive(Clone)]
+pub struct Interceptor {
+    auth: Auth,
+    service: &'static str,
+    roles: &'static [Role],
+}
+
+impl tonic::service::Interceptor for Interceptor {
+    fn call(&mut self, mut request: Request<()>) -> Result<Request<()>, Status> {
+        let caller = self.auth.authenticate(&request)?;
+        check(&caller, self.roles, self.service)?;
+        request.extensions_mut().insert(caller);
+        Ok(request)
+    }
+}
+
+fn check(caller: &Caller, roles: &[Role], what: &str) -> Result<(), Status> {
+    if roles.contains(&caller.role) {
+        return Ok(());
+    }
+    let allowed: Vec<&str> = roles.iter().map(|r| r.as_str()).collect();
+    Err(Status::permission_denied(format!(
+        "token {:?} has role {}; {what} needs {}",
+        caller.name,
+        caller.role.as_str(),
+        allowed.join(" or ")
+    )))
+}
+
+/// The request's caller when its role is in `roles` (for `what`, e.g. `reading jobs`), else
+/// PERMISSION_DENIED. A request that no interceptor admitted (in-process tests) is refused too.
+pub fn require<T>(request: &Request<T>, roles: &[Role], what: &str) -> Result<Caller, Status> {
+    let caller = request
+        .extensions()
+        .get::<Caller>()
+        .cloned()
+        .ok_or_else(|| Status::unauthenticated("the call was not authenticated"))?;
+    check(&caller, roles, what)?;
+    Ok(caller)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn request(token: &str) -> Request<()> {
+        let mut r = Request::new(());
+        r.metadata_mut()
+            .insert("authorization", format!("Bearer {token}").parse().unwrap());
+        r
+    }
+
+    #[test]
+    fn roles_are_admitted_per_service_and_reload_swaps_the_table() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("tokens.toml");
+        let entry = |name: &str, token: &str, role: &str| {
+            format!(
+                "[[tokens]]\nname = \"{name}\"\nsha256 = \"{}\"\nrole = \"{role}\"\n",
+                hex::encode(sha256(token.as_bytes()))
+            )
+        };
+        std::fs::write(&path, entry("app", "d", "device")).unwrap();
+        let auth = Auth::new("root", Some(path.clone())).unwrap();
+        let mut ingest = auth.interceptor("Ingest", INGEST_ROLES);
+        let mut admin = auth.interceptor("Admin", ADMIN_ROLES);
+        use tonic::service::Interceptor as _;
+
+        let admitted = ingest.call(request("d")).unwrap();
+        let caller = require(&admitted, READ_ROLES, "reading jobs").unwrap_err();
+        assert_eq!(caller.code(), tonic::Code::PermissionDenied);
+        assert_eq!(
+            caller.message(),
+            "token \"app\" has role device; reading jobs needs ingest or admin"
+        );
+        assert_eq!(
+            admin.call(request("d")).unwrap_err().code(),
+            tonic::Code::PermissionDenied
+        );
+        assert!(admin.call(request("root")).is_ok());
+        assert_eq!(
+            ingest.call(request("nope")).unwrap_err().code(),
+            tonic::Code::Unauthenticated
+        );
+        assert_eq!(
+            ingest.call(Request::new(())).unwrap_err().code(),
+            tonic::Code::Unauthenticated
+        );
+
+        // Reload: the device token is gone, an ingest token appears; a broken file keeps the
+        // table as it was.
+        std::fs::write(&path, entry("svc", "i", "ingest")).unwrap();
+        assert_eq!(auth.reload(), Ok(2));
+        assert_eq!(
+            ingest.call(request("d")).unwrap_err().code(),
+            tonic::Code::Unauthenticated
+        );
+        let admitted = ingest.call(request("i")).unwrap();
+        assert_eq!(
+            &*require(&admitted, READ_ROLES, "reading jobs").unwrap().name,
+            "svc"
+        );
+        std::fs::write(&path, "[[tokens]]\nname = 1\n").unwrap();
+        assert!(auth.reload().is_err());
+        assert!(ingest.call(request("i")).is_ok());
+    }
+}
