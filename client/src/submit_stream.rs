@@ -43,7 +43,11 @@ impl Submitted {
             .map(|j| j.job_id.clone())
             .unwrap_or_default();
         match self.finished {
-            Some(rx) => rx.await.unwrap_or(Err(ClientError::WatchEnded(id))),
+            // The result comes compressed; it is decompressed here, in the caller's task.
+            Some(rx) => rx
+                .await
+                .unwrap_or(Err(ClientError::WatchEnded(id)))
+                .and_then(crate::with_result_json),
             None => Err(ClientError::WatchEnded(id)),
         }
     }
@@ -121,6 +125,7 @@ impl Kept {
         api::SubmitStreamRequest {
             job: Some(job.spec.clone()),
             watch: job.watch,
+            result_zstd: true,
         }
     }
 

@@ -10,9 +10,11 @@
 //! - `cluster/v1/`: internal to the masters: the replicated index (`index.proto`) and Raft's
 //!   transport (`peer.proto`).
 //!
-//! [`report`] holds how a native report travels (plain or zstd) and its size limit.
+//! [`report`] holds how a native report travels (plain or zstd) and its size limit;
+//! [`result`] how a result travels compressed, and its limit.
 
 pub mod report;
+pub mod result;
 
 /// Version 1 of the API (`package symcluster.v1`).
 #[allow(missing_docs, clippy::all)]

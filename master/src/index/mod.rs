@@ -99,13 +99,27 @@ pub fn is_terminal(state: JobState) -> bool {
     matches!(state, JobState::Completed | JobState::Failed)
 }
 
+/// How a read returns a completed job's result.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ResultForm {
+    /// Not at all.
+    Omit,
+    /// Decompressed JSON ([`JobView::result_json`]).
+    Json,
+    /// The stored zstd frame as it is ([`JobView::result_zstd`]).
+    Zstd,
+}
+
 /// A job as read from the index.
 #[derive(Debug, Clone, PartialEq)]
 pub struct JobView {
     /// The stored record.
     pub record: pb::JobRecord,
-    /// The result JSON (decompressed), when asked for and completed.
+    /// The result JSON (decompressed), when asked for ([`ResultForm::Json`]) and completed.
     pub result_json: Option<Vec<u8>>,
+    /// The result as stored (one zstd frame), when asked for ([`ResultForm::Zstd`]) and
+    /// completed.
+    pub result_zstd: Option<Vec<u8>>,
 }
 
 impl JobView {
@@ -192,25 +206,39 @@ impl Index {
 
     /// A job by id; `with_result` also reads (and decompresses) its result.
     pub fn job(&self, job_id: &str, with_result: bool) -> Result<Option<JobView>, IndexError> {
+        let form = if with_result {
+            ResultForm::Json
+        } else {
+            ResultForm::Omit
+        };
+        self.job_with(job_id, form)
+    }
+
+    /// A job by id, with its result in `form`. Errors: the store's, a corrupt record, and
+    /// (`ResultForm::Json` only) a stored result that does not decompress.
+    pub fn job_with(&self, job_id: &str, form: ResultForm) -> Result<Option<JobView>, IndexError> {
         let read = self.db.begin_read().map_err(db)?;
         let jobs = read.open_table(JOBS).map_err(db)?;
         let Some(bytes) = jobs.get(job_id).map_err(db)? else {
             return Ok(None);
         };
         let record = decode_record(job_id, bytes.value())?;
-        let result_json = if with_result {
-            let results = read.open_table(RESULTS).map_err(db)?;
-            match results.get(job_id).map_err(db)? {
-                Some(blob) => Some(decompress(job_id, blob.value())?),
-                None => None,
-            }
-        } else {
-            None
-        };
-        Ok(Some(JobView {
+        let mut view = JobView {
             record,
-            result_json,
-        }))
+            result_json: None,
+            result_zstd: None,
+        };
+        if form != ResultForm::Omit {
+            let results = read.open_table(RESULTS).map_err(db)?;
+            if let Some(blob) = results.get(job_id).map_err(db)? {
+                if form == ResultForm::Json {
+                    view.result_json = Some(decompress(job_id, blob.value())?);
+                } else {
+                    view.result_zstd = Some(blob.value().to_vec());
+                }
+            }
+        }
+        Ok(Some(view))
     }
 
     /// Whether a job exists.
@@ -332,7 +360,7 @@ pub(crate) fn compress(json: &[u8]) -> Vec<u8> {
 }
 
 /// Largest result accepted, bytes of JSON (a big native crash symbolicates to a few MB).
-pub const MAX_RESULT_BYTES: u64 = 64 << 20;
+pub const MAX_RESULT_BYTES: u64 = symcluster_proto::result::MAX_RESULT_BYTES as u64;
 
 /// Checks a result that a worker compressed (`CompleteJobRequest.result_zstd`) without
 /// decompressing it: exactly one zstd frame (RFC 8878) whose header records a content size of

@@ -13,7 +13,7 @@ use tonic::{Request, Response, Status, Streaming};
 
 use super::{index_status, job_to_proto, require_leader, schedule_status, submit_stream};
 use crate::auth;
-use crate::index::{JobState, JobView, is_terminal};
+use crate::index::{JobState, JobView, ResultForm, is_terminal};
 use crate::routing::{Checked, check};
 use crate::scheduler::Scheduler;
 
@@ -54,11 +54,12 @@ impl Ingest for IngestService {
     ) -> Result<Response<v1::Job>, Status> {
         auth::require(&request, auth::READ_ROLES, "reading jobs")?;
         require_leader(&self.scheduler)?;
-        let id = request.into_inner().job_id;
+        let request = request.into_inner();
+        let id = request.job_id;
         match self
             .scheduler
             .index()
-            .job(&id, true)
+            .job_with(&id, result_form(request.result_zstd))
             .map_err(index_status)?
         {
             Some(job) => Ok(Response::new(job_to_proto(job))),
@@ -74,7 +75,8 @@ impl Ingest for IngestService {
     ) -> Result<Response<Self::WatchJobStream>, Status> {
         auth::require(&request, auth::READ_ROLES, "reading jobs")?;
         require_leader(&self.scheduler)?;
-        let id = request.into_inner().job_id;
+        let request = request.into_inner();
+        let (id, form) = (request.job_id, result_form(request.result_zstd));
         let scheduler = self.scheduler.clone();
         if !scheduler.index().contains(&id).map_err(index_status)? {
             return Err(Status::not_found(format!("no job {id:?}")));
@@ -84,7 +86,7 @@ impl Ingest for IngestService {
             let mut last = None;
             loop {
                 let change = tokio::select! {
-                    change = next_change(&scheduler, &id, last) => change,
+                    change = next_change(&scheduler, &id, last, form) => change,
                     _ = tx.closed() => return,
                 };
                 let job = match change {
@@ -145,6 +147,7 @@ impl Ingest for IngestService {
                 job_to_proto(crate::index::JobView {
                     record,
                     result_json: None,
+                    result_zstd: None,
                 })
             })
             .collect();
@@ -205,12 +208,22 @@ fn may_read<T>(request: &Request<T>) -> bool {
     auth::require(request, auth::READ_ROLES, "reading").is_ok()
 }
 
+/// How to answer results: compressed when the caller asked for `result_zstd`.
+pub(super) fn result_form(zstd: bool) -> ResultForm {
+    if zstd {
+        ResultForm::Zstd
+    } else {
+        ResultForm::Json
+    }
+}
+
 /// Waits until job `id` is in a state other than `last` and returns it then (with its result
-/// when finished); `None` when the job is gone (purged).
+/// in `form` when finished); `None` when the job is gone (purged).
 pub(super) async fn next_change(
     scheduler: &Scheduler,
     id: &str,
     last: Option<JobState>,
+    form: ResultForm,
 ) -> Result<Option<JobView>, Status> {
     let watch = scheduler.watchers().watch(id);
     loop {
@@ -231,7 +244,7 @@ pub(super) async fn next_change(
             return Ok(Some(
                 scheduler
                     .index()
-                    .job(id, true)
+                    .job_with(id, form)
                     .map_err(index_status)?
                     .unwrap_or(job),
             ));

@@ -68,7 +68,7 @@ fn schedule_status(e: ScheduleError) -> Status {
     }
 }
 
-/// The API view of a stored job (`result_json` filled when the view holds it).
+/// The API view of a stored job (`result_json` or `result_zstd` filled when the view holds it).
 pub fn job_to_proto(job: JobView) -> v1::Job {
     let r = job.record;
     v1::Job {
@@ -79,6 +79,7 @@ pub fn job_to_proto(job: JobView) -> v1::Job {
         submitted_at_ms: r.submitted_at_ms,
         finished_at_ms: r.finished_at_ms,
         result_json: job.result_json.unwrap_or_default(),
+        result_zstd: job.result_zstd.unwrap_or_default(),
         error: r.error,
         worker_id: r.worker_id,
         fingerprint: r.fingerprint,

@@ -16,7 +16,7 @@ use tokio::task::JoinSet;
 use tokio_stream::wrappers::ReceiverStream;
 use tonic::{Code, Status, Streaming};
 
-use super::ingest::{next_change, submit_spec};
+use super::ingest::{next_change, result_form, submit_spec};
 use super::{job_to_proto, not_leader};
 use crate::index::is_terminal;
 use crate::scheduler::Scheduler;
@@ -152,7 +152,7 @@ async fn one_job(
     // Watch from the state the submit answered with (an existing job may be finished already).
     let mut last = state.filter(|s| !is_terminal(*s));
     loop {
-        let job = match next_change(&scheduler, &job_id, last).await {
+        let job = match next_change(&scheduler, &job_id, last, result_form(request.result_zstd)).await {
             Ok(Some(job)) => job,
             Ok(None) => {
                 let gone = Status::not_found(format!("job {job_id:?} was purged"));
