@@ -365,8 +365,9 @@ impl Client {
 /// DATA_LOSS when the frame does not decompress.
 pub(crate) fn with_result_json(mut job: api::Job) -> Result<api::Job, ClientError> {
     if !job.result_zstd.is_empty() {
-        job.result_json = symcluster_proto::result::decompress(&job.result_zstd)
-            .map_err(|e| ClientError::Status(Status::data_loss(format!("job {}: {e}", job.job_id))))?;
+        job.result_json = symcluster_proto::result::decompress(&job.result_zstd).map_err(|e| {
+            ClientError::Status(Status::data_loss(format!("job {}: {e}", job.job_id)))
+        })?;
         job.result_zstd = Vec::new();
     }
     Ok(job)

@@ -15,7 +15,10 @@ async fn auth_health_metrics_and_status() {
         .await
         .unwrap();
     let e = api::ingest_client::IngestClient::new(channel.clone())
-        .get_job(api::GetJobRequest { job_id: "x".into() })
+        .get_job(api::GetJobRequest {
+            job_id: "x".into(),
+            result_zstd: false,
+        })
         .await
         .unwrap_err();
     assert_eq!(e.code(), tonic::Code::Unauthenticated);

@@ -84,11 +84,13 @@ async fn killing_the_leader_under_load_loses_and_duplicates_nothing() {
             let mut client = client;
             for i in (task..JOBS).step_by(6) {
                 let id = format!("load-{i}");
-                let response = client
+                // `created` may be false: a submit the killed leader committed but did not
+                // answer is retried on the new leader, which finds the job (submits are
+                // idempotent). Duplicates are checked below, by the completed and group counts.
+                client
                     .submit_native(&id, report.as_ref().clone())
                     .await
                     .unwrap_or_else(|e| panic!("submit {id}: {e}"));
-                assert!(response.created, "{id} created twice");
                 acknowledged.lock().await.push((id, Instant::now()));
                 tokio::time::sleep(Duration::from_millis(10)).await;
             }

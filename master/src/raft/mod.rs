@@ -34,6 +34,9 @@ pub enum Input {
         command: Command,
         /// Where to say what happened; `None` for fire-and-forget proposals.
         reply: Option<oneshot::Sender<Result<Applied, ProposeError>>>,
+        /// Fire-and-forget commands proposed right after it, so that they share its Ready (one
+        /// fsync, one message per follower): the next lease of the worker that completed it.
+        then: Vec<Command>,
     },
     /// Raft messages from another master.
     Step(Vec<Message>),
@@ -129,11 +132,22 @@ pub struct RaftHandle {
 impl RaftHandle {
     /// Proposes `command`; resolves once it is applied here (or refused).
     pub async fn propose(&self, command: Command) -> Result<Applied, ProposeError> {
+        self.propose_then(command, Vec::new()).await
+    }
+
+    /// Proposes `command`, then `then` (fire and forget) in the same Ready; resolves once
+    /// `command` is applied here (or refused).
+    pub async fn propose_then(
+        &self,
+        command: Command,
+        then: Vec<Command>,
+    ) -> Result<Applied, ProposeError> {
         let (reply, rx) = oneshot::channel();
         self.inputs
             .send(Input::Propose {
                 command,
                 reply: Some(reply),
+                then,
             })
             .map_err(|_| ProposeError::Storage("the raft node stopped".into()))?;
         rx.await
@@ -146,6 +160,7 @@ impl RaftHandle {
         let _ = self.inputs.send(Input::Propose {
             command,
             reply: None,
+            then: Vec::new(),
         });
     }
 

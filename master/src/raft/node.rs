@@ -121,7 +121,16 @@ impl Node {
 
     fn handle(&mut self, input: Input) {
         match input {
-            Input::Propose { command, reply } => self.propose(command, reply),
+            Input::Propose {
+                command,
+                reply,
+                then,
+            } => {
+                self.propose(command, reply);
+                for command in then {
+                    self.propose(command, None);
+                }
+            }
             Input::Step(messages) => {
                 for m in messages {
                     if let Err(e) = self.raw.step(m) {

@@ -152,18 +152,19 @@ async fn one_job(
     // Watch from the state the submit answered with (an existing job may be finished already).
     let mut last = state.filter(|s| !is_terminal(*s));
     loop {
-        let job = match next_change(&scheduler, &job_id, last, result_form(request.result_zstd)).await {
-            Ok(Some(job)) => job,
-            Ok(None) => {
-                let gone = Status::not_found(format!("job {job_id:?} was purged"));
-                let _ = tx.send(Ok(refused(job_id, gone))).await;
-                return;
-            }
-            Err(status) => {
-                let _ = tx.send(failure(job_id, status)).await;
-                return;
-            }
-        };
+        let job =
+            match next_change(&scheduler, &job_id, last, result_form(request.result_zstd)).await {
+                Ok(Some(job)) => job,
+                Ok(None) => {
+                    let gone = Status::not_found(format!("job {job_id:?} was purged"));
+                    let _ = tx.send(Ok(refused(job_id, gone))).await;
+                    return;
+                }
+                Err(status) => {
+                    let _ = tx.send(failure(job_id, status)).await;
+                    return;
+                }
+            };
         let state = job.state();
         if is_terminal(state) {
             let _ = tx
