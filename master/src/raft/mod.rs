@@ -30,8 +30,8 @@ use crate::index::{Command, Index, IndexError};
 pub enum Input {
     /// A command to append (leader only). `reply` receives what applying it did.
     Propose {
-        /// The command.
-        command: Command,
+        /// The command (boxed: commands are large, the other inputs small).
+        command: Box<Command>,
         /// Where to say what happened; `None` for fire-and-forget proposals.
         reply: Option<oneshot::Sender<Result<Applied, ProposeError>>>,
         /// Fire-and-forget commands proposed right after it, so that they share its Ready (one
@@ -145,7 +145,7 @@ impl RaftHandle {
         let (reply, rx) = oneshot::channel();
         self.inputs
             .send(Input::Propose {
-                command,
+                command: Box::new(command),
                 reply: Some(reply),
                 then,
             })
@@ -158,7 +158,7 @@ impl RaftHandle {
     /// outcome when it is applied.
     pub fn propose_nowait(&self, command: Command) {
         let _ = self.inputs.send(Input::Propose {
-            command,
+            command: Box::new(command),
             reply: None,
             then: Vec::new(),
         });

@@ -126,7 +126,7 @@ impl Node {
                 reply,
                 then,
             } => {
-                self.propose(command, reply);
+                self.propose(*command, reply);
                 for command in then {
                     self.propose(command, None);
                 }
