@@ -20,8 +20,10 @@
 #![deny(missing_docs)]
 
 mod submit_stream;
+mod tls;
 
 pub use submit_stream::{SubmitStream, Submitted};
+pub use tls::{Tls, install_crypto_provider};
 
 use std::sync::{Arc, RwLock};
 use std::time::{Duration, Instant};
@@ -143,6 +145,7 @@ pub struct Client {
 struct Inner {
     endpoints: Vec<String>,
     token: BearerToken,
+    tls: Tls,
     current: RwLock<(String, Channel)>,
 }
 
@@ -153,6 +156,11 @@ impl Client {
     /// (`Connect`) when no master answers, and with the master's status for a refused call
     /// (a wrong token: `UNAUTHENTICATED`).
     pub async fn connect(endpoints: &str, token: &str) -> Result<Self, ClientError> {
+        Self::connect_with(endpoints, token, Tls::default()).await
+    }
+
+    /// [`Client::connect`] with TLS settings for `https://` masters (see [`Tls`]).
+    pub async fn connect_with(endpoints: &str, token: &str, tls: Tls) -> Result<Self, ClientError> {
         let endpoints: Vec<String> = endpoints
             .split(',')
             .map(|e| e.trim().to_owned())
@@ -165,11 +173,12 @@ impl Client {
             });
         }
         let token = BearerToken::new(token)?;
-        let (endpoint, channel) = find_leader(&endpoints, &token, None).await?;
+        let (endpoint, channel) = find_leader(&endpoints, &token, &tls, None).await?;
         Ok(Client {
             inner: Arc::new(Inner {
                 endpoints,
                 token,
+                tls,
                 current: RwLock::new((endpoint, channel)),
             }),
         })
@@ -186,7 +195,13 @@ impl Client {
 
     /// Finds the leader again (after a failed call): `hint`, when given, is tried first.
     pub async fn reconnect(&self, hint: Option<&str>) -> Result<(), ClientError> {
-        let found = find_leader(&self.inner.endpoints, &self.inner.token, hint).await?;
+        let found = find_leader(
+            &self.inner.endpoints,
+            &self.inner.token,
+            &self.inner.tls,
+            hint,
+        )
+        .await?;
         *self
             .inner
             .current
@@ -392,13 +407,14 @@ pub fn leader_hint(status: &Status) -> Option<String> {
         .map(str::to_owned)
 }
 
-async fn open(endpoint: &str) -> Result<Channel, ClientError> {
+async fn open(endpoint: &str, tls: &Tls) -> Result<Channel, ClientError> {
     let connect_error = |message: String| ClientError::Connect {
         endpoint: endpoint.to_owned(),
         message,
     };
-    Endpoint::from_shared(endpoint.to_owned())
-        .map_err(|e| connect_error(e.to_string()))?
+    let plain =
+        Endpoint::from_shared(endpoint.to_owned()).map_err(|e| connect_error(e.to_string()))?;
+    tls.apply(plain, endpoint)?
         .connect_timeout(Duration::from_secs(2))
         // A master cut off by the network is noticed within seconds, not at TCP's timeout.
         .http2_keep_alive_interval(Duration::from_secs(1))
@@ -415,9 +431,10 @@ async fn open(endpoint: &str) -> Result<Channel, ClientError> {
 async fn ask(
     endpoint: &str,
     token: &BearerToken,
+    tls: &Tls,
     hint: &mut Option<String>,
 ) -> Result<Option<Channel>, ClientError> {
-    let channel = open(endpoint).await?;
+    let channel = open(endpoint, tls).await?;
     let mut admin = AdminClient::new(InterceptedService::new(channel.clone(), token.clone()));
     let mut request = Request::new(api::ClusterStatusRequest {});
     request.set_timeout(Duration::from_secs(3));
@@ -433,6 +450,7 @@ async fn ask(
 async fn find_leader(
     endpoints: &[String],
     token: &BearerToken,
+    tls: &Tls,
     hint: Option<&str>,
 ) -> Result<(String, Channel), ClientError> {
     let deadline = Instant::now() + FAILOVER_TIMEOUT;
@@ -444,13 +462,13 @@ async fn find_leader(
         let mut answered = false;
         for endpoint in candidates {
             let mut leader = None;
-            match ask(&endpoint, token, &mut leader).await {
+            match ask(&endpoint, token, tls, &mut leader).await {
                 Ok(Some(channel)) => return Ok((endpoint, channel)),
                 Ok(None) => {
                     answered = true;
                     if let Some(leader) = leader {
                         let mut again = None;
-                        if let Ok(Some(channel)) = ask(&leader, token, &mut again).await {
+                        if let Ok(Some(channel)) = ask(&leader, token, tls, &mut again).await {
                             return Ok((leader, channel));
                         }
                     }

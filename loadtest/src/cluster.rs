@@ -202,6 +202,23 @@ pub struct MasterOptions {
     pub masters: usize,
     /// `--tokens-file` for every master (the admin token [`TOKEN`] is always given).
     pub tokens_file: Option<PathBuf>,
+    /// Serve over TLS with these files (masters, workers and clients then use `https://`).
+    pub tls: Option<TlsFiles>,
+}
+
+/// PEM files for a TLS test cluster.
+#[derive(Debug, Clone)]
+pub struct TlsFiles {
+    /// The CA that signed every certificate below.
+    pub ca: PathBuf,
+    /// The masters' certificate (for `127.0.0.1`; also used as their client certificate
+    /// towards each other) and key.
+    pub master_cert: PathBuf,
+    /// Key of `master_cert`.
+    pub master_key: PathBuf,
+    /// With a client CA, masters require client certificates of workers and masters, and the
+    /// workers present this one.
+    pub worker_cert: Option<(PathBuf, PathBuf)>,
 }
 
 impl Default for MasterOptions {
@@ -212,6 +229,7 @@ impl Default for MasterOptions {
             routing: "affinity",
             masters: 1,
             tokens_file: None,
+            tls: None,
         }
     }
 }
@@ -224,6 +242,8 @@ pub struct MasterProc {
     pub proc: Option<Proc>,
     /// gRPC port.
     pub port: u16,
+    /// `http` or `https`.
+    pub scheme: &'static str,
     /// Metrics port.
     pub metrics_port: u16,
 }
@@ -231,7 +251,7 @@ pub struct MasterProc {
 impl MasterProc {
     /// `http://127.0.0.1:port`.
     pub fn endpoint(&self) -> String {
-        format!("http://127.0.0.1:{}", self.port)
+        format!("{}://127.0.0.1:{}", self.scheme, self.port)
     }
 
     /// The process id, while running.
@@ -284,10 +304,16 @@ impl Cluster {
     pub async fn start(workers: usize, options: MasterOptions) -> Self {
         let dir = tempfile::tempdir().expect("temp dir");
         let garage = Garage::start(&dir.path().join("garage"));
+        let scheme = if options.tls.is_some() {
+            "https"
+        } else {
+            "http"
+        };
         let masters: Vec<MasterProc> = (1..=options.masters.max(1) as u64)
             .map(|id| MasterProc {
                 id,
                 proc: None,
+                scheme,
                 port: free_port(),
                 metrics_port: free_port(),
             })
@@ -347,6 +373,18 @@ impl Cluster {
             .args(["--id", &id.to_string()]);
         if let Some(tokens) = &self.options.tokens_file {
             command.arg("--tokens-file").arg(tokens);
+        }
+        if let Some(tls) = &self.options.tls {
+            command
+                .arg("--tls-cert")
+                .arg(&tls.master_cert)
+                .arg("--tls-key")
+                .arg(&tls.master_key)
+                .arg("--tls-ca")
+                .arg(&tls.ca);
+            if tls.worker_cert.is_some() {
+                command.arg("--tls-client-ca").arg(&tls.ca);
+            }
         }
         if self.masters.len() > 1 {
             command.args(["--peers", &peers]);
@@ -411,7 +449,7 @@ impl Cluster {
         let deadline = Instant::now() + Duration::from_secs(30);
         loop {
             for m in self.masters.iter().filter(|m| m.proc.is_some()) {
-                if let Ok(client) = Client::connect(&m.endpoint(), TOKEN).await
+                if let Ok(client) = Client::connect_with(&m.endpoint(), TOKEN, self.tls()).await
                     && let Ok(status) = client
                         .admin()
                         .cluster_status(api::ClusterStatusRequest {})
@@ -467,6 +505,16 @@ impl Cluster {
             .envs(self.garage.env.iter().cloned())
             .stdout(Stdio::null())
             .stderr(std::fs::File::create(&log).expect("log file"));
+        if let Some(tls) = &self.options.tls {
+            command.arg("--tls-ca").arg(&tls.ca);
+            if let Some((cert, key)) = &tls.worker_cert {
+                command
+                    .arg("--tls-cert")
+                    .arg(cert)
+                    .arg("--tls-key")
+                    .arg(key);
+            }
+        }
         let child = command.spawn().expect("start symcluster-worker");
         self.workers.push(Some(Proc {
             child,
@@ -475,7 +523,7 @@ impl Cluster {
         }));
         let deadline = Instant::now() + Duration::from_secs(20);
         loop {
-            if let Ok(client) = Client::connect(&self.endpoint, TOKEN).await
+            if let Ok(client) = Client::connect_with(&self.endpoint, TOKEN, self.tls()).await
                 && let Ok(status) = client
                     .admin()
                     .cluster_status(api::ClusterStatusRequest {})
@@ -502,9 +550,20 @@ impl Cluster {
 
     /// A client of the master.
     pub async fn client(&self) -> Client {
-        Client::connect(&self.endpoint, TOKEN)
+        Client::connect_with(&self.endpoint, TOKEN, self.tls())
             .await
             .expect("connect to master")
+    }
+
+    /// What clients need to reach this cluster's masters: the test CA, when it has TLS.
+    pub fn tls(&self) -> symcluster_client::Tls {
+        match &self.options.tls {
+            Some(tls) => symcluster_client::Tls {
+                ca_pem: Some(std::fs::read(&tls.ca).expect("CA file")),
+                identity: None,
+            },
+            None => symcluster_client::Tls::default(),
+        }
     }
 
     /// The cluster status, as the leader sees it.
@@ -523,12 +582,15 @@ impl Cluster {
 
     /// Runs `symctl` with this cluster's master and bucket settings.
     pub fn symctl(&self, args: &[&str]) -> std::process::Output {
-        Command::new(bin("symctl"))
+        let mut command = Command::new(bin("symctl"));
+        command
             .args(args)
             .env("SYMCLUSTER_MASTER", &self.endpoint)
             .env("SYMCLUSTER_TOKEN", TOKEN)
-            .envs(self.garage.env.iter().cloned())
-            .output()
-            .expect("run symctl")
+            .envs(self.garage.env.iter().cloned());
+        if let Some(tls) = &self.options.tls {
+            command.env("SYMCLUSTER_TLS_CA", &tls.ca);
+        }
+        command.output().expect("run symctl")
     }
 }

@@ -71,6 +71,26 @@ pub struct MasterConfig {
     #[arg(long, env = "SYMCLUSTER_ELECTION_TICKS", default_value_t = 10)]
     pub election_ticks: usize,
 
+    /// PEM certificate chain of this master: with `--tls-key`, gRPC is served over TLS only
+    /// (rustls, TLS 1.2/1.3), and `--peers` given without a scheme are `https://`.
+    #[arg(long, env = "SYMCLUSTER_TLS_CERT", requires = "tls_key")]
+    pub tls_cert: Option<PathBuf>,
+
+    /// PEM private key of `--tls-cert`.
+    #[arg(long, env = "SYMCLUSTER_TLS_KEY", requires = "tls_cert")]
+    pub tls_key: Option<PathBuf>,
+
+    /// PEM CA certificate(s) that signed the other masters' certificates (default: the public
+    /// roots).
+    #[arg(long, env = "SYMCLUSTER_TLS_CA")]
+    pub tls_ca: Option<PathBuf>,
+
+    /// PEM CA certificate(s) for client certificates: with it, workers and the other masters
+    /// must present a certificate signed by it (mutual TLS); devices and ingestion services
+    /// need none. Needs `--tls-cert`.
+    #[arg(long, env = "SYMCLUSTER_TLS_CLIENT_CA", requires = "tls_cert")]
+    pub tls_client_ca: Option<PathBuf>,
+
     /// How long finished jobs and their results are kept (`7d`, `12h`, `30m`; `0` keeps them
     /// forever). Purged through the replicated log, so every master deletes the same jobs.
     #[arg(long, env = "SYMCLUSTER_RESULT_RETENTION", value_parser = parse_duration, default_value = "7d")]
@@ -78,14 +98,26 @@ pub struct MasterConfig {
 }
 
 impl MasterConfig {
-    /// The group's members: id → `http://host:port`.
+    /// Whether gRPC is served over TLS (`--tls-cert` and `--tls-key`).
+    pub fn tls(&self) -> bool {
+        self.tls_cert.is_some() && self.tls_key.is_some()
+    }
+
+    /// The group's members: id → `http://host:port` (`https://` with TLS, unless a peer was
+    /// given with its scheme).
     pub fn members(&self) -> Result<std::collections::BTreeMap<u64, String>, String> {
+        let scheme = if self.tls() { "https" } else { "http" };
         let mut members = std::collections::BTreeMap::new();
         if self.peers.is_empty() {
-            members.insert(self.id, format!("http://{}", self.listen));
+            members.insert(self.id, format!("{scheme}://{}", self.listen));
         } else {
             for (id, address) in &self.peers {
-                if members.insert(*id, address.clone()).is_some() {
+                let address = if address.contains("://") {
+                    address.clone()
+                } else {
+                    format!("{scheme}://{address}")
+                };
+                if members.insert(*id, address).is_some() {
                     return Err(format!("--peers names member {id} twice"));
                 }
             }
@@ -97,7 +129,7 @@ impl MasterConfig {
     }
 }
 
-/// `N=host:port` → `(N, "http://host:port")`.
+/// `N=host:port` → `(N, "host:port")` (a scheme, when given, is kept).
 fn parse_peer(s: &str) -> Result<(u64, String), String> {
     let (id, address) = s
         .split_once('=')
@@ -112,12 +144,8 @@ fn parse_peer(s: &str) -> Result<(u64, String), String> {
     if address.is_empty() {
         return Err(format!("{s:?}: missing HOST:PORT"));
     }
-    let address = if address.starts_with("http://") || address.starts_with("https://") {
-        address.to_owned()
-    } else {
-        format!("http://{address}")
-    };
-    Ok((id, address))
+    // Without a scheme, `members` adds `http://` or `https://` (with TLS).
+    Ok((id, address.to_owned()))
 }
 
 /// `7d`, `12h`, `30m`, `90s`, `0` (humantime's syntax).

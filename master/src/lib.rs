@@ -68,6 +68,16 @@ pub async fn run(
         election_tick: config.election_ticks.max(3),
         heartbeat_tick: (config.election_ticks / 5).max(1),
         token: config.token.clone(),
+        tls: if config.tls() {
+            symcluster_client::Tls::from_files(
+                config.tls_ca.as_deref(),
+                config.tls_cert.as_deref(),
+                config.tls_key.as_deref(),
+            )
+            .map_err(anyhow::Error::msg)?
+        } else {
+            symcluster_client::Tls::default()
+        },
     };
     let (raft_handle, inputs) = raft::channel(&raft_config);
     let scheduler = Arc::new(Scheduler::new(
@@ -163,7 +173,11 @@ pub async fn run(
     ))
     .max_decoding_message_size(MAX_MESSAGE_BYTES)
     .max_encoding_message_size(MAX_MESSAGE_BYTES);
-    let served = tonic::transport::Server::builder()
+    let mut server = tonic::transport::Server::builder();
+    if config.tls() {
+        server = server.tls_config(server_tls(&config)?)?;
+    }
+    let served = server
         .add_service(health)
         .add_service(reflection)
         .add_service(InterceptedService::new(
@@ -175,7 +189,8 @@ pub async fn run(
         .add_service(InterceptedService::new(
             WorkerApiServer::new(WorkerApiService::new(scheduler.clone()))
                 .max_decoding_message_size(MAX_WORKER_MESSAGE_BYTES),
-            auth.interceptor("the WorkerApi service", auth::WORKER_ROLES),
+            auth.interceptor("the WorkerApi service", auth::WORKER_ROLES)
+                .with_client_cert(config.tls_client_ca.is_some()),
         ))
         .add_service(InterceptedService::new(
             AdminServer::new(AdminService::new(scheduler)),
@@ -183,7 +198,8 @@ pub async fn run(
         ))
         .add_service(InterceptedService::new(
             peer,
-            auth.interceptor("the masters' Raft transport", auth::ADMIN_ROLES),
+            auth.interceptor("the masters' Raft transport", auth::ADMIN_ROLES)
+                .with_client_cert(config.tls_client_ca.is_some()),
         ))
         .serve_with_shutdown(config.listen, async move {
             shutdown.await;
@@ -206,4 +222,26 @@ pub async fn run(
     let _ = node.join();
     served?;
     Ok(())
+}
+
+/// The server's TLS settings: its certificate and key, and, with `--tls-client-ca`, client
+/// certificates checked against that CA when presented (required by the worker API and the
+/// Raft transport, see [`auth::Interceptor::with_client_cert`]).
+fn server_tls(config: &MasterConfig) -> anyhow::Result<tonic::transport::ServerTlsConfig> {
+    use anyhow::Context as _;
+    use tonic::transport::{Certificate, Identity, ServerTlsConfig};
+    let read = |path: &std::path::Path| {
+        std::fs::read(path).with_context(|| format!("cannot read {}", path.display()))
+    };
+    let (Some(cert), Some(key)) = (&config.tls_cert, &config.tls_key) else {
+        anyhow::bail!("TLS needs both --tls-cert and --tls-key");
+    };
+    symcluster_client::install_crypto_provider();
+    let mut tls = ServerTlsConfig::new().identity(Identity::from_pem(read(cert)?, read(key)?));
+    if let Some(ca) = &config.tls_client_ca {
+        tls = tls
+            .client_ca_root(Certificate::from_pem(read(ca)?))
+            .client_auth_optional(true);
+    }
+    Ok(tls)
 }

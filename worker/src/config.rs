@@ -21,6 +21,20 @@ pub struct WorkerConfig {
     #[arg(long, env = "SYMCLUSTER_TOKEN", hide_env_values = true)]
     pub token: String,
 
+    /// PEM CA certificate(s) that signed the masters' certificates, for `https://` masters
+    /// (default: the public roots).
+    #[arg(long, env = "SYMCLUSTER_TLS_CA")]
+    pub tls_ca: Option<std::path::PathBuf>,
+
+    /// PEM client certificate chain presented to the masters (when they require one:
+    /// `--tls-client-ca` on the master); with `--tls-key`.
+    #[arg(long, env = "SYMCLUSTER_TLS_CERT", requires = "tls_key")]
+    pub tls_cert: Option<std::path::PathBuf>,
+
+    /// PEM private key of `--tls-cert`.
+    #[arg(long, env = "SYMCLUSTER_TLS_KEY", requires = "tls_cert")]
+    pub tls_key: Option<std::path::PathBuf>,
+
     /// This worker's id (default: hostname-pid).
     #[arg(long, env = "SYMCLUSTER_WORKER_ID")]
     pub worker_id: Option<String>,

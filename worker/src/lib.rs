@@ -77,7 +77,12 @@ async fn session(
     running: &Arc<Mutex<HashSet<String>>>,
     slots_sem: &Arc<Semaphore>,
 ) -> anyhow::Result<()> {
-    let client = Client::connect(&config.master, &config.token).await?;
+    let tls = symcluster_client::Tls::from_files(
+        config.tls_ca.as_deref(),
+        config.tls_cert.as_deref(),
+        config.tls_key.as_deref(),
+    )?;
+    let client = Client::connect_with(&config.master, &config.token, tls).await?;
     let registration = client
         .worker_api()
         .register(api::RegisterRequest {

@@ -54,6 +54,10 @@ pub struct MasterArgs {
     /// Bearer token.
     #[arg(long, env = "SYMCLUSTER_TOKEN", hide_env_values = true)]
     pub token: String,
+    /// PEM CA certificate(s) that signed the masters' certificates, for `https://` masters
+    /// (default: the public roots).
+    #[arg(long, env = "SYMCLUSTER_TLS_CA")]
+    pub tls_ca: Option<std::path::PathBuf>,
 }
 
 pub use symcluster_worker::config::BucketArgs;

@@ -13,4 +13,5 @@ mod replication;
 mod submit_stream;
 mod support;
 mod symbolication;
+mod tls;
 mod tokens;

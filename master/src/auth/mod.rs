@@ -140,6 +140,7 @@ impl Auth {
             auth: self.clone(),
             service,
             roles,
+            client_cert: false,
         }
     }
 }
@@ -150,10 +151,26 @@ pub struct Interceptor {
     auth: Auth,
     service: &'static str,
     roles: &'static [Role],
+    client_cert: bool,
+}
+
+impl Interceptor {
+    /// With `required`, a call must also come over TLS with a client certificate (which
+    /// rustls has already verified against `--tls-client-ca`), else UNAUTHENTICATED.
+    pub fn with_client_cert(mut self, required: bool) -> Self {
+        self.client_cert = required;
+        self
+    }
 }
 
 impl tonic::service::Interceptor for Interceptor {
     fn call(&mut self, mut request: Request<()>) -> Result<Request<()>, Status> {
+        if self.client_cert && request.peer_certs().is_none_or(|certs| certs.is_empty()) {
+            return Err(Status::unauthenticated(format!(
+                "{} needs a client certificate signed by the cluster's client CA",
+                self.service
+            )));
+        }
         let caller = self.auth.authenticate(&request)?;
         check(&caller, self.roles, self.service)?;
         request.extensions_mut().insert(caller);

@@ -206,6 +206,9 @@ pub struct RaftConfig {
     pub heartbeat_tick: usize,
     /// Bearer token for the peer API.
     pub token: String,
+    /// TLS to `https://` peers: the CA that signed their certificates, and this master's own
+    /// certificate presented to them.
+    pub tls: symcluster_client::Tls,
 }
 
 /// The node's channel, made before the node so that the scheduler can hold the handle.

@@ -47,10 +47,12 @@ impl Transport {
             }
             let (tx, rx) = mpsc::unbounded_channel();
             peers.insert(id, tx);
-            let endpoint = Endpoint::from_shared(address.clone());
+            let endpoint = Endpoint::from_shared(address.clone())
+                .ok()
+                .and_then(|e| config.tls.apply(e, address).ok());
             let (node, token, from) = (node.clone(), token.clone(), config.id);
             match (endpoint, token) {
-                (Ok(endpoint), Some(token)) => {
+                (Some(endpoint), Some(token)) => {
                     let _guard = runtime.enter();
                     let channel = endpoint
                         .connect_timeout(Duration::from_millis(500))
@@ -67,7 +69,7 @@ impl Transport {
                 _ => tracing::error!(
                     peer = id,
                     address,
-                    "invalid peer address or token; not sending to it"
+                    "invalid peer address, TLS settings or token; not sending to it"
                 ),
             }
         }

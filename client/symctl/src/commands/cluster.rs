@@ -8,7 +8,8 @@ use symcluster_client::{Client, api};
 use crate::cli::{GroupsArgs, JobArgs, MasterArgs, StatusArgs, SubmitArgs};
 
 async fn connect(args: &MasterArgs) -> anyhow::Result<Client> {
-    Ok(Client::connect(&args.master, &args.token).await?)
+    let tls = symcluster_client::Tls::from_files(args.tls_ca.as_deref(), None, None)?;
+    Ok(Client::connect_with(&args.master, &args.token, tls).await?)
 }
 
 /// A job as JSON: its fields, with the result parsed.

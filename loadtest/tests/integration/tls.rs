@@ -1,0 +1,154 @@
+//! gRPC over TLS (rustls) with a CA made for the test (rcgen): three masters (their Raft
+//! transport over TLS too), a worker presenting a client certificate, clients and `symctl`.
+
+use std::path::Path;
+
+use rcgen::{
+    BasicConstraints, CertificateParams, CertifiedIssuer, DnType, ExtendedKeyUsagePurpose, IsCa,
+    KeyPair,
+};
+use symcluster_client::{Client, ClientError, Tls, api};
+use symcluster_loadtest::cluster::{Cluster, MasterOptions, TOKEN, TlsFiles, repo};
+
+use crate::support::{app_frames, result, upload_dsyms, wait};
+
+/// Writes a CA, a certificate for the masters (`127.0.0.1`, server and client use) and one for
+/// a worker (client use) into `dir`.
+fn make_certificates(dir: &Path) -> TlsFiles {
+    let mut ca_params = CertificateParams::new(Vec::<String>::new()).unwrap();
+    ca_params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+    ca_params
+        .distinguished_name
+        .push(DnType::CommonName, "symcluster test CA");
+    let ca = CertifiedIssuer::self_signed(ca_params, KeyPair::generate().unwrap()).unwrap();
+    let leaf = |name: &str, sans: Vec<String>, usages: Vec<ExtendedKeyUsagePurpose>| {
+        let key = KeyPair::generate().unwrap();
+        let mut params = CertificateParams::new(sans).unwrap();
+        params.distinguished_name.push(DnType::CommonName, name);
+        params.extended_key_usages = usages;
+        let cert = params.signed_by(&key, &ca).unwrap();
+        let (cert_path, key_path) = (
+            dir.join(format!("{name}.pem")),
+            dir.join(format!("{name}.key")),
+        );
+        std::fs::write(&cert_path, cert.pem()).unwrap();
+        std::fs::write(&key_path, key.serialize_pem()).unwrap();
+        (cert_path, key_path)
+    };
+    let (master_cert, master_key) = leaf(
+        "master",
+        vec!["127.0.0.1".into(), "localhost".into()],
+        vec![
+            ExtendedKeyUsagePurpose::ServerAuth,
+            ExtendedKeyUsagePurpose::ClientAuth,
+        ],
+    );
+    let worker = leaf(
+        "worker",
+        Vec::new(),
+        vec![ExtendedKeyUsagePurpose::ClientAuth],
+    );
+    let ca_path = dir.join("ca.pem");
+    std::fs::write(&ca_path, ca.pem()).unwrap();
+    TlsFiles {
+        ca: ca_path,
+        master_cert,
+        master_key,
+        worker_cert: Some(worker),
+    }
+}
+
+/// Three masters and a worker over TLS symbolicate DemoApp's crash exactly; a plaintext
+/// client, a client that does not trust the CA, and a worker call without a client certificate
+/// are refused; `symctl status` works with `--tls-ca`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cluster_over_tls_symbolicates_and_refuses_plaintext() {
+    let certs = tempfile::tempdir().unwrap();
+    let files = make_certificates(certs.path());
+    let cluster = Cluster::start(
+        1,
+        MasterOptions {
+            masters: 3,
+            tls: Some(files.clone()),
+            ..MasterOptions::default()
+        },
+    )
+    .await;
+    assert!(cluster.endpoint.starts_with("https://127.0.0.1:"));
+    upload_dsyms(&cluster, &[repo().join("examples/ios-demo/DemoApp.dSYM")]);
+    let report = std::fs::read(repo().join("examples/ios-demo/DemoApp.crash")).unwrap();
+
+    let mut client = cluster.client().await;
+    client.submit_native("over-tls", report).await.unwrap();
+    let job = wait(&mut client, "over-tls").await;
+    assert_eq!(
+        app_frames(&result(&job), &["DemoApp"])[0],
+        ("crash_write_null".to_owned(), "crash.c".to_owned(), 23)
+    );
+
+    // Plaintext to a TLS port, and TLS without trusting the test CA: no connection.
+    let port = cluster.masters[0].port;
+    // (The TCP connection opens; the master's TLS layer drops it at the first plaintext
+    // HTTP/2 bytes, which the client sees as a cancelled call or an HTTP/2 protocol error.)
+    let plaintext = Client::connect(&format!("http://127.0.0.1:{port}"), TOKEN).await;
+    match plaintext {
+        Err(ClientError::Status(status)) => assert!(
+            matches!(
+                status.code(),
+                tonic::Code::Cancelled | tonic::Code::Internal | tonic::Code::Unavailable
+            ),
+            "{status:?}"
+        ),
+        Err(ClientError::Connect { .. }) => {}
+        Ok(_) => panic!("a plaintext client connected to a TLS master"),
+        Err(e) => panic!("unexpected error: {e}"),
+    }
+    let untrusted = Client::connect(&cluster.masters[0].endpoint(), TOKEN).await;
+    match untrusted {
+        Err(ClientError::Connect { message, .. }) => {
+            assert!(message.contains("certificate"), "{message}")
+        }
+        other => panic!(
+            "a client that does not trust the CA connected: {:?}",
+            other.err()
+        ),
+    }
+
+    // The worker API needs a client certificate (the master has --tls-client-ca); with the
+    // worker's certificate the call goes through.
+    let refused = client
+        .worker_api()
+        .register(api::RegisterRequest {
+            worker_id: "no-cert".into(),
+            slots: 1,
+        })
+        .await
+        .unwrap_err();
+    assert_eq!(refused.code(), tonic::Code::Unauthenticated);
+    assert_eq!(
+        refused.message(),
+        "the WorkerApi service needs a client certificate signed by the cluster's client CA"
+    );
+    let (cert, key) = files.worker_cert.clone().unwrap();
+    let with_cert = Tls::from_files(Some(&files.ca), Some(&cert), Some(&key)).unwrap();
+    let worker = Client::connect_with(&cluster.endpoint, TOKEN, with_cert)
+        .await
+        .unwrap();
+    worker
+        .worker_api()
+        .register(api::RegisterRequest {
+            worker_id: "with-cert".into(),
+            slots: 1,
+        })
+        .await
+        .unwrap();
+
+    let out = cluster.symctl(&["status"]);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(stdout.contains("leader"), "{stdout}");
+}
