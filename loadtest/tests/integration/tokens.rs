@@ -13,12 +13,16 @@ const DEVICE: &str = "device-secret";
 const INGEST: &str = "ingest-secret";
 const WORKER_1: &str = "worker-1-secret";
 const WORKER_2: &str = "worker-2-secret";
+const LIMITED: &str = "limited-secret";
+const LIMITED_STREAM: &str = "limited-stream-secret";
 
+/// A tokens file of `(name, token, role)`; a role may carry more TOML lines after a newline.
 fn write_tokens(path: &Path, tokens: &[(&str, &str, &str)]) {
     let mut text = String::new();
     for (name, token, role) in tokens {
+        let (role, more) = role.split_once('\n').unwrap_or((role, ""));
         text += &format!(
-            "[[tokens]]\nname = \"{name}\"\nsha256 = \"{}\"\nrole = \"{role}\"\n\n",
+            "[[tokens]]\nname = \"{name}\"\nsha256 = \"{}\"\nrole = \"{role}\"\n{more}\n",
             hex::encode(Sha256::digest(token.as_bytes()))
         );
     }
@@ -44,7 +48,8 @@ fn assert_denied<T: std::fmt::Debug>(result: Result<T, tonic::Status>, message: 
 }
 
 /// A device token submits and reads nothing; a worker token cannot submit or read; an unknown
-/// token is UNAUTHENTICATED; a worker token acts only as the worker it registered, and a
+/// token is UNAUTHENTICATED; a token over its rate limit is RESOURCE_EXHAUSTED, per call and
+/// per streamed job; a worker token acts only as the worker it registered, and a
 /// completion from a worker without the lease is not counted while the holder's is; `symctl`
 /// prints the refusal and exits 1; SIGHUP reloads the file.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -58,6 +63,13 @@ async fn each_role_does_only_what_it_may() {
             ("ingest-svc", INGEST, "ingest"),
             ("worker-1", WORKER_1, "worker"),
             ("worker-2", WORKER_2, "worker"),
+            // One call per 1,000 s after a burst of 3: the fourth call is refused.
+            ("limited", LIMITED, "device\nrate = 0.001\nburst = 3"),
+            (
+                "limited-stream",
+                LIMITED_STREAM,
+                "device\nrate = 0.001\nburst = 3",
+            ),
         ],
     );
     let cluster = Cluster::start(
@@ -122,6 +134,26 @@ async fn each_role_does_only_what_it_may() {
     assert_eq!(out.status.code(), Some(1));
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(stderr.contains(read_denied), "{stderr}");
+
+    // Rate limits: connecting takes a call (the leader lookup), then two submits; the third is
+    // refused. On a stream, the call takes one and each job one.
+    let mut limited = Client::connect(&cluster.endpoint, LIMITED).await.unwrap();
+    limited.submit_native("l-1", report.clone()).await.unwrap();
+    limited.submit_native("l-2", report.clone()).await.unwrap();
+    let over = status(limited.submit_native("l-3", report.clone()).await);
+    assert_eq!(over.code(), tonic::Code::ResourceExhausted);
+    assert_eq!(
+        over.message(),
+        "token \"limited\" is over its rate limit of 0.001 calls per second (burst 3)"
+    );
+    let streaming = Client::connect(&cluster.endpoint, LIMITED_STREAM)
+        .await
+        .unwrap()
+        .submit_stream();
+    let spec = |id: &str| symcluster_client::native_spec(id, &report).unwrap();
+    streaming.submit(spec("s-1"), false).await.unwrap();
+    let over = status(streaming.submit(spec("s-2"), false).await.map(|_| ()));
+    assert_eq!(over.code(), tonic::Code::ResourceExhausted);
 
     // Unknown token.
     let unknown = status(

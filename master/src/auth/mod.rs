@@ -8,7 +8,8 @@
 //! Each gRPC service is wrapped in an [`Auth::interceptor`] that admits the roles the service
 //! serves and records the [`Caller`] in the request's extensions; methods that need more (the
 //! read methods of `Ingest`) check it again with [`require`]. A missing or unknown token is
-//! UNAUTHENTICATED; a known token of the wrong role is PERMISSION_DENIED.
+//! UNAUTHENTICATED; a known token of the wrong role is PERMISSION_DENIED; a token over its
+//! rate limit (per master) is RESOURCE_EXHAUSTED.
 
 pub mod tokens_file;
 
@@ -53,6 +54,55 @@ pub struct Caller {
     pub name: Arc<str>,
     /// What it may do.
     pub role: Role,
+    /// Its rate limit, when the tokens file gives one (shared by every call of the token on
+    /// this master).
+    pub limit: Option<RateLimit>,
+}
+
+impl Caller {
+    /// Takes one call (or streamed job) from the token's budget: RESOURCE_EXHAUSTED naming the
+    /// token and its rate when the budget is spent.
+    pub fn take(&self) -> Result<(), Status> {
+        match &self.limit {
+            Some(limit) if limit.limiter.check().is_err() => {
+                Err(Status::resource_exhausted(format!(
+                    "token {:?} is over its rate limit of {} calls per second (burst {})",
+                    self.name, limit.rate, limit.burst
+                )))
+            }
+            _ => Ok(()),
+        }
+    }
+}
+
+/// A token's rate limit: a token bucket (GCRA, the `governor` crate) refilled at `rate` calls
+/// per second, holding at most `burst`.
+#[derive(Debug, Clone)]
+pub struct RateLimit {
+    /// Calls per second.
+    pub rate: f64,
+    /// Calls allowed at once.
+    pub burst: u32,
+    limiter: Arc<governor::DefaultDirectRateLimiter>,
+}
+
+impl RateLimit {
+    /// `None` unless `rate` is a positive finite number and `burst` (default: `rate` rounded
+    /// up, at least 1) is at least 1.
+    pub fn new(rate: f64, burst: Option<u32>) -> Option<Self> {
+        if !(rate.is_finite() && rate > 0.0) {
+            return None;
+        }
+        let burst = burst.unwrap_or(rate.ceil().clamp(1.0, u32::MAX as f64) as u32);
+        let period = std::time::Duration::try_from_secs_f64(1.0 / rate).ok()?;
+        let quota =
+            governor::Quota::with_period(period)?.allow_burst(std::num::NonZeroU32::new(burst)?);
+        Some(RateLimit {
+            rate,
+            burst,
+            limiter: Arc::new(governor::RateLimiter::direct(quota)),
+        })
+    }
 }
 
 /// The roles a service admits, for [`Auth::interceptor`].
@@ -107,6 +157,7 @@ impl Auth {
             Caller {
                 name: Arc::from("admin"),
                 role: Role::Admin,
+                limit: None,
             },
         );
         let n = table.len();
@@ -173,6 +224,7 @@ impl tonic::service::Interceptor for Interceptor {
         }
         let caller = self.auth.authenticate(&request)?;
         check(&caller, self.roles, self.service)?;
+        caller.take()?;
         request.extensions_mut().insert(caller);
         Ok(request)
     }

@@ -6,6 +6,8 @@
 //! name = "demo-ios-app"       # shown in logs, never the token
 //! sha256 = "<64 hex digits: SHA-256 of the token>"
 //! role = "device"             # device | ingest | worker | admin
+//! rate = 20                   # optional: calls (and streamed jobs) per second, a float
+//! burst = 100                 # optional: calls allowed at once (default: max(rate, 1))
 //! ```
 //!
 //! A token is hashed with `printf %s "$TOKEN" | sha256sum` (SHA-256, FIPS 180-4, of the token's
@@ -17,7 +19,7 @@ use std::sync::Arc;
 
 use serde::Deserialize;
 
-use super::{Caller, Role};
+use super::{Caller, RateLimit, Role};
 
 /// The file as written.
 #[derive(Debug, Deserialize)]
@@ -33,11 +35,16 @@ struct Entry {
     name: String,
     sha256: String,
     role: Role,
+    #[serde(default)]
+    rate: Option<f64>,
+    #[serde(default)]
+    burst: Option<u32>,
 }
 
 /// Reads and checks a tokens file: SHA-256 (32 bytes) → caller. Errors name the file and, for a
 /// bad entry, its 1-based position and name: unreadable file, TOML syntax, unknown field or
-/// role, a `sha256` that is not 64 hex digits, an empty or repeated name, a repeated hash.
+/// role, a `sha256` that is not 64 hex digits, an empty or repeated name, a repeated hash, a
+/// `rate` that is not a positive number or a `burst` of 0.
 pub fn load(path: &Path) -> Result<HashMap<[u8; 32], Caller>, String> {
     let text = std::fs::read_to_string(path)
         .map_err(|e| format!("cannot read the tokens file {}: {e}", path.display()))?;
@@ -59,9 +66,19 @@ fn parse(text: &str) -> Result<HashMap<[u8; 32], Caller>, String> {
         let mut hash = [0u8; 32];
         hex::decode_to_slice(entry.sha256.trim(), &mut hash)
             .map_err(|_| format!("{at}: `sha256` must be 64 hex digits"))?;
+        let limit = match (entry.rate, entry.burst) {
+            (None, None) => None,
+            (None, Some(_)) => return Err(format!("{at}: `burst` needs a `rate`")),
+            (Some(rate), burst) => Some(
+                RateLimit::new(rate, burst).ok_or_else(|| {
+                    format!("{at}: `rate` must be a positive number of calls per second and `burst` at least 1")
+                })?,
+            ),
+        };
         let caller = Caller {
             name: Arc::from(entry.name),
             role: entry.role,
+            limit,
         };
         if table.insert(hash, caller).is_some() {
             return Err(format!("{at}: the same token hash is listed twice"));
@@ -118,6 +135,23 @@ mod tests {
         );
         // Projects are not enforced yet, so a file that scopes a token to some is refused
         // rather than silently giving that token every project.
+        let limited = entry("a", &good, "device") + "rate = 0.5\nburst = 3\n";
+        let table = parse(&limited).unwrap();
+        assert_eq!(
+            table[&sha256(b"t")]
+                .limit
+                .as_ref()
+                .map(|l| (l.rate, l.burst)),
+            Some((0.5, 3))
+        );
+        assert_eq!(
+            parse(&(entry("a", &good, "device") + "rate = -1\n")).unwrap_err(),
+            "token 1 (\"a\"): `rate` must be a positive number of calls per second and `burst` at least 1"
+        );
+        assert_eq!(
+            parse(&(entry("a", &good, "device") + "burst = 2\n")).unwrap_err(),
+            "token 1 (\"a\"): `burst` needs a `rate`"
+        );
         let scoped = entry("a", &good, "ingest") + "projects = [\"demo\"]\n";
         let err = parse(&scoped).unwrap_err();
         assert!(err.starts_with("unknown field `projects`"), "{err}");

@@ -115,10 +115,12 @@ impl Ingest for IngestService {
     ) -> Result<Response<Self::SubmitStreamStream>, Status> {
         require_leader(&self.scheduler)?;
         let may_read = may_read(&request);
+        let caller = request.extensions().get::<auth::Caller>().cloned();
         Ok(Response::new(submit_stream::serve(
             self.scheduler.clone(),
             request.into_inner(),
             may_read,
+            caller,
         )))
     }
 

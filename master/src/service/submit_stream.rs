@@ -18,6 +18,7 @@ use tonic::{Code, Status, Streaming};
 
 use super::ingest::{next_change, result_form, submit_spec};
 use super::{job_to_proto, not_leader};
+use crate::auth::Caller;
 use crate::index::is_terminal;
 use crate::scheduler::Scheduler;
 
@@ -35,14 +36,16 @@ pub const MAX_JOBS_PER_STREAM: usize = 1024;
 
 /// Serves `requests` from `scheduler`: the stream of answers. Without `may_read` (a `device`
 /// token) a job asking to be watched is refused with PERMISSION_DENIED, and answers carry no
-/// result.
+/// result. Each job takes one call from the `caller`'s rate limit; a job over it is refused
+/// with RESOURCE_EXHAUSTED.
 pub fn serve(
     scheduler: Arc<Scheduler>,
     requests: Streaming<v1::SubmitStreamRequest>,
     may_read: bool,
+    caller: Option<Caller>,
 ) -> ResponseStream {
     let (tx, rx) = mpsc::channel(ANSWER_BUFFER);
-    tokio::spawn(read_requests(scheduler, requests, tx, may_read));
+    tokio::spawn(read_requests(scheduler, requests, tx, may_read, caller));
     Box::pin(ReceiverStream::new(rx))
 }
 
@@ -53,6 +56,7 @@ async fn read_requests(
     mut requests: Streaming<v1::SubmitStreamRequest>,
     tx: Answers,
     may_read: bool,
+    caller: Option<Caller>,
 ) {
     // Dropped (aborting every job task) when the client goes away or the stream ends in error.
     let mut jobs = JoinSet::new();
@@ -78,6 +82,13 @@ async fn read_requests(
         tokio::select! {
             request = requests.message() => match request {
                 Ok(Some(request)) => {
+                    if let Some(Err(status)) = caller.as_ref().map(Caller::take) {
+                        let id = request.job.map(|j| j.job_id).unwrap_or_default();
+                        if tx.send(Ok(refused(id, status))).await.is_err() {
+                            return;
+                        }
+                        continue;
+                    }
                     let job = one_job(scheduler.clone(), request, tx.clone(), may_read);
                     jobs.spawn(async move {
                         job.await;
