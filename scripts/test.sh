@@ -30,3 +30,7 @@ cargo test --workspace --release --locked
 
 # The SDK's Apple backend (Mach, dyld) cannot be linked or run here: type-check it.
 cargo check --release --locked -p symcluster-sdk-ios --features apple-typecheck
+
+# A short coverage-guided fuzz run of every parser of untrusted input (nightly, cargo-fuzz;
+# installed by the script when missing). Longer runs: `bash fuzz/run.sh SECONDS`.
+bash fuzz/run.sh "${SYMCLUSTER_FUZZ_SECONDS:-15}"

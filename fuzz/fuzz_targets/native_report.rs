@@ -1,0 +1,24 @@
+//! Every native report reader (Apple .crash and .ips, KSCrash and the SDK's reports, Sentry
+//! events, symbolicator requests; detected from the content), the master's routing reader, and
+//! symbolication of whatever parses with no debug file at hand: none may panic.
+#![no_main]
+
+use libfuzzer_sys::fuzz_target;
+use symcluster_engine::reports::routing::routing_image;
+use symcluster_engine::{ModuleLoad, SymCacheSource, parse_report, symbolicate};
+
+struct NoDebugFiles;
+
+impl SymCacheSource for NoDebugFiles {
+    fn load(&self, _image: &symcluster_engine::model::Image) -> ModuleLoad {
+        ModuleLoad::Missing
+    }
+}
+
+fuzz_target!(|data: &[u8]| {
+    let _ = routing_image(data);
+    if let Ok(report) = parse_report(data) {
+        let result = symbolicate(&report, &NoDebugFiles);
+        let _ = serde_json::to_vec(&result);
+    }
+});

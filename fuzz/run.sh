@@ -1,0 +1,91 @@
+#!/usr/bin/env bash
+# fuzz/run.sh SECONDS [TARGET...]: runs every fuzz target (or those named) for SECONDS each with
+# libFuzzer (cargo-fuzz, nightly, AddressSanitizer), and prints last one line:
+#   fuzz: T targets, N execs, C crashes
+# Installs what a fresh machine lacks (the nightly toolchain, cargo-fuzz). The seed corpus is
+# gathered at run time from ../shared/fixtures (third-party: read from there, never copied into
+# the repository) and the project's own examples, into fuzz/corpus/ (ignored by git), where
+# what libFuzzer finds accumulates from run to run. A crash leaves its input in
+# fuzz/artifacts/TARGET/ and makes the script exit 1.
+set -euo pipefail
+cd "$(dirname "$0")"
+
+seconds=${1:?usage: fuzz/run.sh SECONDS [TARGET...]}
+shift
+targets=("$@")
+if [ ${#targets[@]} -eq 0 ]; then
+    targets=(native_report js_stack source_map debug_file job_request)
+fi
+
+export PATH="$HOME/.cargo/bin:$PATH"
+if ! rustup toolchain list | grep -q '^nightly'; then
+    rustup toolchain install nightly --profile minimal
+fi
+if ! command -v cargo-fuzz >/dev/null; then
+    cargo install cargo-fuzz --locked
+fi
+
+fixtures=${SYMCLUSTER_FIXTURES:-$(cd .. && pwd)/../shared/fixtures}
+examples=../examples
+
+# seed TARGET FILE...: copies the files that exist (at most 1 MiB each) into corpus/TARGET/.
+seed() {
+    local target=$1
+    shift
+    mkdir -p "corpus/$target"
+    local f
+    for f in "$@"; do
+        if [ -f "$f" ] && [ "$(stat -c %s "$f")" -le 1048576 ]; then
+            cp "$f" "corpus/$target/seed-$(printf %s "$f" | sha1sum | cut -c1-16)"
+        fi
+    done
+}
+
+mapfile -d '' reports < <(find "$fixtures/crashprobe" "$fixtures/kscrash" \
+    "$fixtures/apple-crash-reports/fixtures" -type f \
+    \( -name '*.json' -o -name '*.txt' -o -name '*.crash' -o -name '*.ips' \) -print0 2>/dev/null)
+native_seeds=("${reports[@]}" "$examples"/ios-demo/DemoApp.crash "$examples"/ios-demo/DemoApp.ips
+    "$examples"/ios-demo/DemoApp-sentry.json "$examples"/linux-demo/demo-app-request.json)
+seed native_report "${native_seeds[@]}"
+seed job_request "${native_seeds[@]}"
+mapfile -d '' stacks < <(find "$fixtures/js" -type f \( -name '*.stack' -o -name '*.txt' \) -print0 2>/dev/null)
+seed js_stack "${stacks[@]}" "$examples"/rn-demo/dist/stack-hermes.txt
+mapfile -d '' maps < <(find "$fixtures/js" -type f \( -name '*.map' -o -name '*.json' \) -print0 2>/dev/null)
+seed source_map "${maps[@]}" "$examples"/rn-demo/dist/*.map
+seed debug_file "$examples"/ios-demo/DemoApp.dSYM/Contents/Resources/DWARF/DemoApp \
+    "$examples"/ios-demo/DemoAppFat.dSYM/Contents/Resources/DWARF/DemoApp \
+    "$examples"/linux-demo/demo-app.debug
+
+# Every target, built once with the sanitizer and coverage instrumentation.
+if ! cargo +nightly fuzz build -O >fuzz-build.log 2>&1; then
+    tail -n 30 fuzz-build.log >&2
+    echo "fuzz: the fuzz targets do not build" >&2
+    exit 2
+fi
+
+total_execs=0
+total_crashes=0
+for target in "${targets[@]}"; do
+    mkdir -p "artifacts/$target"
+    before=$(find "artifacts/$target" -type f | wc -l)
+    log=$(mktemp)
+    # -rss_limit_mb: one input may hold a 16 MiB report; -timeout: a hang is a finding.
+    if cargo +nightly fuzz run -O "$target" "corpus/$target" -- \
+        -max_total_time="$seconds" -timeout=10 -rss_limit_mb=4096 -print_final_stats=1 \
+        -artifact_prefix="artifacts/$target/" >"$log" 2>&1; then
+        :
+    fi
+    execs=$(grep -o 'stat::number_of_executed_units: *[0-9]*' "$log" | grep -o '[0-9]*$' | tail -n 1)
+    after=$(find "artifacts/$target" -type f | wc -l)
+    crashes=$((after - before))
+    if [ "$crashes" -gt 0 ]; then
+        grep -E 'panicked|ERROR: ' "$log" | head -n 5 >&2 || true
+    fi
+    echo "fuzz: $target: ${execs:-0} execs in ${seconds} s, $crashes new crash inputs" >&2
+    total_execs=$((total_execs + ${execs:-0}))
+    total_crashes=$((total_crashes + crashes))
+    rm -f "$log"
+done
+
+echo "fuzz: ${#targets[@]} targets, $total_execs execs, $total_crashes crashes"
+[ "$total_crashes" -eq 0 ]
