@@ -13,6 +13,7 @@
 //! [`report`] holds how a native report travels (plain or zstd) and its size limit;
 //! [`result`] how a result travels compressed, and its limit.
 
+mod frame;
 pub mod report;
 pub mod result;
 

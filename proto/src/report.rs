@@ -30,8 +30,8 @@ pub enum ReportError {
     #[error("the report is {0} bytes; at most {MAX_REPORT_BYTES} are accepted")]
     TooLarge(u64),
     /// `report_zstd` is not exactly one zstd frame recording its content size, or does not
-    /// decompress.
-    #[error("report_zstd {0}")]
+    /// decompress (the one-line reason names the field).
+    #[error("{0}")]
     Zstd(String),
 }
 
@@ -72,32 +72,13 @@ pub fn report_bytes(job: &NativeJob) -> Result<Cow<'_, [u8]>, ReportError> {
     if !job.report.is_empty() {
         return Ok(Cow::Borrowed(&job.report));
     }
-    let data = zstd::bulk::decompress(&job.report_zstd, len)
-        .map_err(|e| ReportError::Zstd(format!("does not decompress: {e}")))?;
-    if data.len() != len {
-        return Err(ReportError::Zstd(format!(
-            "decompresses to {} bytes, but its header says {len}",
-            data.len()
-        )));
-    }
-    Ok(Cow::Owned(data))
+    crate::frame::decompress(&job.report_zstd, len, "report_zstd")
+        .map(Cow::Owned)
+        .map_err(ReportError::Zstd)
 }
 
 fn frame_content_size(blob: &[u8]) -> Result<u64, ReportError> {
-    let frame_len = zstd::zstd_safe::find_frame_compressed_size(blob)
-        .map_err(|_| ReportError::Zstd("is not a zstd frame".to_owned()))?;
-    if frame_len != blob.len() {
-        return Err(ReportError::Zstd(format!(
-            "holds {} bytes after its first frame",
-            blob.len() - frame_len
-        )));
-    }
-    match zstd::zstd_safe::get_frame_content_size(blob) {
-        Ok(Some(size)) => Ok(size),
-        _ => Err(ReportError::Zstd(
-            "does not record its content size in the frame header".to_owned(),
-        )),
-    }
+    crate::frame::content_size(blob, "report_zstd").map_err(ReportError::Zstd)
 }
 
 #[cfg(test)]

@@ -5,36 +5,24 @@
 /// The largest result accepted, in bytes once decompressed: 64 MiB (67,108,864 bytes).
 pub const MAX_RESULT_BYTES: usize = 64 << 20;
 
+/// Checks a compressed result without decompressing it: exactly one zstd frame whose header
+/// records a content size of at most [`MAX_RESULT_BYTES`]; that size in bytes. `Err` holds a
+/// one-line reason.
+pub fn checked_len(blob: &[u8]) -> Result<usize, String> {
+    let size = crate::frame::content_size(blob, "result_zstd")?;
+    if size > MAX_RESULT_BYTES as u64 {
+        return Err(format!(
+            "the result is {size} bytes; at most {MAX_RESULT_BYTES} are accepted"
+        ));
+    }
+    Ok(size as usize)
+}
+
 /// The JSON of a `Job.result_zstd` frame, decompressed into exactly the size its header
-/// records. `Err` (one line) when it is not one whole zstd frame recording its size, when that
-/// size is over [`MAX_RESULT_BYTES`], or when it does not decompress to that size.
+/// records. `Err` (one line) as [`checked_len`], or when it does not decompress to that size.
 pub fn decompress(blob: &[u8]) -> Result<Vec<u8>, String> {
-    let frame_len = zstd::zstd_safe::find_frame_compressed_size(blob)
-        .map_err(|_| "result_zstd is not a zstd frame".to_owned())?;
-    if frame_len != blob.len() {
-        return Err(format!(
-            "result_zstd holds {} bytes after its first frame",
-            blob.len() - frame_len
-        ));
-    }
-    let size = match zstd::zstd_safe::get_frame_content_size(blob) {
-        Ok(Some(size)) if size <= MAX_RESULT_BYTES as u64 => size as usize,
-        Ok(Some(size)) => {
-            return Err(format!(
-                "the result is {size} bytes; at most {MAX_RESULT_BYTES} are accepted"
-            ));
-        }
-        _ => return Err("result_zstd's frame does not record its content size".to_owned()),
-    };
-    let json = zstd::bulk::decompress(blob, size)
-        .map_err(|e| format!("result_zstd does not decompress: {e}"))?;
-    if json.len() != size {
-        return Err(format!(
-            "result_zstd decompresses to {} bytes, but its header says {size}",
-            json.len()
-        ));
-    }
-    Ok(json)
+    let size = checked_len(blob)?;
+    crate::frame::decompress(blob, size, "result_zstd")
 }
 
 #[cfg(test)]

@@ -366,21 +366,7 @@ pub const MAX_RESULT_BYTES: u64 = symcluster_proto::result::MAX_RESULT_BYTES as 
 /// decompressing it: exactly one zstd frame (RFC 8878) whose header records a content size of
 /// at most [`MAX_RESULT_BYTES`]. `Err` holds a one-line reason.
 pub fn check_result_zstd(blob: &[u8]) -> Result<(), String> {
-    let frame_len = zstd::zstd_safe::find_frame_compressed_size(blob)
-        .map_err(|_| "result_zstd is not a zstd frame".to_owned())?;
-    if frame_len != blob.len() {
-        return Err(format!(
-            "result_zstd holds {} bytes after its first frame",
-            blob.len() - frame_len
-        ));
-    }
-    match zstd::zstd_safe::get_frame_content_size(blob) {
-        Ok(Some(size)) if size <= MAX_RESULT_BYTES => Ok(()),
-        Ok(Some(size)) => Err(format!(
-            "the result is {size} bytes; at most {MAX_RESULT_BYTES} are accepted"
-        )),
-        _ => Err("result_zstd's frame does not record its content size".to_owned()),
-    }
+    symcluster_proto::result::checked_len(blob).map(|_| ())
 }
 
 pub(crate) fn decompress(job_id: &str, blob: &[u8]) -> Result<Vec<u8>, IndexError> {
@@ -422,7 +408,7 @@ mod tests {
         encoder.finish().unwrap();
         assert_eq!(
             check_result_zstd(&unsized_frame),
-            Err("result_zstd's frame does not record its content size".to_owned())
+            Err("result_zstd does not record its content size in the frame header".to_owned())
         );
         // 65 MiB of zeros: a tiny frame claiming more than the limit.
         let big =
