@@ -50,7 +50,8 @@ fn assert_denied<T: std::fmt::Debug>(result: Result<T, tonic::Status>, message: 
 /// A device token submits and reads nothing; a worker token cannot submit or read; an unknown
 /// token is UNAUTHENTICATED; a token over its rate limit is RESOURCE_EXHAUSTED, per call and
 /// per streamed job; a worker token acts only as the worker it registered, and a
-/// completion from a worker without the lease is not counted while the holder's is; `symctl`
+/// completion from a worker without the lease is not counted while the holder's is, and a
+/// malformed result is refused; `symctl`
 /// prints the refusal and exits 1; SIGHUP reloads the file.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn each_role_does_only_what_it_may() {
@@ -215,6 +216,17 @@ async fn each_role_does_only_what_it_may() {
     assert_denied(
         w2.worker_api().complete_job(complete("w1")).await,
         "worker \"w1\" was registered by token \"worker-1\", not \"worker-2\"",
+    );
+    let mut malformed = complete("w1");
+    malformed.result_json = b"{\"status\": trunc".to_vec();
+    let refused = w1.worker_api().complete_job(malformed).await.unwrap_err();
+    assert_eq!(refused.code(), tonic::Code::InvalidArgument);
+    assert!(
+        refused
+            .message()
+            .starts_with("result_json is not a JSON object: "),
+        "{}",
+        refused.message()
     );
     let stolen = w2.worker_api().complete_job(complete("w2")).await.unwrap();
     assert!(!stolen.into_inner().accepted, "w2 holds no lease on d-1");
