@@ -77,12 +77,12 @@ pub enum IndexError {
     #[error("index store: {0}")]
     Corrupt(String),
     /// A stored result does not decompress.
-    #[error("index store: the result of job {job_id} does not decompress: {source}")]
+    #[error("index store: the result of job {job_id} does not decompress: {reason}")]
     Decompress {
         /// The job.
         job_id: String,
-        /// The zstd error.
-        source: std::io::Error,
+        /// Why (one line, from [`symcluster_proto::result::decompress`]).
+        reason: String,
     },
 }
 
@@ -369,10 +369,13 @@ pub fn check_result_zstd(blob: &[u8]) -> Result<(), String> {
     symcluster_proto::result::checked_len(blob).map(|_| ())
 }
 
+/// A stored result's JSON: the same bounded decompression (into the size the frame header
+/// records, at most 64 MiB) that clients use, so a corrupt frame cannot make the leader
+/// allocate without limit.
 pub(crate) fn decompress(job_id: &str, blob: &[u8]) -> Result<Vec<u8>, IndexError> {
-    zstd::stream::decode_all(blob).map_err(|source| IndexError::Decompress {
+    symcluster_proto::result::decompress(blob).map_err(|reason| IndexError::Decompress {
         job_id: job_id.to_owned(),
-        source,
+        reason,
     })
 }
 
