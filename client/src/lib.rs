@@ -48,6 +48,9 @@ pub use symcluster_proto::v1 as api;
 /// How a native report travels (plain or zstd) and its size limit.
 pub use symcluster_proto::report;
 
+/// What a project name may be, and the default project.
+pub use symcluster_proto::project;
+
 /// The spec of native job `job_id` with `report` compressed into `report_zstd` (zstd level 1,
 /// ~0.2 ms for a 123 KB report: the ingestion service spends it so that the masters store and
 /// replicate ~6x fewer bytes). INVALID_ARGUMENT when `report` is empty or larger than
@@ -68,6 +71,7 @@ pub fn native_spec(job_id: &str, report: &[u8]) -> Result<api::JobSpec, ClientEr
         payload: Some(api::job_spec::Payload::Native(report::compressed_job(
             report,
         ))),
+        project: String::new(),
     })
 }
 
@@ -140,6 +144,8 @@ pub const FAILOVER_TIMEOUT: Duration = Duration::from_secs(20);
 #[derive(Clone)]
 pub struct Client {
     inner: Arc<Inner>,
+    /// The project of submits that name none, and of reads ([`Client::with_project`]).
+    project: String,
 }
 
 struct Inner {
@@ -181,7 +187,22 @@ impl Client {
                 tls,
                 current: RwLock::new((endpoint, channel)),
             }),
+            project: String::new(),
         })
+    }
+
+    /// This client for `project`: its submits that name no project go there, and
+    /// [`Client::job`] and [`Client::wait`] read that project's jobs. Without it (empty) the
+    /// master picks the token's project when the token serves exactly one, else `default`
+    /// (see [`api::JobSpec::project`]). Shares the connection.
+    pub fn with_project(mut self, project: &str) -> Self {
+        project.clone_into(&mut self.project);
+        self
+    }
+
+    /// The project set by [`Client::with_project`] (empty: the master's choice).
+    pub fn project(&self) -> &str {
+        &self.project
     }
 
     /// The master this client talks to now (the leader when it was last asked).
@@ -271,13 +292,21 @@ impl Client {
         self.submit(api::JobSpec {
             job_id: job_id.to_owned(),
             payload: Some(api::job_spec::Payload::Js(js)),
+            project: String::new(),
         })
         .await
     }
 
     /// Submits any job spec (on the leader; retried through a failover, which is safe because
-    /// submits are idempotent by job id).
-    pub async fn submit(&mut self, job: api::JobSpec) -> Result<api::SubmitResponse, ClientError> {
+    /// submits are idempotent by job id). A spec with no project gets this client's
+    /// ([`Client::with_project`]).
+    pub async fn submit(
+        &mut self,
+        mut job: api::JobSpec,
+    ) -> Result<api::SubmitResponse, ClientError> {
+        if job.project.is_empty() {
+            job.project.clone_from(&self.project);
+        }
         let request = api::SubmitRequest { job: Some(job) };
         self.on_leader(|channel| {
             let request = request.clone();
@@ -303,6 +332,7 @@ impl Client {
         let request = api::GetJobRequest {
             job_id: job_id.to_owned(),
             result_zstd: true,
+            project: self.project.clone(),
         };
         self.on_leader(|channel| {
             let request = request.clone();
@@ -355,6 +385,7 @@ impl Client {
             .watch_job(api::GetJobRequest {
                 job_id: job_id.to_owned(),
                 result_zstd: true,
+                project: self.project.clone(),
             })
             .await?
             .into_inner();

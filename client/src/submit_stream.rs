@@ -23,6 +23,8 @@ use api::submit_stream_response::Event;
 #[derive(Clone)]
 pub struct SubmitStream {
     jobs: mpsc::UnboundedSender<Job>,
+    /// The client's project, given to specs that name none.
+    project: String,
 }
 
 /// A job the master accepted; [`Submitted::finished`] waits for its end when it was watched.
@@ -64,14 +66,22 @@ impl SubmitStream {
     /// Starts the stream's task on the current tokio runtime.
     pub(crate) fn start(client: Client) -> Self {
         let (tx, rx) = mpsc::unbounded_channel();
+        let project = client.project().to_owned();
         tokio::spawn(drive(client, rx));
-        SubmitStream { jobs: tx }
+        SubmitStream { jobs: tx, project }
     }
 
     /// Submits `job` and waits until the master has committed it (or refused it: its status, as
     /// `Submit` would answer). With `watch`, [`Submitted::finished`] then waits for its end.
     /// Follows the leader through failovers for up to [`FAILOVER_TIMEOUT`].
-    pub async fn submit(&self, job: api::JobSpec, watch: bool) -> Result<Submitted, ClientError> {
+    pub async fn submit(
+        &self,
+        mut job: api::JobSpec,
+        watch: bool,
+    ) -> Result<Submitted, ClientError> {
+        if job.project.is_empty() {
+            job.project.clone_from(&self.project);
+        }
         let id = job.job_id.clone();
         if let Some(api::job_spec::Payload::Native(native)) = &job.payload
             && let Err(e) = crate::report::checked_len(native)
@@ -121,6 +131,28 @@ struct Kept {
 }
 
 impl Kept {
+    /// Keeps `job` until the master answers it. Answers name jobs by id, so a job whose id is
+    /// in flight for another project on this stream is refused here (INVALID_ARGUMENT): send
+    /// it once that one is answered, or on a stream of its own.
+    fn keep(&mut self, job: Job) -> Option<api::SubmitStreamRequest> {
+        let jobs = self.by_id.entry(job.spec.job_id.clone()).or_default();
+        if let Some(other) = jobs.iter().find(|j| j.spec.project != job.spec.project) {
+            let status = Status::invalid_argument(format!(
+                "job {:?} is in flight on this stream for project {:?}; one id serves one \
+                 project at a time per stream",
+                job.spec.job_id, other.spec.project
+            ));
+            let _ = job.accepted.send(Err(ClientError::Status(status.clone())));
+            if let Some(tx) = job.finished {
+                let _ = tx.send(Err(ClientError::Status(status)));
+            }
+            return None;
+        }
+        let request = Self::request(&job);
+        jobs.push(job);
+        Some(request)
+    }
+
     fn request(job: &Job) -> api::SubmitStreamRequest {
         api::SubmitStreamRequest {
             job: Some(job.spec.clone()),
@@ -192,11 +224,10 @@ async fn drive(client: Client, mut incoming: mpsc::UnboundedReceiver<Job>) {
                 return;
             }
             match incoming.recv().await {
-                Some(job) => kept
-                    .by_id
-                    .entry(job.spec.job_id.clone())
-                    .or_default()
-                    .push(job),
+                Some(job) => {
+                    kept.keep(job);
+                    continue;
+                }
                 None => return,
             }
         }
@@ -215,8 +246,9 @@ async fn drive(client: Client, mut incoming: mpsc::UnboundedReceiver<Job>) {
                     tokio::select! {
                         job = incoming.recv(), if handles_open => match job {
                             Some(job) => {
-                                let _ = requests.send(Kept::request(&job));
-                                kept.by_id.entry(job.spec.job_id.clone()).or_default().push(job);
+                                if let Some(request) = kept.keep(job) {
+                                    let _ = requests.send(request);
+                                }
                             }
                             None => {
                                 handles_open = false;

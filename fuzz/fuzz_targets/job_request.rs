@@ -14,6 +14,7 @@ fuzz_target!(|data: &[u8]| {
     let compressed = JobSpec {
         job_id: "fuzz".into(),
         payload: Some(Payload::Native(symcluster_proto::report::compressed_job(data))),
+        project: String::new(),
     };
     let _ = symcluster_master::routing::check(&compressed);
 });

@@ -10,7 +10,7 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use symcluster_client::{Client, api};
-use symcluster_worker::sources::{S3Settings, Source};
+use symcluster_sources::{S3Settings, Source};
 
 /// The token every cluster started here uses.
 pub const TOKEN: &str = "symcluster-test-token";

@@ -266,6 +266,7 @@ async fn run(
             let spec = api::JobSpec {
                 job_id: id.clone(),
                 payload: Some(api::job_spec::Payload::Native(report)),
+                project: String::new(),
             };
             let (created, job) = if let Some(stream) = stream {
                 let submitted = stream.submit(spec, true).await?;
@@ -358,7 +359,10 @@ async fn run(
             let lost = args.jobs as u64 - completed;
             let groups: u64 = client
                 .ingest()
-                .list_groups(api::ListGroupsRequest { limit: 1000 })
+                .list_groups(api::ListGroupsRequest {
+                    limit: 1000,
+                    project: String::new(),
+                })
                 .await
                 .map(|r| r.into_inner().groups.iter().map(|g| g.count).sum())
                 .unwrap_or(0);

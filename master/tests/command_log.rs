@@ -114,9 +114,9 @@ fn a_log_written_by_version_1_replays_to_the_same_index() {
 
     assert_eq!(index.applied().unwrap(), (13, 1));
     // `a` finished at 1,200, before the purge's cut-off (1,250): gone.
-    assert!(index.job("a", true).unwrap().is_none());
+    assert!(index.job("default/a", true).unwrap().is_none());
 
-    let b = index.job("b", true).unwrap().unwrap();
+    let b = index.job("default/b", true).unwrap().unwrap();
     assert_eq!(b.state(), JobState::Completed);
     assert_eq!(
         (b.record.attempts, b.record.worker_id.as_str()),
@@ -132,27 +132,33 @@ fn a_log_written_by_version_1_replays_to_the_same_index() {
         Some(&br#"{"status":"completed","job":"b"}"#[..])
     );
 
-    let c = index.job("c", false).unwrap().unwrap();
+    let c = index.job("default/c", false).unwrap().unwrap();
     assert_eq!(c.state(), JobState::Failed);
     assert_eq!(c.record.error, "source map not found");
     assert_eq!(c.record.kind, v1::JobKind::Js as i32);
 
-    let d = index.job("d", false).unwrap().unwrap();
+    let d = index.job("default/d", false).unwrap().unwrap();
     assert_eq!(d.state(), JobState::Queued);
     assert_eq!(d.record.routing_key, "debug-id-2");
-    let spec = v1::JobSpec::decode(index.spec("d").unwrap().unwrap().as_slice()).unwrap();
-    assert_eq!(spec.job_id, "d");
+    let spec = v1::JobSpec::decode(index.spec("default/d").unwrap().unwrap().as_slice()).unwrap();
+    // Version 1 had no projects: its jobs are `default`'s, under their index key, and the spec
+    // a worker leases names that key (the id it completes the job by) and the project.
+    assert_eq!(
+        (spec.job_id.as_str(), spec.project.as_str()),
+        ("default/d", "default")
+    );
     let open: Vec<String> = index
         .open_jobs()
         .unwrap()
         .into_iter()
         .map(|j| j.job_id)
         .collect();
-    assert_eq!(open, vec!["d".to_owned()]);
+    assert_eq!(open, vec!["default/d".to_owned()]);
 
     // Purging jobs leaves the crash groups' counts as they were.
-    let groups = index.groups(10).unwrap();
+    let groups = index.groups(10, |_| true).unwrap();
     assert_eq!(groups.len(), 1);
+    assert_eq!(groups[0].project, "default");
     assert_eq!((groups[0].fingerprint.as_str(), groups[0].count), ("g1", 2));
     assert_eq!(
         (groups[0].first_seen_ms, groups[0].last_seen_ms),

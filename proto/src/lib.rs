@@ -11,9 +11,11 @@
 //!   transport (`peer.proto`).
 //!
 //! [`report`] holds how a native report travels (plain or zstd) and its size limit;
-//! [`result`] how a result travels compressed, and its limit.
+//! [`result`] how a result travels compressed, and its limit; [`project`] what a project name
+//! may be.
 
 mod frame;
+pub mod project;
 pub mod report;
 pub mod result;
 

@@ -21,9 +21,9 @@ use symcluster_engine::ModuleLoad;
 use symcluster_engine::js::JsSourceMap;
 use symcluster_engine::symcache::{SYMCACHE_VERSION, SymCacheError, SymCacheFile};
 
+use symcluster_sources::{FetchError, Scope, Source, layout};
+
 use crate::disk_cache::DiskCache;
-use crate::layout;
-use crate::sources::{FetchError, Source};
 
 /// Why a source map could not be had.
 #[derive(Debug, Clone, thiserror::Error)]
@@ -56,11 +56,14 @@ pub struct CacheCounters {
 }
 
 /// All the worker's caches over one source.
+///
+/// Every entry is keyed by the object's key in the source, which names its project (or the
+/// shared prefix): a job of one project is never served another project's file from a cache.
 pub struct Caches {
     source: Source,
     prefix: String,
     disk: Arc<DiskCache>,
-    symcaches: Cache<DebugId, Arc<SymCacheFile>>,
+    symcaches: Cache<String, Arc<SymCacheFile>>,
     sourcemaps: Cache<String, Arc<JsSourceMap>>,
     missing: Cache<String, ()>,
     /// Hit and miss counts.
@@ -68,8 +71,8 @@ pub struct Caches {
 }
 
 impl Caches {
-    /// Caches over `source` (keys under `prefix`), with a memory budget in bytes, and a
-    /// negative-cache lifetime.
+    /// Caches over `source` (the layout under `prefix`, the bucket's `--s3-prefix`), with a
+    /// memory budget in bytes, and a negative-cache lifetime.
     pub fn new(
         source: Source,
         prefix: String,
@@ -117,17 +120,29 @@ impl Caches {
         counter.fetch_add(1, Ordering::Relaxed);
     }
 
-    /// The SymCache of `debug_id`, as the engine wants it: found, missing, malformed, or
-    /// fetching failed.
-    pub async fn symcache(&self, debug_id: DebugId) -> ModuleLoad {
-        let key = layout::debug_file_key(&self.prefix, &debug_id);
+    /// The SymCache of `debug_id` for a job of `project`, as the engine wants it: found,
+    /// missing, malformed, or fetching failed. Looked up in the project's prefix, then in the
+    /// shared one ([`layout::native_scopes`]); any answer but "missing" from the project ends
+    /// the search.
+    pub async fn symcache(&self, project: &str, debug_id: DebugId) -> ModuleLoad {
+        for scope in layout::native_scopes(project) {
+            match self.symcache_in(scope, debug_id).await {
+                ModuleLoad::Missing => continue,
+                found => return found,
+            }
+        }
+        ModuleLoad::Missing
+    }
+
+    async fn symcache_in(&self, scope: Scope<'_>, debug_id: DebugId) -> ModuleLoad {
+        let key = layout::debug_file_key(&scope.prefix(&self.prefix), &debug_id);
         if self.missing.contains_key(&key) {
             self.count(true);
             return ModuleLoad::Missing;
         }
         let entry = self
             .symcaches
-            .entry(debug_id)
+            .entry(key.clone())
             .or_try_insert_with(self.load_symcache(debug_id, key.clone()))
             .await;
         match entry {
@@ -154,7 +169,7 @@ impl Caches {
         debug_id: DebugId,
         key: String,
     ) -> Result<Arc<SymCacheFile>, SymCacheLoadError> {
-        let disk_key = format!("symcache/v{SYMCACHE_VERSION}/{debug_id}");
+        let disk_key = format!("symcache/v{SYMCACHE_VERSION}/{}", hex_key(&key));
         let disk = self.disk.clone();
         let dk = disk_key.clone();
         let cached = tokio::task::spawn_blocking(move || {
@@ -187,6 +202,11 @@ impl Caches {
         })
         .await
         .map_err(|e| SymCacheLoadError::Malformed(format!("conversion task failed: {e}")))?
+    }
+
+    /// The layout prefix (the bucket's `--s3-prefix`) the caches read under.
+    pub fn prefix(&self) -> &str {
+        &self.prefix
     }
 
     /// The prepared source map stored under `(map_key, bundle_key)`.

@@ -3,6 +3,7 @@
 use std::path::PathBuf;
 
 use clap::Parser;
+pub use symcluster_sources::BucketArgs;
 
 /// symcluster worker: runs symbolication jobs leased from a master.
 #[derive(Debug, Clone, Parser)]
@@ -74,25 +75,4 @@ pub struct WorkerConfig {
     /// Timeout of one S3 request attempt, in milliseconds.
     #[arg(long, env = "SYMCLUSTER_S3_TIMEOUT_MS", default_value_t = 5_000)]
     pub s3_timeout_ms: u64,
-}
-
-/// Where the bucket is: the flags the worker and `symctl upload` share. Credentials come from
-/// the AWS environment (`AWS_ACCESS_KEY_ID`, `AWS_SECRET_ACCESS_KEY`).
-#[derive(Debug, Clone, clap::Args)]
-pub struct BucketArgs {
-    /// S3 bucket holding debug files and source maps.
-    #[arg(long, env = "SYMCLUSTER_S3_BUCKET")]
-    pub s3_bucket: Option<String>,
-
-    /// S3 endpoint URL (for S3-compatible servers such as Garage or MinIO).
-    #[arg(long, env = "SYMCLUSTER_S3_ENDPOINT")]
-    pub s3_endpoint: Option<String>,
-
-    /// S3 region (must equal the server's region for request signing).
-    #[arg(long, env = "SYMCLUSTER_S3_REGION", default_value = "us-east-1")]
-    pub s3_region: String,
-
-    /// Key prefix inside the bucket.
-    #[arg(long, env = "SYMCLUSTER_S3_PREFIX", default_value = "")]
-    pub s3_prefix: String,
 }

@@ -3,8 +3,8 @@
 //! directory through disk and memory caches.
 //!
 //! - [`config`]: flags and environment;
-//! - [`layout`]: where files live in the bucket (symbolicator's unified layout for native);
-//! - [`sources`]: S3 (`aws-sdk-s3`, retries with backoff, per-attempt timeouts) or a directory;
+//! - where files live in the bucket, and S3 or a directory to read them from: the
+//!   `symcluster-sources` crate (shared with `symctl upload`);
 //! - [`disk_cache`]: byte-budgeted LRU disk cache;
 //! - [`caches`]: memory (`moka`) over disk over source, with single-flight and negative caching;
 //! - [`runner`]: one job, start to end;
@@ -16,9 +16,7 @@ pub mod caches;
 pub mod config;
 pub mod disk_cache;
 pub mod grouping;
-pub mod layout;
 pub mod runner;
-pub mod sources;
 
 /// The engine the worker runs (re-exported for embedding).
 pub use symcluster_engine as engine;
@@ -35,7 +33,25 @@ use caches::Caches;
 use config::WorkerConfig;
 use disk_cache::DiskCache;
 use runner::Outcome;
-use sources::Source;
+use symcluster_sources::{S3Settings, Source};
+
+/// The source `config` describes: `--source-dir`, or the S3 bucket.
+async fn source(config: &WorkerConfig) -> anyhow::Result<Source> {
+    if let Some(dir) = &config.source_dir {
+        return Ok(Source::Dir(dir.clone()));
+    }
+    let Some(bucket) = &config.bucket.s3_bucket else {
+        anyhow::bail!("no debug file source: give --s3-bucket or --source-dir");
+    };
+    Ok(Source::s3(&S3Settings {
+        bucket: bucket.clone(),
+        endpoint: config.bucket.s3_endpoint.clone(),
+        region: config.bucket.s3_region.clone(),
+        attempts: config.s3_attempts,
+        timeout_ms: config.s3_timeout_ms,
+    })
+    .await)
+}
 
 /// Runs a worker until the process ends: connects (and reconnects) to the master, registers,
 /// and runs the jobs it leases.
@@ -44,7 +60,7 @@ pub async fn run(config: WorkerConfig) -> anyhow::Result<()> {
         .slots
         .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get() as u32));
     let worker_id = config.worker_id.clone().unwrap_or_else(default_worker_id);
-    let source = Source::from_config(&config).await?;
+    let source = source(&config).await?;
     let disk = DiskCache::open(&config.cache_dir, config.disk_cache_bytes)?;
     let caches = Arc::new(Caches::new(
         source,
@@ -154,10 +170,10 @@ async fn session(
             .unwrap_or_else(|e| e.into_inner())
             .insert(job_id.clone());
         let (client, caches, running) = (client.clone(), caches.clone(), running.clone());
-        let (worker_id, prefix) = (worker_id.to_owned(), config.bucket.s3_prefix.clone());
+        let worker_id = worker_id.to_owned();
         tokio::spawn(async move {
             let started = std::time::Instant::now();
-            let outcome = runner::run(spec, &caches, &prefix).await;
+            let outcome = runner::run(spec, &caches).await;
             tracing::info!(job = %job_id, attempt = lease.attempt, ms = started.elapsed().as_millis() as u64,
                 ok = matches!(outcome, Outcome::Completed { .. }), "job finished");
             report(&client, &worker_id, &job_id, lease.attempt, outcome).await;

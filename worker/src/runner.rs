@@ -16,8 +16,9 @@ use symcluster_engine::js::{parse_stack, restore};
 use symcluster_engine::model::Image;
 use symcluster_engine::{ModuleLoad, SymCacheSource, parse_report, referenced_images, symbolicate};
 
+use symcluster_sources::{Scope, layout};
+
 use crate::caches::{Caches, SourceMapLoadError};
-use crate::layout;
 
 /// How a job ended.
 #[derive(Debug)]
@@ -45,11 +46,15 @@ fn permanent(error: impl ToString) -> Outcome {
     }
 }
 
-/// Runs `spec` with `caches`.
-pub async fn run(spec: api::JobSpec, caches: &Arc<Caches>, prefix: &str) -> Outcome {
+/// Runs `spec` with `caches`, reading the files of the spec's project (the master always
+/// names it; a spec without one is refused, so that no job reads another project's files).
+pub async fn run(spec: api::JobSpec, caches: &Arc<Caches>) -> Outcome {
+    if let Err(e) = symcluster_client::project::validate(&spec.project) {
+        return permanent(format!("the lease names no valid project: {e}"));
+    }
     match spec.payload {
-        Some(Payload::Native(native)) => run_native(&native, caches).await,
-        Some(Payload::Js(js)) => run_js(js, caches, prefix).await,
+        Some(Payload::Native(native)) => run_native(&native, &spec.project, caches).await,
+        Some(Payload::Js(js)) => run_js(js, &spec.project, caches).await,
         None => permanent("the job has no payload"),
     }
 }
@@ -78,7 +83,7 @@ pub fn compress(json: &[u8]) -> Vec<u8> {
     zstd::bulk::compress(json, RESULT_ZSTD_LEVEL).unwrap_or_default()
 }
 
-async fn run_native(native: &api::NativeJob, caches: &Arc<Caches>) -> Outcome {
+async fn run_native(native: &api::NativeJob, project: &str, caches: &Arc<Caches>) -> Outcome {
     let report = match symcluster_client::report::report_bytes(native) {
         Ok(bytes) => parse_report(&bytes),
         Err(e) => return permanent(e),
@@ -94,7 +99,7 @@ async fn run_native(native: &api::NativeJob, caches: &Arc<Caches>) -> Outcome {
     ids.sort();
     ids.dedup();
     // Fetch every module's debug file concurrently.
-    let loads = futures::future::join_all(ids.iter().map(|id| caches.symcache(*id))).await;
+    let loads = futures::future::join_all(ids.iter().map(|id| caches.symcache(project, *id))).await;
     let prefetched = Prefetched(ids.into_iter().zip(loads).collect());
     let result = tokio::task::spawn_blocking(move || {
         let result = symbolicate(&report, &prefetched);
@@ -111,11 +116,13 @@ async fn run_native(native: &api::NativeJob, caches: &Arc<Caches>) -> Outcome {
     }
 }
 
-async fn run_js(js: api::JsJob, caches: &Arc<Caches>, prefix: &str) -> Outcome {
+async fn run_js(js: api::JsJob, project: &str, caches: &Arc<Caches>) -> Outcome {
     let stack = match parse_stack(&js.stack, 1) {
         Ok(stack) => stack,
         Err(e) => return permanent(e),
     };
+    let prefix = Scope::Project(project).prefix(caches.prefix());
+    let prefix = prefix.as_str();
     let (map_key, bundle_key) = if js.debug_id.is_empty() {
         layout::sourcemap_keys_by_release(prefix, &js.release, &js.dist, &js.bundle)
     } else {

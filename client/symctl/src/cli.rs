@@ -60,7 +60,28 @@ pub struct MasterArgs {
     pub tls_ca: Option<std::path::PathBuf>,
 }
 
-pub use symcluster_worker::config::BucketArgs;
+pub use symcluster_sources::BucketArgs;
+
+/// Which project a command is for.
+#[derive(Debug, Clone, clap::Args)]
+pub struct ProjectArgs {
+    /// The project (tenant) of the jobs: submits go there, `job` and `groups` read there.
+    /// Default: the token's project when it serves exactly one, else `default`.
+    #[arg(long, env = "SYMCLUSTER_PROJECT")]
+    pub project: Option<String>,
+}
+
+/// Where uploaded files go: one project's prefix, or the shared prefix every project reads.
+#[derive(Debug, Clone, clap::Args)]
+pub struct UploadTarget {
+    /// The project whose jobs may read the files.
+    #[arg(long, env = "SYMCLUSTER_PROJECT", default_value = "default")]
+    pub project: String,
+    /// Upload to the shared prefix that every project reads (system libraries, common
+    /// frameworks) instead of one project's.
+    #[arg(long)]
+    pub shared: bool,
+}
 
 #[derive(Debug, Subcommand)]
 pub enum UploadCommand {
@@ -68,14 +89,19 @@ pub enum UploadCommand {
     Dsym {
         #[command(flatten)]
         bucket: BucketArgs,
+        #[command(flatten)]
+        target: UploadTarget,
         /// Files or directories.
         #[arg(required = true)]
         paths: Vec<PathBuf>,
     },
-    /// Upload a source map (and optionally its minified bundle).
+    /// Upload a source map (and optionally its minified bundle) to a project.
     Sourcemap {
         #[command(flatten)]
         bucket: BucketArgs,
+        /// The project whose JS jobs read the map.
+        #[arg(long, env = "SYMCLUSTER_PROJECT", default_value = "default")]
+        project: String,
         /// The source map file.
         #[arg(long)]
         map: PathBuf,
@@ -101,6 +127,8 @@ pub enum UploadCommand {
 pub struct SubmitArgs {
     #[command(flatten)]
     pub master: MasterArgs,
+    #[command(flatten)]
+    pub project: ProjectArgs,
     /// Job id (default: the file name plus a timestamp).
     #[arg(long)]
     pub job_id: Option<String>,
@@ -130,6 +158,8 @@ pub struct SubmitArgs {
 pub struct JobArgs {
     #[command(flatten)]
     pub master: MasterArgs,
+    #[command(flatten)]
+    pub project: ProjectArgs,
     /// The job id.
     pub job_id: String,
 }
@@ -138,6 +168,9 @@ pub struct JobArgs {
 pub struct GroupsArgs {
     #[command(flatten)]
     pub master: MasterArgs,
+    /// Only this project's groups (default: every project the token serves).
+    #[arg(long, env = "SYMCLUSTER_PROJECT")]
+    pub project: Option<String>,
     /// How many groups.
     #[arg(long, default_value_t = 20)]
     pub limit: u32,

@@ -18,6 +18,7 @@ async fn auth_health_metrics_and_status() {
         .get_job(api::GetJobRequest {
             job_id: "x".into(),
             result_zstd: false,
+            project: String::new(),
         })
         .await
         .unwrap_err();

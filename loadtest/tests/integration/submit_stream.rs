@@ -18,6 +18,7 @@ fn native(job_id: &str, report: Vec<u8>) -> api::JobSpec {
             report,
             report_zstd: Vec::new(),
         })),
+        project: String::new(),
     }
 }
 

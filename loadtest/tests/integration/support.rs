@@ -115,7 +115,10 @@ pub async fn three_masters_with_demo() -> (Cluster, std::sync::Arc<Vec<u8>>, u64
 pub async fn groups(client: &Client, limit: u32) -> Vec<api::CrashGroup> {
     client
         .ingest()
-        .list_groups(api::ListGroupsRequest { limit })
+        .list_groups(api::ListGroupsRequest {
+            limit,
+            project: String::new(),
+        })
         .await
         .expect("list groups")
         .into_inner()

@@ -177,6 +177,7 @@ async fn crashprobe_demo_and_js_jobs_end_to_end() {
                 report: Vec::new(),
                 report_zstd,
             })),
+            project: String::new(),
         };
         match client.submit(spec).await {
             Err(symcluster_client::ClientError::Status(status)) => {

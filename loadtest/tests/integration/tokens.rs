@@ -100,7 +100,10 @@ async fn each_role_does_only_what_it_may() {
     assert_denied(
         device
             .ingest()
-            .list_groups(api::ListGroupsRequest { limit: 10 })
+            .list_groups(api::ListGroupsRequest {
+                limit: 10,
+                project: String::new(),
+            })
             .await,
         "token \"demo-app\" has role device; listing crash groups needs ingest or admin",
     );

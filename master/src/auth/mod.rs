@@ -54,12 +54,61 @@ pub struct Caller {
     pub name: Arc<str>,
     /// What it may do.
     pub role: Role,
+    /// The projects it serves; `None`: every project (`worker` and `admin` tokens).
+    pub projects: Option<Projects>,
     /// Its rate limit, when the tokens file gives one (shared by every call of the token on
     /// this master).
     pub limit: Option<RateLimit>,
 }
 
+/// The projects a `device` or `ingest` token serves (validated names, at least one).
+pub type Projects = Arc<[String]>;
+
 impl Caller {
+    /// Whether the token serves `project`.
+    pub fn serves(&self, project: &str) -> bool {
+        self.projects
+            .as_ref()
+            .is_none_or(|list| list.iter().any(|p| p == project))
+    }
+
+    /// The project a call names (`requested`, possibly empty), resolved for this token:
+    /// - a name: checked (INVALID_ARGUMENT when malformed) and served (PERMISSION_DENIED when
+    ///   not);
+    /// - empty: the token's project when it serves exactly one; `default` for tokens of every
+    ///   project; INVALID_ARGUMENT for a token of several, which must name one.
+    pub fn project_for(&self, requested: &str) -> Result<String, Status> {
+        if requested.is_empty() {
+            return match self.projects.as_deref() {
+                None => Ok(symcluster_proto::project::DEFAULT_PROJECT.to_owned()),
+                Some([only]) => Ok(only.clone()),
+                Some(list) => Err(Status::invalid_argument(format!(
+                    "token {:?} serves the projects {}: name one (`project`)",
+                    self.name,
+                    list.join(", ")
+                ))),
+            };
+        }
+        symcluster_proto::project::validate(requested).map_err(Status::invalid_argument)?;
+        if self.serves(requested) {
+            Ok(requested.to_owned())
+        } else {
+            Err(Status::permission_denied(format!(
+                "token {:?} does not serve project {requested:?}",
+                self.name
+            )))
+        }
+    }
+
+    /// The project a listing is limited to: `Ok(None)` for every project the token serves
+    /// (`requested` empty), else [`Caller::project_for`]'s answer.
+    pub fn listing(&self, requested: &str) -> Result<Option<String>, Status> {
+        if requested.is_empty() {
+            Ok(None)
+        } else {
+            self.project_for(requested).map(Some)
+        }
+    }
     /// Takes one call (or streamed job) from the token's budget: RESOURCE_EXHAUSTED naming the
     /// token and its rate when the budget is spent.
     pub fn take(&self) -> Result<(), Status> {
@@ -157,6 +206,7 @@ impl Auth {
             Caller {
                 name: Arc::from("admin"),
                 role: Role::Admin,
+                projects: None,
                 limit: None,
             },
         );
@@ -272,7 +322,8 @@ mod tests {
         let path = dir.path().join("tokens.toml");
         let entry = |name: &str, token: &str, role: &str| {
             format!(
-                "[[tokens]]\nname = \"{name}\"\nsha256 = \"{}\"\nrole = \"{role}\"\n",
+                "[[tokens]]\nname = \"{name}\"\nsha256 = \"{}\"\nrole = \"{role}\"\n\
+                 projects = [\"demo\"]\n",
                 hex::encode(sha256(token.as_bytes()))
             )
         };
@@ -319,5 +370,43 @@ mod tests {
         std::fs::write(&path, "[[tokens]]\nname = 1\n").unwrap();
         assert!(auth.reload().is_err());
         assert!(ingest.call(request("i")).is_ok());
+    }
+
+    #[test]
+    fn a_call_resolves_to_a_project_the_token_serves() {
+        let caller = |projects: Option<&[&str]>| Caller {
+            name: Arc::from("t"),
+            role: Role::Ingest,
+            projects: projects.map(|p| p.iter().map(|s| s.to_string()).collect()),
+            limit: None,
+        };
+        let one = caller(Some(&["demo"]));
+        assert_eq!(one.project_for("").unwrap(), "demo");
+        assert_eq!(one.project_for("demo").unwrap(), "demo");
+        let denied = one.project_for("other").unwrap_err();
+        assert_eq!(denied.code(), tonic::Code::PermissionDenied);
+        assert_eq!(
+            denied.message(),
+            "token \"t\" does not serve project \"other\""
+        );
+        assert_eq!(
+            one.project_for("Bad/Name").unwrap_err().code(),
+            tonic::Code::InvalidArgument
+        );
+        assert_eq!(one.listing("").unwrap(), None);
+        assert!(one.serves("demo") && !one.serves("other"));
+
+        let two = caller(Some(&["a", "b"]));
+        let unnamed = two.project_for("").unwrap_err();
+        assert_eq!(unnamed.code(), tonic::Code::InvalidArgument);
+        assert_eq!(
+            unnamed.message(),
+            "token \"t\" serves the projects a, b: name one (`project`)"
+        );
+        assert_eq!(two.listing("b").unwrap().as_deref(), Some("b"));
+
+        let all = caller(None);
+        assert_eq!(all.project_for("").unwrap(), "default");
+        assert_eq!(all.project_for("any").unwrap(), "any");
     }
 }

@@ -6,6 +6,8 @@
 //! name = "demo-ios-app"       # shown in logs, never the token
 //! sha256 = "<64 hex digits: SHA-256 of the token>"
 //! role = "device"             # device | ingest | worker | admin
+//! projects = ["demo"]         # device and ingest: the projects it serves (required);
+//!                             # worker and admin serve all projects and take none
 //! rate = 20                   # optional: calls (and streamed jobs) per second, a float
 //! burst = 100                 # optional: calls allowed at once (default: max(rate, 1))
 //! ```
@@ -19,7 +21,7 @@ use std::sync::Arc;
 
 use serde::Deserialize;
 
-use super::{Caller, RateLimit, Role};
+use super::{Caller, Projects, RateLimit, Role};
 
 /// The file as written.
 #[derive(Debug, Deserialize)]
@@ -36,6 +38,8 @@ struct Entry {
     sha256: String,
     role: Role,
     #[serde(default)]
+    projects: Option<Vec<String>>,
+    #[serde(default)]
     rate: Option<f64>,
     #[serde(default)]
     burst: Option<u32>,
@@ -44,7 +48,9 @@ struct Entry {
 /// Reads and checks a tokens file: SHA-256 (32 bytes) → caller. Errors name the file and, for a
 /// bad entry, its 1-based position and name: unreadable file, TOML syntax, unknown field or
 /// role, a `sha256` that is not 64 hex digits, an empty or repeated name, a repeated hash, a
-/// `rate` that is not a positive number or a `burst` of 0.
+/// `rate` that is not a positive number or a `burst` of 0, a `device` or `ingest` token without
+/// `projects` (or with an empty list, or an invalid project name), a `worker` or `admin` token
+/// with `projects`.
 pub fn load(path: &Path) -> Result<HashMap<[u8; 32], Caller>, String> {
     let text = std::fs::read_to_string(path)
         .map_err(|e| format!("cannot read the tokens file {}: {e}", path.display()))?;
@@ -75,9 +81,35 @@ fn parse(text: &str) -> Result<HashMap<[u8; 32], Caller>, String> {
                 })?,
             ),
         };
+        let projects = match (entry.role, entry.projects) {
+            (Role::Device | Role::Ingest, None) => {
+                return Err(format!(
+                    "{at}: {} tokens need `projects` (the projects they serve)",
+                    entry.role.as_str()
+                ));
+            }
+            (Role::Device | Role::Ingest, Some(list)) if list.is_empty() => {
+                return Err(format!("{at}: `projects` is empty"));
+            }
+            (Role::Device | Role::Ingest, Some(list)) => {
+                for project in &list {
+                    symcluster_proto::project::validate(project)
+                        .map_err(|e| format!("{at}: {e}"))?;
+                }
+                Some(Projects::from(list))
+            }
+            (Role::Worker | Role::Admin, Some(_)) => {
+                return Err(format!(
+                    "{at}: {} tokens serve every project; remove `projects`",
+                    entry.role.as_str()
+                ));
+            }
+            (Role::Worker | Role::Admin, None) => None,
+        };
         let caller = Caller {
             name: Arc::from(entry.name),
             role: entry.role,
+            projects,
             limit,
         };
         if table.insert(hash, caller).is_some() {
@@ -95,7 +127,7 @@ mod tests {
     #[test]
     fn a_file_maps_hashes_to_named_roles() {
         let text = format!(
-            "[[tokens]]\nname = \"app\"\nsha256 = \"{}\"\nrole = \"device\"\n\n\
+            "[[tokens]]\nname = \"app\"\nsha256 = \"{}\"\nrole = \"device\"\nprojects = [\"demo\"]\n\n\
              [[tokens]]\nname = \"w\"\nsha256 = \"{}\"\nrole = \"worker\"\n",
             hex::encode(sha256(b"device-secret")),
             hex::encode(sha256(b"worker-secret")).to_uppercase()
@@ -104,14 +136,24 @@ mod tests {
         assert_eq!(table.len(), 2);
         let app = &table[&sha256(b"device-secret")];
         assert_eq!((&*app.name, app.role), ("app", Role::Device));
-        assert_eq!(table[&sha256(b"worker-secret")].role, Role::Worker);
+        assert!(app.serves("demo") && !app.serves("other"));
+        let worker = &table[&sha256(b"worker-secret")];
+        assert_eq!(worker.role, Role::Worker);
+        assert!(worker.serves("demo") && worker.serves("other"));
         assert!(parse("").unwrap().is_empty());
     }
 
     #[test]
     fn bad_files_say_what_is_wrong() {
         let entry = |name: &str, hash: &str, role: &str| {
-            format!("[[tokens]]\nname = \"{name}\"\nsha256 = \"{hash}\"\nrole = \"{role}\"\n")
+            let projects = if matches!(role, "device" | "ingest") {
+                "projects = [\"demo\"]\n"
+            } else {
+                ""
+            };
+            format!(
+                "[[tokens]]\nname = \"{name}\"\nsha256 = \"{hash}\"\nrole = \"{role}\"\n{projects}"
+            )
         };
         let good = hex::encode(sha256(b"t"));
         assert_eq!(
@@ -133,8 +175,6 @@ mod tests {
             .unwrap_err(),
             "token 2 (\"a\"): the name is used twice"
         );
-        // Projects are not enforced yet, so a file that scopes a token to some is refused
-        // rather than silently giving that token every project.
         let limited = entry("a", &good, "device") + "rate = 0.5\nburst = 3\n";
         let table = parse(&limited).unwrap();
         assert_eq!(
@@ -152,8 +192,24 @@ mod tests {
             parse(&(entry("a", &good, "device") + "burst = 2\n")).unwrap_err(),
             "token 1 (\"a\"): `burst` needs a `rate`"
         );
-        let scoped = entry("a", &good, "ingest") + "projects = [\"demo\"]\n";
-        let err = parse(&scoped).unwrap_err();
-        assert!(err.starts_with("unknown field `projects`"), "{err}");
+        let unscoped =
+            format!("[[tokens]]\nname = \"a\"\nsha256 = \"{good}\"\nrole = \"ingest\"\n");
+        assert_eq!(
+            parse(&unscoped).unwrap_err(),
+            "token 1 (\"a\"): ingest tokens need `projects` (the projects they serve)"
+        );
+        assert_eq!(
+            parse(&(unscoped.clone() + "projects = []\n")).unwrap_err(),
+            "token 1 (\"a\"): `projects` is empty"
+        );
+        let err = parse(&(unscoped + "projects = [\"Demo/x\"]\n")).unwrap_err();
+        assert!(
+            err.starts_with("token 1 (\"a\"): project \"Demo/x\" is not a valid name"),
+            "{err}"
+        );
+        assert_eq!(
+            parse(&(entry("w", &good, "worker") + "projects = [\"demo\"]\n")).unwrap_err(),
+            "token 1 (\"w\"): worker tokens serve every project; remove `projects`"
+        );
     }
 }

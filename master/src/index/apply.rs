@@ -17,7 +17,7 @@ use symcluster_proto::v1;
 
 use super::{
     BY_SEQUENCE, GROUPS, IndexError, JOBS, JobState, META, OPEN, RESULTS, SPECS, compress, db,
-    decode_record, is_terminal, meta,
+    decode_record, is_terminal, keys, meta,
 };
 
 /// What applying one command changed.
@@ -92,6 +92,8 @@ impl<'t> Applier<'t> {
     /// job's state is [`Applied::Ignored`].
     pub fn apply(&mut self, command: &pb::Command) -> Result<Applied, IndexError> {
         use pb::command::Kind;
+        let upgraded = keys::upgrade(command);
+        let command = upgraded.as_ref().unwrap_or(command);
         let Some(kind) = &command.kind else {
             return Ok(Applied::Ignored);
         };
@@ -206,12 +208,14 @@ impl<'t> Applier<'t> {
     fn add_to_group(
         &mut self,
         key: &v1::CrashGroupKey,
-        job_id: &str,
+        job_key: &str,
         at_ms: u64,
     ) -> Result<(), IndexError> {
+        let (project, job_id) = keys::split(job_key);
+        let group_key = keys::group_key(project, &key.fingerprint);
         let existing = self
             .groups
-            .get(key.fingerprint.as_str())
+            .get(group_key.as_str())
             .map_err(db)?
             .map(|v| v1::CrashGroup::decode(v.value()));
         let mut group = match existing {
@@ -230,6 +234,7 @@ impl<'t> Applier<'t> {
                 last_seen_ms: at_ms,
                 key_stack: key.key_stack.clone(),
                 last_job_id: job_id.to_owned(),
+                project: project.to_owned(),
             },
         };
         group.count += 1;
@@ -237,7 +242,7 @@ impl<'t> Applier<'t> {
         group.last_seen_ms = group.last_seen_ms.max(at_ms);
         group.last_job_id = job_id.to_owned();
         self.groups
-            .insert(key.fingerprint.as_str(), group.encode_to_vec().as_slice())
+            .insert(group_key.as_str(), group.encode_to_vec().as_slice())
             .map_err(db)?;
         Ok(())
     }
@@ -391,7 +396,7 @@ mod tests {
         assert_eq!(job.record.worker_id, "w1");
         assert_eq!(job.record.finished_at_ms, 10);
         assert_eq!(job.result_json.as_deref(), Some(&b"{\"r\":1}"[..]));
-        let groups = index.groups(10).unwrap();
+        let groups = index.groups(10, |_| true).unwrap();
         assert_eq!((groups.len(), groups[0].count), (1, 1));
         assert_eq!(
             index.counts().unwrap(),
@@ -504,7 +509,7 @@ mod tests {
         let counts = index.counts().unwrap();
         assert_eq!((counts.queued, counts.failed), (1, 1));
         let listed: Vec<String> = index
-            .list_jobs(None, 10)
+            .list_jobs(None, 10, |_| true)
             .unwrap()
             .into_iter()
             .map(|j| j.job_id)

@@ -8,12 +8,12 @@
 //!
 //! | table | key → value |
 //! |---|---|
-//! | `jobs` | job id → `JobRecord` (prost) |
-//! | `specs` | job id → the encoded `symcluster.v1.JobSpec` |
-//! | `results` | job id → result JSON, zstd-compressed |
-//! | `by_sequence` | submission sequence (1-based) → job id |
-//! | `open` | submission sequence → job id, for queued and running jobs only |
-//! | `groups` | fingerprint → `symcluster.v1.CrashGroup` (prost) |
+//! | `jobs` | job key (`<project>/<job id>`, [`keys`]) → `JobRecord` (prost) |
+//! | `specs` | job key → the encoded `symcluster.v1.JobSpec` |
+//! | `results` | job key → result JSON, zstd-compressed |
+//! | `by_sequence` | submission sequence (1-based) → job key |
+//! | `open` | submission sequence → job key, for queued and running jobs only |
+//! | `groups` | `<project>/<fingerprint>` → `symcluster.v1.CrashGroup` (prost) |
 //! | `index_meta` | `applied_index`, `applied_term`, `next_sequence`, per-state counts → u64 |
 //!
 //! Reads open their own read transaction and never wait for the writer (redb is MVCC).
@@ -21,6 +21,7 @@
 
 pub mod apply;
 pub mod command;
+pub mod keys;
 mod snapshot;
 
 use std::path::Path;
@@ -46,7 +47,8 @@ pub(crate) const META: TableDefinition<&str, u64> = TableDefinition::new("index_
 pub const CACHE_BYTES: usize = 64 << 20;
 
 /// The schema version this master writes into [`Command::version`] and snapshots.
-pub const SCHEMA_VERSION: u32 = 1;
+/// Version 2 keys jobs and groups by project ([`keys`]).
+pub const SCHEMA_VERSION: u32 = 2;
 
 /// Keys of [`META`].
 pub(crate) mod meta {
@@ -255,11 +257,13 @@ impl Index {
         Ok(specs.get(job_id).map_err(db)?.map(|v| v.value().to_vec()))
     }
 
-    /// Jobs in `state` (all when `None`), newest first, at most `limit`, without results.
+    /// Jobs in `state` (all when `None`) of the projects `sees` accepts, newest first, at most
+    /// `limit`, without results.
     pub fn list_jobs(
         &self,
         state: Option<JobState>,
         limit: usize,
+        sees: impl Fn(&str) -> bool,
     ) -> Result<Vec<pb::JobRecord>, IndexError> {
         let read = self.db.begin_read().map_err(db)?;
         let by_sequence = read.open_table(BY_SEQUENCE).map_err(db)?;
@@ -270,6 +274,9 @@ impl Index {
                 break;
             }
             let (_, id) = entry.map_err(db)?;
+            if !sees(keys::split(id.value()).0) {
+                continue;
+            }
             let Some(bytes) = jobs.get(id.value()).map_err(db)? else {
                 continue;
             };
@@ -304,13 +311,21 @@ impl Index {
         Ok(out)
     }
 
-    /// Crash groups, most frequent first (ties: most recent first), at most `limit`.
-    pub fn groups(&self, limit: usize) -> Result<Vec<v1::CrashGroup>, IndexError> {
+    /// Crash groups of the projects `sees` accepts, most frequent first (ties: most recent
+    /// first), at most `limit`.
+    pub fn groups(
+        &self,
+        limit: usize,
+        sees: impl Fn(&str) -> bool,
+    ) -> Result<Vec<v1::CrashGroup>, IndexError> {
         let read = self.db.begin_read().map_err(db)?;
         let table = read.open_table(GROUPS).map_err(db)?;
         let mut groups = Vec::new();
         for entry in table.iter().map_err(db)? {
             let (k, v) = entry.map_err(db)?;
+            if !sees(keys::split(k.value()).0) {
+                continue;
+            }
             groups.push(v1::CrashGroup::decode(v.value()).map_err(|source| {
                 IndexError::Decode {
                     what: format!("group {}", k.value()),

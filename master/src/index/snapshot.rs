@@ -8,10 +8,12 @@ use redb::{ReadableDatabase, ReadableTable};
 use symcluster_proto::cluster::v1 as pb;
 use symcluster_proto::v1;
 
+use symcluster_proto::project::DEFAULT_PROJECT;
+
 use super::apply::Applier;
 use super::{
     BY_SEQUENCE, GROUPS, Index, IndexError, JOBS, JobState, META, OPEN, RESULTS, SCHEMA_VERSION,
-    SPECS, db, decode_record, is_terminal, meta,
+    SPECS, db, decode_record, is_terminal, keys, meta,
 };
 
 impl Index {
@@ -92,6 +94,11 @@ impl Index {
             let mut counts = [0u64; 4];
             for job in &snapshot.jobs {
                 let Some(record) = &job.record else { continue };
+                // Version 1 had no projects: its jobs are `default`'s ([`keys::upgrade`]).
+                let mut record = record.clone();
+                if snapshot.version < 2 {
+                    record.job_id = keys::job_key(DEFAULT_PROJECT, &record.job_id);
+                }
                 let id = record.job_id.as_str();
                 jobs.insert(id, record.encode_to_vec().as_slice())
                     .map_err(db)?;
@@ -116,8 +123,13 @@ impl Index {
                 }
             }
             for group in &snapshot.groups {
+                let mut group = group.clone();
+                if group.project.is_empty() {
+                    group.project = DEFAULT_PROJECT.to_owned();
+                }
+                let key = keys::group_key(&group.project, &group.fingerprint);
                 groups
-                    .insert(group.fingerprint.as_str(), group.encode_to_vec().as_slice())
+                    .insert(key.as_str(), group.encode_to_vec().as_slice())
                     .map_err(db)?;
             }
             for (key, value) in [
@@ -181,11 +193,14 @@ mod tests {
         assert_eq!(two.applied().unwrap(), (4, 2));
         assert_eq!(two.job("a", true).unwrap(), one.job("a", true).unwrap());
         assert_eq!(
-            two.list_jobs(None, 10).unwrap(),
-            one.list_jobs(None, 10).unwrap()
+            two.list_jobs(None, 10, |_| true).unwrap(),
+            one.list_jobs(None, 10, |_| true).unwrap()
         );
         assert_eq!(two.open_jobs().unwrap(), one.open_jobs().unwrap());
-        assert_eq!(two.groups(10).unwrap(), one.groups(10).unwrap());
+        assert_eq!(
+            two.groups(10, |_| true).unwrap(),
+            one.groups(10, |_| true).unwrap()
+        );
         assert_eq!(two.counts().unwrap(), one.counts().unwrap());
         let _ = Arc::strong_count(two.database());
     }

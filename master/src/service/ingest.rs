@@ -13,7 +13,7 @@ use tonic::{Request, Response, Status, Streaming};
 
 use super::{index_status, job_to_proto, require_leader, schedule_status, submit_stream};
 use crate::auth;
-use crate::index::{JobState, JobView, ResultForm, is_terminal};
+use crate::index::{JobState, JobView, ResultForm, is_terminal, keys};
 use crate::routing::{Checked, check};
 use crate::scheduler::Scheduler;
 
@@ -38,12 +38,12 @@ impl Ingest for IngestService {
         request: Request<v1::SubmitRequest>,
     ) -> Result<Response<v1::SubmitResponse>, Status> {
         require_leader(&self.scheduler)?;
-        let may_read = may_read(&request);
+        let caller = caller(&request)?;
         let spec = request
             .into_inner()
             .job
             .ok_or_else(|| Status::invalid_argument("missing `job`"))?;
-        submit_spec(&self.scheduler, spec, may_read)
+        submit_spec(&self.scheduler, spec, &caller)
             .await
             .map(Response::new)
     }
@@ -52,14 +52,15 @@ impl Ingest for IngestService {
         &self,
         request: Request<v1::GetJobRequest>,
     ) -> Result<Response<v1::Job>, Status> {
-        auth::require(&request, auth::READ_ROLES, "reading jobs")?;
+        let caller = auth::require(&request, auth::READ_ROLES, "reading jobs")?;
         require_leader(&self.scheduler)?;
         let request = request.into_inner();
         let id = request.job_id;
+        let key = keys::job_key(&caller.project_for(&request.project)?, &id);
         match self
             .scheduler
             .index()
-            .job_with(&id, result_form(request.result_zstd))
+            .job_with(&key, result_form(request.result_zstd))
             .map_err(index_status)?
         {
             Some(job) => Ok(Response::new(job_to_proto(job))),
@@ -73,13 +74,14 @@ impl Ingest for IngestService {
         &self,
         request: Request<v1::GetJobRequest>,
     ) -> Result<Response<Self::WatchJobStream>, Status> {
-        auth::require(&request, auth::READ_ROLES, "reading jobs")?;
+        let caller = auth::require(&request, auth::READ_ROLES, "reading jobs")?;
         require_leader(&self.scheduler)?;
         let request = request.into_inner();
-        let (id, form) = (request.job_id, result_form(request.result_zstd));
+        let form = result_form(request.result_zstd);
+        let id = keys::job_key(&caller.project_for(&request.project)?, &request.job_id);
         let scheduler = self.scheduler.clone();
         if !scheduler.index().contains(&id).map_err(index_status)? {
-            return Err(Status::not_found(format!("no job {id:?}")));
+            return Err(Status::not_found(format!("no job {:?}", request.job_id)));
         }
         let (tx, rx) = tokio::sync::mpsc::channel(16);
         tokio::spawn(async move {
@@ -114,12 +116,10 @@ impl Ingest for IngestService {
         request: Request<Streaming<v1::SubmitStreamRequest>>,
     ) -> Result<Response<Self::SubmitStreamStream>, Status> {
         require_leader(&self.scheduler)?;
-        let may_read = may_read(&request);
-        let caller = request.extensions().get::<auth::Caller>().cloned();
+        let caller = caller(&request)?;
         Ok(Response::new(submit_stream::serve(
             self.scheduler.clone(),
             request.into_inner(),
-            may_read,
             caller,
         )))
     }
@@ -128,9 +128,14 @@ impl Ingest for IngestService {
         &self,
         request: Request<v1::ListJobsRequest>,
     ) -> Result<Response<v1::ListJobsResponse>, Status> {
-        auth::require(&request, auth::READ_ROLES, "listing jobs")?;
+        let caller = auth::require(&request, auth::READ_ROLES, "listing jobs")?;
         require_leader(&self.scheduler)?;
         let r = request.into_inner();
+        let only = caller.listing(&r.project)?;
+        let sees = |project: &str| match &only {
+            Some(only) => project == only,
+            None => caller.serves(project),
+        };
         let limit = match r.limit {
             0 => 100,
             n => n.min(1000) as usize,
@@ -142,7 +147,7 @@ impl Ingest for IngestService {
         let jobs = self
             .scheduler
             .index()
-            .list_jobs(state, limit)
+            .list_jobs(state, limit, sees)
             .map_err(index_status)?
             .into_iter()
             .map(|record| {
@@ -160,42 +165,54 @@ impl Ingest for IngestService {
         &self,
         request: Request<v1::ListGroupsRequest>,
     ) -> Result<Response<v1::ListGroupsResponse>, Status> {
-        auth::require(&request, auth::READ_ROLES, "listing crash groups")?;
+        let caller = auth::require(&request, auth::READ_ROLES, "listing crash groups")?;
         require_leader(&self.scheduler)?;
-        let limit = match request.into_inner().limit {
+        let r = request.into_inner();
+        let limit = match r.limit {
             0 => 20,
             n => n.min(1000) as usize,
         };
-        let groups = self.scheduler.index().groups(limit).map_err(index_status)?;
+        let only = caller.listing(&r.project)?;
+        let sees = |project: &str| match &only {
+            Some(only) => project == only,
+            None => caller.serves(project),
+        };
+        let groups = self
+            .scheduler
+            .index()
+            .groups(limit, sees)
+            .map_err(index_status)?;
         Ok(Response::new(v1::ListGroupsResponse { groups }))
     }
 }
 
-/// Checks and submits `spec` on this master (the leader): the answer `Submit` gives.
-/// A caller without `may_read` (a `device` token) gets the job without its result.
+/// Checks and submits `spec` on this master (the leader) for `caller`: the answer `Submit`
+/// gives. The job goes to the project the spec names (or the caller's, see
+/// [`auth::Caller::project_for`]) under its index key ([`keys`]): the stored spec carries that
+/// key as its `job_id`, which is the id workers complete it by, and the resolved `project`. A
+/// caller that may not read (a `device` token) gets the job without its result.
 pub(super) async fn submit_spec(
     scheduler: &Scheduler,
-    spec: v1::JobSpec,
-    may_read: bool,
+    mut spec: v1::JobSpec,
+    caller: &auth::Caller,
 ) -> Result<v1::SubmitResponse, Status> {
     let checked = check(&spec).map_err(Status::invalid_argument)?;
+    spec.project = caller.project_for(&spec.project)?;
+    spec.job_id = keys::job_key(&spec.project, &spec.job_id);
     let encoded = spec.encode_to_vec();
+    let key = spec.job_id.as_str();
     let outcome = match checked {
         Checked::Runnable { kind, routing_key } => {
-            scheduler
-                .submit(&spec.job_id, kind, encoded, &routing_key)
-                .await
+            scheduler.submit(key, kind, encoded, &routing_key).await
         }
         Checked::Unreadable { kind, error } => {
-            scheduler
-                .submit_failed(&spec.job_id, kind, encoded, &error)
-                .await
+            scheduler.submit_failed(key, kind, encoded, &error).await
         }
     };
     let (job, created) = outcome.map_err(schedule_status)?;
     crate::metrics::JOBS_SUBMITTED.inc_by(u64::from(created));
     let mut job = job_to_proto(job);
-    if !may_read {
+    if !may_read(caller) {
         // A resubmitted id must not hand a device the stored result of a finished job.
         job.result_json.clear();
     }
@@ -205,12 +222,18 @@ pub(super) async fn submit_spec(
     })
 }
 
-/// Whether the request's caller may read jobs and results (not a `device` token).
-fn may_read<T>(request: &Request<T>) -> bool {
+/// Whether `caller` may read jobs and results (not a `device` token).
+pub(super) fn may_read(caller: &auth::Caller) -> bool {
+    auth::READ_ROLES.contains(&caller.role)
+}
+
+/// The caller an interceptor admitted (UNAUTHENTICATED for a request none did).
+fn caller<T>(request: &Request<T>) -> Result<auth::Caller, Status> {
     request
         .extensions()
         .get::<auth::Caller>()
-        .is_some_and(|caller| auth::READ_ROLES.contains(&caller.role))
+        .cloned()
+        .ok_or_else(|| Status::unauthenticated("the call was not authenticated"))
 }
 
 /// How to answer results: compressed when the caller asked for `result_zstd`.

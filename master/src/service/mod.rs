@@ -68,11 +68,14 @@ fn schedule_status(e: ScheduleError) -> Status {
     }
 }
 
-/// The API view of a stored job (`result_json` or `result_zstd` filled when the view holds it).
+/// The API view of a stored job (`result_json` or `result_zstd` filled when the view holds it):
+/// its project and the client's id apart, as clients name them.
 pub fn job_to_proto(job: JobView) -> v1::Job {
     let r = job.record;
+    let (project, job_id) = crate::index::keys::split(&r.job_id);
     v1::Job {
-        job_id: r.job_id,
+        project: project.to_owned(),
+        job_id: job_id.to_owned(),
         kind: r.kind,
         state: r.state,
         attempts: r.attempts,

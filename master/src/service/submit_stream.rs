@@ -16,10 +16,10 @@ use tokio::task::JoinSet;
 use tokio_stream::wrappers::ReceiverStream;
 use tonic::{Code, Status, Streaming};
 
-use super::ingest::{next_change, result_form, submit_spec};
+use super::ingest::{may_read, next_change, result_form, submit_spec};
 use super::{job_to_proto, not_leader};
 use crate::auth::Caller;
-use crate::index::is_terminal;
+use crate::index::{is_terminal, keys};
 use crate::scheduler::Scheduler;
 
 /// The answers of one `SubmitStream` call.
@@ -34,18 +34,18 @@ const ANSWER_BUFFER: usize = 256;
 /// client back and one stream cannot fill the leader's memory.
 pub const MAX_JOBS_PER_STREAM: usize = 1024;
 
-/// Serves `requests` from `scheduler`: the stream of answers. Without `may_read` (a `device`
+/// Serves `requests` from `scheduler`: the stream of answers. Jobs go to their projects as
+/// `Submit` puts them (`caller`'s projects only). For a caller that may not read (a `device`
 /// token) a job asking to be watched is refused with PERMISSION_DENIED, and answers carry no
 /// result. Each job takes one call from the `caller`'s rate limit; a job over it is refused
 /// with RESOURCE_EXHAUSTED.
 pub fn serve(
     scheduler: Arc<Scheduler>,
     requests: Streaming<v1::SubmitStreamRequest>,
-    may_read: bool,
-    caller: Option<Caller>,
+    caller: Caller,
 ) -> ResponseStream {
     let (tx, rx) = mpsc::channel(ANSWER_BUFFER);
-    tokio::spawn(read_requests(scheduler, requests, tx, may_read, caller));
+    tokio::spawn(read_requests(scheduler, requests, tx, caller));
     Box::pin(ReceiverStream::new(rx))
 }
 
@@ -55,8 +55,7 @@ async fn read_requests(
     scheduler: Arc<Scheduler>,
     mut requests: Streaming<v1::SubmitStreamRequest>,
     tx: Answers,
-    may_read: bool,
-    caller: Option<Caller>,
+    caller: Caller,
 ) {
     // Dropped (aborting every job task) when the client goes away or the stream ends in error.
     let mut jobs = JoinSet::new();
@@ -82,14 +81,14 @@ async fn read_requests(
         tokio::select! {
             request = requests.message() => match request {
                 Ok(Some(request)) => {
-                    if let Some(Err(status)) = caller.as_ref().map(Caller::take) {
+                    if let Err(status) = caller.take() {
                         let id = request.job.map(|j| j.job_id).unwrap_or_default();
                         if tx.send(Ok(refused(id, status))).await.is_err() {
                             return;
                         }
                         continue;
                     }
-                    let job = one_job(scheduler.clone(), request, tx.clone(), may_read);
+                    let job = one_job(scheduler.clone(), request, tx.clone(), caller.clone());
                     jobs.spawn(async move {
                         job.await;
                         drop(slot);
@@ -121,7 +120,7 @@ async fn one_job(
     scheduler: Arc<Scheduler>,
     request: v1::SubmitStreamRequest,
     tx: Answers,
-    may_read: bool,
+    caller: Caller,
 ) {
     let Some(spec) = request.job else {
         let _ = tx
@@ -133,14 +132,14 @@ async fn one_job(
         return;
     };
     let job_id = spec.job_id.clone();
-    if request.watch && !may_read {
+    if request.watch && !may_read(&caller) {
         let denied = Status::permission_denied(
             "this token may submit but not read: send the job without `watch`",
         );
         let _ = tx.send(Ok(refused(job_id, denied))).await;
         return;
     }
-    let accepted = match submit_spec(&scheduler, spec, may_read).await {
+    let accepted = match submit_spec(&scheduler, spec, &caller).await {
         Ok(accepted) => accepted,
         Err(status) => {
             let _ = tx.send(failure(job_id, status)).await;
@@ -151,6 +150,11 @@ async fn one_job(
         .job
         .as_ref()
         .and_then(|j| v1::JobState::try_from(j.state).ok());
+    // The index key the job was stored under (its project is known once accepted).
+    let key = keys::job_key(
+        accepted.job.as_ref().map_or("", |j| j.project.as_str()),
+        &job_id,
+    );
     let answer = |event| v1::SubmitStreamResponse { event: Some(event) };
     if tx
         .send(Ok(answer(Event::Accepted(accepted))))
@@ -163,19 +167,19 @@ async fn one_job(
     // Watch from the state the submit answered with (an existing job may be finished already).
     let mut last = state.filter(|s| !is_terminal(*s));
     loop {
-        let job =
-            match next_change(&scheduler, &job_id, last, result_form(request.result_zstd)).await {
-                Ok(Some(job)) => job,
-                Ok(None) => {
-                    let gone = Status::not_found(format!("job {job_id:?} was purged"));
-                    let _ = tx.send(Ok(refused(job_id, gone))).await;
-                    return;
-                }
-                Err(status) => {
-                    let _ = tx.send(failure(job_id, status)).await;
-                    return;
-                }
-            };
+        let job = match next_change(&scheduler, &key, last, result_form(request.result_zstd)).await
+        {
+            Ok(Some(job)) => job,
+            Ok(None) => {
+                let gone = Status::not_found(format!("job {job_id:?} was purged"));
+                let _ = tx.send(Ok(refused(job_id, gone))).await;
+                return;
+            }
+            Err(status) => {
+                let _ = tx.send(failure(job_id, status)).await;
+                return;
+            }
+        };
         let state = job.state();
         if is_terminal(state) {
             let _ = tx

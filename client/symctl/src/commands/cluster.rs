@@ -5,11 +5,20 @@ use std::time::{SystemTime, UNIX_EPOCH};
 use anyhow::Context;
 use symcluster_client::{Client, api};
 
-use crate::cli::{GroupsArgs, JobArgs, MasterArgs, StatusArgs, SubmitArgs};
+use crate::cli::{GroupsArgs, JobArgs, MasterArgs, ProjectArgs, StatusArgs, SubmitArgs};
 
 async fn connect(args: &MasterArgs) -> anyhow::Result<Client> {
     let tls = symcluster_client::Tls::from_files(args.tls_ca.as_deref(), None, None)?;
     Ok(Client::connect_with(&args.master, &args.token, tls).await?)
+}
+
+/// A client for the project `project` names (the master's choice when none).
+async fn connect_for(args: &MasterArgs, project: &ProjectArgs) -> anyhow::Result<Client> {
+    let client = connect(args).await?;
+    Ok(match &project.project {
+        Some(p) => client.with_project(p),
+        None => client,
+    })
 }
 
 /// A job as JSON: its fields, with the result parsed.
@@ -28,6 +37,7 @@ fn job_json(job: &api::Job) -> serde_json::Value {
     };
     serde_json::json!({
         "job_id": job.job_id,
+        "project": job.project,
         "state": state,
         "attempts": job.attempts,
         "worker_id": job.worker_id,
@@ -52,7 +62,7 @@ pub async fn submit(args: SubmitArgs) -> anyhow::Result<()> {
             .map_or(0, |d| d.as_millis());
         format!("{name}-{ms}")
     });
-    let mut client = connect(&args.master).await?;
+    let mut client = connect_for(&args.master, &args.project).await?;
     let response = if args.js {
         client
             .submit_js(
@@ -74,13 +84,18 @@ pub async fn submit(args: SubmitArgs) -> anyhow::Result<()> {
         println!("{}", serde_json::to_string_pretty(&job_json(&job))?);
         return Ok(());
     }
-    let job = client.wait(&job_id).await?;
+    // Waited for in the project the master put it in (the token's, when none was named).
+    let project = response.job.map(|j| j.project).unwrap_or_default();
+    let job = client.with_project(&project).wait(&job_id).await?;
     println!("{}", serde_json::to_string_pretty(&job_json(&job))?);
     Ok(())
 }
 
 pub async fn job(args: JobArgs) -> anyhow::Result<()> {
-    let job = connect(&args.master).await?.job(&args.job_id).await?;
+    let job = connect_for(&args.master, &args.project)
+        .await?
+        .job(&args.job_id)
+        .await?;
     println!("{}", serde_json::to_string_pretty(&job_json(&job))?);
     Ok(())
 }
@@ -89,12 +104,18 @@ pub async fn groups(args: GroupsArgs) -> anyhow::Result<()> {
     let groups = connect(&args.master)
         .await?
         .ingest()
-        .list_groups(api::ListGroupsRequest { limit: args.limit })
+        .list_groups(api::ListGroupsRequest {
+            limit: args.limit,
+            project: args.project.unwrap_or_default(),
+        })
         .await?
         .into_inner()
         .groups;
     for g in groups {
-        println!("{:>6}  {}  {}", g.count, g.fingerprint, g.title);
+        println!(
+            "{:>6}  {}  {}  {}",
+            g.count, g.project, g.fingerprint, g.title
+        );
         for frame in &g.key_stack {
             println!("          {frame}");
         }

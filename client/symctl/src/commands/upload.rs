@@ -4,11 +4,20 @@ use std::path::PathBuf;
 
 use anyhow::Context;
 use indicatif::{ProgressBar, ProgressStyle};
+use symcluster_client::project;
 use symcluster_engine::debug_files::{DebugFileIndex, list_objects};
-use symcluster_worker::layout;
-use symcluster_worker::sources::{S3Settings, Source};
+use symcluster_sources::{S3Settings, Scope, Source, layout};
 
-use crate::cli::{BucketArgs, UploadCommand};
+use crate::cli::{BucketArgs, UploadCommand, UploadTarget};
+
+/// The scope `target` names (the project's name checked).
+fn scope(target: &UploadTarget) -> anyhow::Result<Scope<'_>> {
+    if target.shared {
+        return Ok(Scope::Shared);
+    }
+    project::validate(&target.project).map_err(anyhow::Error::msg)?;
+    Ok(Scope::Project(&target.project))
+}
 
 async fn bucket(args: &BucketArgs) -> anyhow::Result<Source> {
     let Some(bucket) = args.s3_bucket.clone() else {
@@ -26,9 +35,14 @@ async fn bucket(args: &BucketArgs) -> anyhow::Result<Source> {
 
 pub async fn run(command: UploadCommand) -> anyhow::Result<()> {
     match command {
-        UploadCommand::Dsym { bucket: b, paths } => upload_debug_files(&b, &paths).await,
+        UploadCommand::Dsym {
+            bucket: b,
+            target,
+            paths,
+        } => upload_debug_files(&b, scope(&target)?, &paths).await,
         UploadCommand::Sourcemap {
             bucket: b,
+            project,
             map,
             bundle,
             debug_id,
@@ -36,10 +50,12 @@ pub async fn run(command: UploadCommand) -> anyhow::Result<()> {
             dist,
             bundle_name,
         } => {
+            project::validate(&project).map_err(anyhow::Error::msg)?;
+            let prefix = Scope::Project(&project).prefix(&b.s3_prefix);
             let (map_key, bundle_key) = match (&debug_id, &release) {
-                (Some(id), _) => layout::sourcemap_keys_by_debug_id(&b.s3_prefix, id),
+                (Some(id), _) => layout::sourcemap_keys_by_debug_id(&prefix, id),
                 (None, Some(release)) => layout::sourcemap_keys_by_release(
-                    &b.s3_prefix,
+                    &prefix,
                     release,
                     &dist,
                     bundle_name.as_deref().unwrap_or_default(),
@@ -65,7 +81,12 @@ pub async fn run(command: UploadCommand) -> anyhow::Result<()> {
     }
 }
 
-async fn upload_debug_files(b: &BucketArgs, paths: &[PathBuf]) -> anyhow::Result<()> {
+async fn upload_debug_files(
+    b: &BucketArgs,
+    scope: Scope<'_>,
+    paths: &[PathBuf],
+) -> anyhow::Result<()> {
+    let prefix = scope.prefix(&b.s3_prefix);
     let index = DebugFileIndex::scan(paths)?;
     for problem in index.unreadable() {
         eprintln!("symctl: warning: skipped unreadable debug file {problem}");
@@ -92,7 +113,7 @@ async fn upload_debug_files(b: &BucketArgs, paths: &[PathBuf]) -> anyhow::Result
     );
     let (mut sent, mut skipped) = (0, 0);
     for (path, debug_id, arch, size) in uploads {
-        let key = layout::debug_file_key(&b.s3_prefix, &debug_id);
+        let key = layout::debug_file_key(&prefix, &debug_id);
         bar.set_message(format!("{debug_id} ({})", arch.name()));
         if source.exists(&key).await? {
             skipped += 1;

@@ -1,5 +1,6 @@
-//! Where debug files and source maps come from (and where `symctl upload` puts them): an S3 bucket (`aws-sdk-s3`, any S3-compatible
-//! server) or a local directory with the same layout ([`crate::layout`]).
+//! Where debug files and source maps come from (and where `symctl upload` puts them): an S3
+//! bucket (`aws-sdk-s3`, any S3-compatible server) or a local directory with the same layout
+//! ([`crate::layout`]).
 //!
 //! A fetch distinguishes "not there" (`Ok(None)`, cacheable as a miss) from "could not ask"
 //! (`Err`, never cached: the next job tries again). S3 requests are retried with exponential
@@ -11,8 +12,6 @@ use std::time::Duration;
 
 use aws_sdk_s3::config::{BehaviorVersion, Region, retry::RetryConfig, timeout::TimeoutConfig};
 use aws_sdk_s3::error::{ProvideErrorMetadata, SdkError};
-
-use crate::config::WorkerConfig;
 
 /// Why a fetch failed (the source could not be asked, or answered with an error).
 #[derive(Debug, Clone, thiserror::Error)]
@@ -54,24 +53,6 @@ pub struct S3Settings {
 }
 
 impl Source {
-    /// The source `config` describes: `--source-dir`, or the S3 bucket.
-    pub async fn from_config(config: &WorkerConfig) -> anyhow::Result<Self> {
-        if let Some(dir) = &config.source_dir {
-            return Ok(Source::Dir(dir.clone()));
-        }
-        let Some(bucket) = &config.bucket.s3_bucket else {
-            anyhow::bail!("no debug file source: give --s3-bucket or --source-dir");
-        };
-        Ok(Self::s3(&S3Settings {
-            bucket: bucket.clone(),
-            endpoint: config.bucket.s3_endpoint.clone(),
-            region: config.bucket.s3_region.clone(),
-            attempts: config.s3_attempts,
-            timeout_ms: config.s3_timeout_ms,
-        })
-        .await)
-    }
-
     /// An S3 source. Credentials come from the usual AWS environment (`AWS_ACCESS_KEY_ID`,
     /// `AWS_SECRET_ACCESS_KEY`, profiles); requests use path-style addressing.
     pub async fn s3(config: &S3Settings) -> Self {

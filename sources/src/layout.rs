@@ -1,0 +1,126 @@
+//! Where files live in a bucket (or a source directory).
+//!
+//! Every file belongs to a project, or to the shared prefix that every project reads (Apple's
+//! system libraries, a company's common frameworks):
+//! - `<base>projects/<project>/…`: one project's files ([`Scope::Project`]);
+//! - `<base>shared/…`: files any project may read ([`Scope::Shared`]);
+//!
+//! where `<base>` is the operator's `--s3-prefix` (usually empty) and project names are those
+//! [`symcluster_proto::project::validate`] accepts (no `/`, so one project's prefix never holds
+//! another's). A native job looks each debug id up in its project first, then in the shared
+//! prefix; a JS job reads its project's source maps only.
+//!
+//! Under each prefix, native debug files use Sentry symbolicator's **unified** layout, so
+//! trees made by Sentry's tools (`sentry-cli`, `symsorter`) can be copied under a prefix as they
+//! are: `<id[0..2]>/<id[2..]>/debuginfo`, where `id` is the debug id in lowercase hex without
+//! dashes (the Mach-O UUID or the ELF build-id-derived GUID, followed by the age in hex when
+//! non-zero).
+//!
+//! Source maps and bundles:
+//! - by debug id: `js/debug-id/<debug id, lowercase with dashes>/sourcemap` and
+//!   `…/minified_source`;
+//! - by release: `js/release/<release>/<dist or _>/<bundle>.map` and `…/<bundle>`, with `%` and
+//!   `/` in the release, dist and bundle percent-encoded.
+
+use symbolic_common::DebugId;
+
+/// Whose files: one project's, or the shared prefix's.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Scope<'a> {
+    /// A project's own files (a valid project name).
+    Project(&'a str),
+    /// Files every project reads.
+    Shared,
+}
+
+impl Scope<'_> {
+    /// The key prefix of this scope under `base` (the bucket's `--s3-prefix`), ending in `/`.
+    pub fn prefix(&self, base: &str) -> String {
+        match self {
+            Scope::Project(project) => format!("{base}projects/{project}/"),
+            Scope::Shared => format!("{base}shared/"),
+        }
+    }
+}
+
+/// Where a native job of `project` looks for a debug file, in order: the project, then the
+/// shared prefix.
+pub fn native_scopes(project: &str) -> [Scope<'_>; 2] {
+    [Scope::Project(project), Scope::Shared]
+}
+
+/// The unified-layout key of a native debug file under `prefix` (a [`Scope::prefix`]).
+pub fn debug_file_key(prefix: &str, debug_id: &DebugId) -> String {
+    let mut id = debug_id.uuid().simple().to_string();
+    if debug_id.appendix() != 0 {
+        id.push_str(&format!("{:x}", debug_id.appendix()));
+    }
+    format!("{prefix}{}/{}/debuginfo", &id[..2], &id[2..])
+}
+
+/// Keys of a source map and its minified bundle under `prefix`, found by debug id.
+pub fn sourcemap_keys_by_debug_id(prefix: &str, debug_id: &str) -> (String, String) {
+    let id = debug_id.to_ascii_lowercase();
+    (
+        format!("{prefix}js/debug-id/{id}/sourcemap"),
+        format!("{prefix}js/debug-id/{id}/minified_source"),
+    )
+}
+
+/// Keys of a source map and its minified bundle under `prefix`, found by release, dist and
+/// bundle name.
+pub fn sourcemap_keys_by_release(
+    prefix: &str,
+    release: &str,
+    dist: &str,
+    bundle: &str,
+) -> (String, String) {
+    let dist = if dist.is_empty() { "_" } else { dist };
+    let base = format!(
+        "{prefix}js/release/{}/{}/{}",
+        escape(release),
+        escape(dist),
+        escape(bundle)
+    );
+    (format!("{base}.map"), base)
+}
+
+fn escape(part: &str) -> String {
+    part.replace('%', "%25").replace('/', "%2F")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn unified_layout_under_scopes() {
+        let id: DebugId = "4C4C443B-5555-3144-A126-3CC30CF88FDB".parse().unwrap();
+        assert_eq!(
+            debug_file_key(&Scope::Project("demo").prefix(""), &id),
+            "projects/demo/4c/4c443b55553144a1263cc30cf88fdb/debuginfo"
+        );
+        assert_eq!(
+            debug_file_key(&Scope::Shared.prefix("sym/"), &id),
+            "sym/shared/4c/4c443b55553144a1263cc30cf88fdb/debuginfo"
+        );
+        let pdb: DebugId = "3249d99d-0c40-4931-8610-f4e4fb0b6936-1".parse().unwrap();
+        assert_eq!(
+            debug_file_key("p/", &pdb),
+            "p/32/49d99d0c40493186 10f4e4fb0b69361/debuginfo".replace(' ', "")
+        );
+        assert_eq!(native_scopes("a"), [Scope::Project("a"), Scope::Shared]);
+    }
+
+    #[test]
+    fn js_layout() {
+        assert_eq!(
+            sourcemap_keys_by_release("", "app@1.0/beta", "", "index.android.bundle").0,
+            "js/release/app@1.0%2Fbeta/_/index.android.bundle.map"
+        );
+        assert_eq!(
+            sourcemap_keys_by_debug_id("projects/x/", "ABC").0,
+            "projects/x/js/debug-id/abc/sourcemap"
+        );
+    }
+}
