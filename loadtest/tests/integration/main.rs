@@ -9,6 +9,7 @@
 mod cluster_api;
 mod faults;
 mod partition;
+mod projects;
 mod replication;
 mod submit_stream;
 mod support;

@@ -142,7 +142,7 @@ async fn crashprobe_demo_and_js_jobs_end_to_end() {
     assert_eq!(failed.state, api::JobState::Failed as i32);
     assert_eq!(
         failed.error,
-        "no source map at js/release/unknown@0/_/index.android.bundle.map"
+        "no source map at projects/default/js/release/unknown@0/_/index.android.bundle.map"
     );
 
     // A report that is not a report: failed at once, with the engine's message.

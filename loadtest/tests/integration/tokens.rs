@@ -17,10 +17,16 @@ const LIMITED: &str = "limited-secret";
 const LIMITED_STREAM: &str = "limited-stream-secret";
 
 /// A tokens file of `(name, token, role)`; a role may carry more TOML lines after a newline.
-fn write_tokens(path: &Path, tokens: &[(&str, &str, &str)]) {
+/// `device` and `ingest` tokens serve the project `demo` unless those lines name `projects`.
+pub fn write_tokens(path: &Path, tokens: &[(&str, &str, &str)]) {
     let mut text = String::new();
     for (name, token, role) in tokens {
         let (role, more) = role.split_once('\n').unwrap_or((role, ""));
+        let more = if matches!(role, "device" | "ingest") && !more.contains("projects") {
+            format!("projects = [\"demo\"]\n{more}")
+        } else {
+            more.to_owned()
+        };
         text += &format!(
             "[[tokens]]\nname = \"{name}\"\nsha256 = \"{}\"\nrole = \"{role}\"\n{more}\n",
             hex::encode(Sha256::digest(token.as_bytes()))
@@ -206,11 +212,15 @@ async fn each_role_does_only_what_it_may() {
         .expect("lease stream open")
         .unwrap();
     let job = lease.job.unwrap();
-    assert_eq!((job.job_id.as_str(), lease.attempt), ("d-1", 1));
+    // Workers know a job by its id inside the cluster: `<project>/<job id>`.
+    assert_eq!(
+        (job.job_id.as_str(), job.project.as_str(), lease.attempt),
+        ("demo/d-1", "demo", 1)
+    );
     let result = br#"{"status":"completed","threads":[]}"#.to_vec();
     let complete = |worker: &str| api::CompleteJobRequest {
         worker_id: worker.to_owned(),
-        job_id: "d-1".into(),
+        job_id: "demo/d-1".into(),
         attempt: 1,
         result_json: result.clone(),
         group: None,

@@ -123,11 +123,10 @@ async fn upload_debug_files(
             sent += 1;
         }
         bar.inc(size);
-        bar.println(format!(
-            "{debug_id} {:<8} {} -> {key}",
-            arch.name(),
-            path.display()
-        ));
+        // On stdout, also when the bar is hidden (not a terminal): scripts log what went where.
+        bar.suspend(|| {
+            println!("{debug_id} {:<8} {} -> {key}", arch.name(), path.display());
+        });
     }
     bar.finish_and_clear();
     println!("{sent} uploaded, {skipped} already there");
