@@ -118,10 +118,31 @@ static AFFINE_LEASES: LazyLock<IntGauge> = LazyLock::new(|| {
     )
 });
 
+static MISSING_FILES: LazyLock<IntGauge> = LazyLock::new(|| {
+    gauge(
+        "symcluster_missing_files",
+        "Debug files and source maps (per project) that finished jobs lack",
+    )
+});
+static MISSING_FILE_JOBS: LazyLock<IntGauge> = LazyLock::new(|| {
+    gauge(
+        "symcluster_missing_file_jobs",
+        "Finished jobs lacking a file, counted once per file they lack",
+    )
+});
+/// Jobs queued again because a file they lacked arrived.
+pub static JOBS_RESYMBOLICATED: LazyLock<IntCounter> = LazyLock::new(|| {
+    counter(
+        "symcluster_jobs_resymbolicated_total",
+        "Jobs queued again because a file they lacked arrived",
+    )
+});
+
 /// Serves `/metrics` on `addr` until the process ends.
 pub async fn serve(addr: SocketAddr, scheduler: Arc<Scheduler>) -> anyhow::Result<()> {
     LazyLock::force(&JOBS_SUBMITTED);
     LazyLock::force(&JOBS_COMPLETED);
+    LazyLock::force(&JOBS_RESYMBOLICATED);
     for h in [
         &RAFT_ENTRIES_PER_FSYNC,
         &RAFT_FSYNC_SECONDS,
@@ -149,6 +170,10 @@ pub async fn serve(addr: SocketAddr, scheduler: Arc<Scheduler>) -> anyhow::Resul
                 WORKERS.set(status.workers.iter().filter(|w| w.connected).count() as i64);
                 LEASES.set(status.total_leases as i64);
                 AFFINE_LEASES.set(status.affine_leases as i64);
+                if let Ok(missing) = scheduler.index().missing_files(usize::MAX, |_| true) {
+                    MISSING_FILES.set(missing.len() as i64);
+                    MISSING_FILE_JOBS.set(missing.iter().map(|m| m.jobs).sum::<u64>() as i64);
+                }
                 let mut out = Vec::new();
                 let _ = TextEncoder::new().encode(&REGISTRY.gather(), &mut out);
                 (

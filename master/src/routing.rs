@@ -69,11 +69,8 @@ pub fn check(spec: &v1::JobSpec) -> Result<Checked, String> {
     }
 }
 
-/// The source map key of a JS job: `debug-id:<id>` or `release:<release>/<dist>/<bundle>`.
+/// The source map key of a JS job: `debug-id:<id>` or `release:<release>/<dist>/<bundle>`
+/// ([`symcluster_proto::missing::js_job_key`]).
 pub fn js_key(js: &v1::JsJob) -> String {
-    if js.debug_id.is_empty() {
-        format!("release:{}/{}/{}", js.release, js.dist, js.bundle)
-    } else {
-        format!("debug-id:{}", js.debug_id.to_ascii_lowercase())
-    }
+    symcluster_proto::missing::js_job_key(js)
 }

@@ -12,9 +12,10 @@
 //!
 //! [`report`] holds how a native report travels (plain or zstd) and its size limit;
 //! [`result`] how a result travels compressed, and its limit; [`project`] what a project name
-//! may be.
+//! may be; [`missing`] how a missing debug file or source map is named.
 
 mod frame;
+pub mod missing;
 pub mod project;
 pub mod report;
 pub mod result;

@@ -123,10 +123,11 @@ impl Caches {
     /// The SymCache of `debug_id` for a job of `project`, as the engine wants it: found,
     /// missing, malformed, or fetching failed. Looked up in the project's prefix, then in the
     /// shared one ([`layout::native_scopes`]); any answer but "missing" from the project ends
-    /// the search.
-    pub async fn symcache(&self, project: &str, debug_id: DebugId) -> ModuleLoad {
+    /// the search. With `recheck`, a file the negative cache remembers as not found is looked
+    /// up again (it may have just been uploaded).
+    pub async fn symcache(&self, project: &str, debug_id: DebugId, recheck: bool) -> ModuleLoad {
         for scope in layout::native_scopes(project) {
-            match self.symcache_in(scope, debug_id).await {
+            match self.symcache_in(scope, debug_id, recheck).await {
                 ModuleLoad::Missing => continue,
                 found => return found,
             }
@@ -134,9 +135,11 @@ impl Caches {
         ModuleLoad::Missing
     }
 
-    async fn symcache_in(&self, scope: Scope<'_>, debug_id: DebugId) -> ModuleLoad {
+    async fn symcache_in(&self, scope: Scope<'_>, debug_id: DebugId, recheck: bool) -> ModuleLoad {
         let key = layout::debug_file_key(&scope.prefix(&self.prefix), &debug_id);
-        if self.missing.contains_key(&key) {
+        if recheck {
+            self.missing.invalidate(&key).await;
+        } else if self.missing.contains_key(&key) {
             self.count(true);
             return ModuleLoad::Missing;
         }
@@ -209,13 +212,17 @@ impl Caches {
         &self.prefix
     }
 
-    /// The prepared source map stored under `(map_key, bundle_key)`.
+    /// The prepared source map stored under `(map_key, bundle_key)`; with `recheck`, looked up
+    /// again even when the negative cache remembers it as not found.
     pub async fn sourcemap(
         &self,
         map_key: &str,
         bundle_key: &str,
+        recheck: bool,
     ) -> Result<Arc<JsSourceMap>, SourceMapLoadError> {
-        if self.missing.contains_key(map_key) {
+        if recheck {
+            self.missing.invalidate(map_key).await;
+        } else if self.missing.contains_key(map_key) {
             self.count(true);
             return Err(SourceMapLoadError::NotFound(map_key.to_owned()));
         }

@@ -5,6 +5,11 @@
 //! developers; system libraries' are not) and, for JavaScript, those outside `node_modules`.
 //! The fingerprint hashes the top [`KEY_FRAMES`] frames' function and image (native) or function
 //! and file (JS), but not line numbers, so a crash keeps its group across builds that move code.
+//!
+//! A native crash with no symbolicated frame (its app's dSYM is not uploaded yet) goes to an
+//! *unsymbolicated* group keyed by the top frames' image and offset in it (the same build's
+//! crashes at the same place share it), titled `… (unsymbolicated)`. When the dSYM arrives and
+//! the job is symbolicated again, it moves to its real group.
 
 use std::hash::{Hash, Hasher};
 
@@ -16,8 +21,9 @@ use symcluster_client::api::CrashGroupKey as GroupKey;
 /// Frames in a fingerprint and key stack.
 pub const KEY_FRAMES: usize = 5;
 
-/// The crash group of a native result; `None` when it has no symbolicated frame in its crashed
-/// thread.
+/// The crash group of a native result: by its top symbolicated frames, else
+/// ([`unsymbolicated`]) by the top frames' image offsets; `None` when its crashed thread has
+/// neither.
 pub fn native(result: &SymbolicationResult) -> Option<GroupKey> {
     let thread = result.crashed_thread()?;
     let frames: Vec<_> = thread
@@ -26,7 +32,9 @@ pub fn native(result: &SymbolicationResult) -> Option<GroupKey> {
         .filter(|f| f.status == FrameStatus::Symbolicated)
         .take(KEY_FRAMES)
         .collect();
-    let top = frames.first()?;
+    let Some(top) = frames.first() else {
+        return unsymbolicated(result, &thread.frames);
+    };
     let mut hasher = StableHasher::default();
     for f in &frames {
         (f.function.as_deref(), f.image.as_deref()).hash(&mut hasher);
@@ -48,6 +56,39 @@ pub fn native(result: &SymbolicationResult) -> Option<GroupKey> {
                 }
             })
             .collect(),
+    })
+}
+
+/// The group of a crash with no symbolicated frame: the top [`KEY_FRAMES`] frames that fall in
+/// an image, as `image + 0xoffset` (stable for one build of the app).
+fn unsymbolicated(
+    result: &SymbolicationResult,
+    frames: &[symcluster_engine::result::FrameResult],
+) -> Option<GroupKey> {
+    let located: Vec<String> = frames
+        .iter()
+        .filter_map(|f| {
+            let image = f.image.as_deref()?;
+            let base = f.image_addr?.0;
+            Some(format!(
+                "{image} + {:#x}",
+                f.instruction_addr.0.checked_sub(base)?
+            ))
+        })
+        .take(KEY_FRAMES)
+        .collect();
+    let top = located.first()?;
+    let mut hasher = StableHasher::default();
+    "unsymbolicated".hash(&mut hasher);
+    located.hash(&mut hasher);
+    let title = match &result.crash_reason {
+        Some(reason) => format!("{reason} in {top} (unsymbolicated)"),
+        None => format!("{top} (unsymbolicated)"),
+    };
+    Some(GroupKey {
+        fingerprint: format!("{:016x}", hasher.finish()),
+        title,
+        key_stack: located,
     })
 }
 

@@ -173,7 +173,7 @@ async fn session(
         let worker_id = worker_id.to_owned();
         tokio::spawn(async move {
             let started = std::time::Instant::now();
-            let outcome = runner::run(spec, &caches).await;
+            let outcome = runner::run(spec, &caches, lease.recheck_missing).await;
             tracing::info!(job = %job_id, attempt = lease.attempt, ms = started.elapsed().as_millis() as u64,
                 ok = matches!(outcome, Outcome::Completed { .. }), "job finished");
             report(&client, &worker_id, &job_id, lease.attempt, outcome).await;
@@ -193,7 +193,11 @@ async fn session(
 /// is lost.
 async fn report(client: &Client, worker_id: &str, job_id: &str, attempt: u32, outcome: Outcome) {
     let sent = match &outcome {
-        Outcome::Completed { result_zstd, group } => {
+        Outcome::Completed {
+            result_zstd,
+            group,
+            missing,
+        } => {
             let request = api::CompleteJobRequest {
                 worker_id: worker_id.to_owned(),
                 job_id: job_id.to_owned(),
@@ -201,6 +205,7 @@ async fn report(client: &Client, worker_id: &str, job_id: &str, attempt: u32, ou
                 result_json: Vec::new(),
                 group: group.clone(),
                 result_zstd: result_zstd.clone(),
+                missing: missing.clone(),
             };
             client
                 .on_leader(|channel| {
@@ -214,13 +219,18 @@ async fn report(client: &Client, worker_id: &str, job_id: &str, attempt: u32, ou
                 })
                 .await
         }
-        Outcome::Failed { error, retryable } => {
+        Outcome::Failed {
+            error,
+            retryable,
+            missing,
+        } => {
             let request = api::FailJobRequest {
                 worker_id: worker_id.to_owned(),
                 job_id: job_id.to_owned(),
                 attempt,
                 error: error.clone(),
                 retryable: *retryable,
+                missing: missing.clone(),
             };
             client
                 .on_leader(|channel| {

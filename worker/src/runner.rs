@@ -12,8 +12,10 @@ use std::sync::Arc;
 
 use symbolic_common::DebugId;
 use symcluster_client::api::{self, job_spec::Payload};
+use symcluster_client::missing;
 use symcluster_engine::js::{parse_stack, restore};
 use symcluster_engine::model::Image;
+use symcluster_engine::result::{ModuleStatus, SymbolicationResult};
 use symcluster_engine::{ModuleLoad, SymCacheSource, parse_report, referenced_images, symbolicate};
 
 use symcluster_sources::{Scope, layout};
@@ -29,6 +31,8 @@ pub enum Outcome {
         result_zstd: Vec<u8>,
         /// Its crash group, when it has in-app symbolicated frames.
         group: Option<api::CrashGroupKey>,
+        /// The debug files frames needed and no source had (modules `missing`).
+        missing: Vec<api::MissingFile>,
     },
     /// No result: the error (one line), and whether another attempt could succeed.
     Failed {
@@ -36,6 +40,8 @@ pub enum Outcome {
         error: String,
         /// Whether to retry.
         retryable: bool,
+        /// The source map a JS job lacked (the job runs again when it arrives).
+        missing: Vec<api::MissingFile>,
     },
 }
 
@@ -43,18 +49,55 @@ fn permanent(error: impl ToString) -> Outcome {
     Outcome::Failed {
         error: error.to_string(),
         retryable: false,
+        missing: Vec::new(),
     }
+}
+
+fn retryable(error: impl ToString) -> Outcome {
+    Outcome::Failed {
+        error: error.to_string(),
+        retryable: true,
+        missing: Vec::new(),
+    }
+}
+
+/// The debug files a native result lacked: its `missing` modules (frames needed them), by
+/// debug id, with the image's file name and arch.
+fn missing_modules(result: &SymbolicationResult) -> Vec<api::MissingFile> {
+    let mut missing: Vec<api::MissingFile> = result
+        .modules
+        .iter()
+        .filter(|m| m.status == ModuleStatus::Missing)
+        .filter_map(|m| {
+            Some(api::MissingFile {
+                key: missing::native_key(m.debug_id.as_deref()?),
+                image: m
+                    .code_file
+                    .as_deref()
+                    .map(|f| f.rsplit(['/', '\\']).next().unwrap_or(f).to_owned())
+                    .unwrap_or_default(),
+                arch: m.arch.clone(),
+            })
+        })
+        .collect();
+    missing.sort_by(|a, b| a.key.cmp(&b.key));
+    missing.dedup_by(|a, b| a.key == b.key);
+    missing
 }
 
 /// Runs `spec` with `caches`, reading the files of the spec's project (the master always
 /// names it; a spec without one is refused, so that no job reads another project's files).
-pub async fn run(spec: api::JobSpec, caches: &Arc<Caches>) -> Outcome {
+/// With `recheck_missing` (the job runs again because a file it lacked arrived) files the
+/// negative cache remembers as not found are looked up again.
+pub async fn run(spec: api::JobSpec, caches: &Arc<Caches>, recheck_missing: bool) -> Outcome {
     if let Err(e) = symcluster_client::project::validate(&spec.project) {
         return permanent(format!("the lease names no valid project: {e}"));
     }
     match spec.payload {
-        Some(Payload::Native(native)) => run_native(&native, &spec.project, caches).await,
-        Some(Payload::Js(js)) => run_js(js, &spec.project, caches).await,
+        Some(Payload::Native(native)) => {
+            run_native(&native, &spec.project, caches, recheck_missing).await
+        }
+        Some(Payload::Js(js)) => run_js(js, &spec.project, caches, recheck_missing).await,
         None => permanent("the job has no payload"),
     }
 }
@@ -83,7 +126,12 @@ pub fn compress(json: &[u8]) -> Vec<u8> {
     zstd::bulk::compress(json, RESULT_ZSTD_LEVEL).unwrap_or_default()
 }
 
-async fn run_native(native: &api::NativeJob, project: &str, caches: &Arc<Caches>) -> Outcome {
+async fn run_native(
+    native: &api::NativeJob,
+    project: &str,
+    caches: &Arc<Caches>,
+    recheck: bool,
+) -> Outcome {
     let report = match symcluster_client::report::report_bytes(native) {
         Ok(bytes) => parse_report(&bytes),
         Err(e) => return permanent(e),
@@ -99,24 +147,33 @@ async fn run_native(native: &api::NativeJob, project: &str, caches: &Arc<Caches>
     ids.sort();
     ids.dedup();
     // Fetch every module's debug file concurrently.
-    let loads = futures::future::join_all(ids.iter().map(|id| caches.symcache(project, *id))).await;
+    let loads =
+        futures::future::join_all(ids.iter().map(|id| caches.symcache(project, *id, recheck)))
+            .await;
     let prefetched = Prefetched(ids.into_iter().zip(loads).collect());
     let result = tokio::task::spawn_blocking(move || {
         let result = symbolicate(&report, &prefetched);
-        serde_json::to_vec(&result).map(|json| (compress(&json), crate::grouping::native(&result)))
+        serde_json::to_vec(&result).map(|json| {
+            (
+                compress(&json),
+                crate::grouping::native(&result),
+                missing_modules(&result),
+            )
+        })
     })
     .await;
     match result {
-        Ok(Ok((result_zstd, group))) => Outcome::Completed { result_zstd, group },
-        Ok(Err(e)) => permanent(format!("cannot encode the result: {e}")),
-        Err(e) => Outcome::Failed {
-            error: format!("symbolication task failed: {e}"),
-            retryable: true,
+        Ok(Ok((result_zstd, group, missing))) => Outcome::Completed {
+            result_zstd,
+            group,
+            missing,
         },
+        Ok(Err(e)) => permanent(format!("cannot encode the result: {e}")),
+        Err(e) => retryable(format!("symbolication task failed: {e}")),
     }
 }
 
-async fn run_js(js: api::JsJob, project: &str, caches: &Arc<Caches>) -> Outcome {
+async fn run_js(js: api::JsJob, project: &str, caches: &Arc<Caches>, recheck: bool) -> Outcome {
     let stack = match parse_stack(&js.stack, 1) {
         Ok(stack) => stack,
         Err(e) => return permanent(e),
@@ -128,28 +185,34 @@ async fn run_js(js: api::JsJob, project: &str, caches: &Arc<Caches>) -> Outcome 
     } else {
         layout::sourcemap_keys_by_debug_id(prefix, &js.debug_id)
     };
-    let map = match caches.sourcemap(&map_key, &bundle_key).await {
+    let map = match caches.sourcemap(&map_key, &bundle_key, recheck).await {
         Ok(map) => map,
-        Err(e @ (SourceMapLoadError::NotFound(_) | SourceMapLoadError::Malformed(_))) => {
-            return permanent(e);
-        }
-        Err(e @ SourceMapLoadError::Fetch(_)) => {
+        Err(e @ SourceMapLoadError::NotFound(_)) => {
+            // Failed for now; queued again when the map is uploaded.
             return Outcome::Failed {
                 error: e.to_string(),
-                retryable: true,
+                retryable: false,
+                missing: vec![api::MissingFile {
+                    key: missing::js_job_key(&js),
+                    image: String::new(),
+                    arch: String::new(),
+                }],
             };
         }
+        Err(e @ SourceMapLoadError::Malformed(_)) => return permanent(e),
+        Err(e @ SourceMapLoadError::Fetch(_)) => return retryable(e),
     };
     let restored = tokio::task::spawn_blocking(move || {
         let result = restore(&stack, &map);
         serde_json::to_vec(&result).map(|json| (compress(&json), crate::grouping::js(&result)))
     });
     match restored.await {
-        Ok(Ok((result_zstd, group))) => Outcome::Completed { result_zstd, group },
-        Ok(Err(e)) => permanent(format!("cannot encode the result: {e}")),
-        Err(e) => Outcome::Failed {
-            error: format!("restoration task failed: {e}"),
-            retryable: true,
+        Ok(Ok((result_zstd, group))) => Outcome::Completed {
+            result_zstd,
+            group,
+            missing: Vec::new(),
         },
+        Ok(Err(e)) => permanent(format!("cannot encode the result: {e}")),
+        Err(e) => retryable(format!("restoration task failed: {e}")),
     }
 }

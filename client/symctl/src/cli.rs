@@ -36,6 +36,10 @@ pub enum Command {
     Job(JobArgs),
     /// Print the top crash groups.
     Groups(GroupsArgs),
+    /// Print the debug files and source maps finished jobs lacked, most affected jobs first.
+    ///
+    /// Uploading one of them (`symctl upload`) symbolicates those jobs again.
+    Missing(MissingArgs),
     /// Print the cluster's state: workers, slots, queue, cache hit rates.
     Status(StatusArgs),
 }
@@ -83,6 +87,21 @@ pub struct UploadTarget {
     pub shared: bool,
 }
 
+/// The master to tell about an upload, so that jobs that lacked the files run again. Without
+/// a token, nobody is told (the upload alone).
+#[derive(Debug, Clone, clap::Args)]
+pub struct NotifyArgs {
+    /// The masters' gRPC endpoints, comma-separated (default `http://127.0.0.1:7700`).
+    #[arg(long, env = "SYMCLUSTER_MASTER")]
+    pub master: Option<String>,
+    /// Bearer token (an ingest token of the project; admin for `--shared`).
+    #[arg(long, env = "SYMCLUSTER_TOKEN", hide_env_values = true)]
+    pub token: Option<String>,
+    /// PEM CA certificate(s) of `https://` masters.
+    #[arg(long, env = "SYMCLUSTER_TLS_CA")]
+    pub tls_ca: Option<std::path::PathBuf>,
+}
+
 #[derive(Debug, Subcommand)]
 pub enum UploadCommand {
     /// Upload debug files: dSYM bundles, Mach-O or ELF files, or directories (recursively).
@@ -91,6 +110,8 @@ pub enum UploadCommand {
         bucket: BucketArgs,
         #[command(flatten)]
         target: UploadTarget,
+        #[command(flatten)]
+        notify: NotifyArgs,
         /// Files or directories.
         #[arg(required = true)]
         paths: Vec<PathBuf>,
@@ -102,6 +123,8 @@ pub enum UploadCommand {
         /// The project whose JS jobs read the map.
         #[arg(long, env = "SYMCLUSTER_PROJECT", default_value = "default")]
         project: String,
+        #[command(flatten)]
+        notify: NotifyArgs,
         /// The source map file.
         #[arg(long)]
         map: PathBuf,
@@ -174,6 +197,29 @@ pub struct GroupsArgs {
     /// How many groups.
     #[arg(long, default_value_t = 20)]
     pub limit: u32,
+}
+
+#[derive(Debug, clap::Args)]
+pub struct MissingArgs {
+    #[command(flatten)]
+    pub master: MasterArgs,
+    /// Only this project's (default: every project the token serves).
+    #[arg(long, env = "SYMCLUSTER_PROJECT")]
+    pub project: Option<String>,
+    /// How many entries.
+    #[arg(long, default_value_t = 100)]
+    pub limit: u32,
+    /// `text` (a table) or `json` (one object per entry, one per line).
+    #[arg(long, value_enum, default_value_t = ListFormat::Text)]
+    pub format: ListFormat,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum ListFormat {
+    /// An aligned table with a header.
+    Text,
+    /// JSON lines.
+    Json,
 }
 
 #[derive(Debug, clap::Args)]

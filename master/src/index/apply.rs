@@ -8,6 +8,11 @@
 //!   wins, later ones are ignored, so racing workers complete a job once; it adds the job to its
 //!   crash group.
 //! - `Fail` fails a job that is not finished.
+//! - `Complete` and `Fail` record the files the job lacked (`missing` table); such a job keeps
+//!   its spec, so that it can run again.
+//! - `Resymbolicate` puts a finished job that lacked a file (and kept its spec) back in the
+//!   queue as its next revision; its result stays until the next `Complete` replaces it, which
+//!   also moves the job from its old crash group to its new one.
 //! - `Purge` deletes finished jobs that finished before its cut-off.
 
 use prost::Message;
@@ -16,8 +21,8 @@ use symcluster_proto::cluster::v1 as pb;
 use symcluster_proto::v1;
 
 use super::{
-    BY_SEQUENCE, GROUPS, IndexError, JOBS, JobState, META, OPEN, RESULTS, SPECS, compress, db,
-    decode_record, is_terminal, keys, meta,
+    BY_SEQUENCE, GROUPS, IndexError, JOBS, JobState, META, MISSING, OPEN, RESULTS, SPECS, compress,
+    db, decode_record, is_terminal, keys, meta,
 };
 
 /// What applying one command changed.
@@ -45,6 +50,7 @@ pub struct Applier<'t> {
     open: Table<'t, u64, &'static str>,
     groups: Table<'t, &'static str, &'static [u8]>,
     meta: Table<'t, &'static str, u64>,
+    missing: Table<'t, &'static str, &'static [u8]>,
 }
 
 fn state_key(state: JobState) -> Option<&'static str> {
@@ -68,6 +74,7 @@ impl<'t> Applier<'t> {
             open: txn.open_table(OPEN).map_err(db)?,
             groups: txn.open_table(GROUPS).map_err(db)?,
             meta: txn.open_table(META).map_err(db)?,
+            missing: txn.open_table(MISSING).map_err(db)?,
         })
     }
 
@@ -99,7 +106,7 @@ impl<'t> Applier<'t> {
         };
         match kind {
             Kind::Submit(c) => self.submit(c),
-            Kind::Lease(c) => self.update(&c.job_id, |job| {
+            Kind::Lease(c) => self.update(&c.job_id, false, |job| {
                 if job.state != JobState::Queued as i32 || c.attempt != job.attempts + 1 {
                     return false;
                 }
@@ -108,7 +115,7 @@ impl<'t> Applier<'t> {
                 job.worker_id = c.worker_id.clone();
                 true
             }),
-            Kind::Requeue(c) => self.update(&c.job_id, |job| {
+            Kind::Requeue(c) => self.update(&c.job_id, false, |job| {
                 if job.state != JobState::Running as i32 || c.attempt != job.attempts {
                     return false;
                 }
@@ -118,16 +125,9 @@ impl<'t> Applier<'t> {
                 true
             }),
             Kind::Complete(c) => self.complete(c),
-            Kind::Fail(c) => self.update(&c.job_id, |job| {
-                if is_terminal(job_state(job)) {
-                    return false;
-                }
-                job.state = JobState::Failed as i32;
-                job.finished_at_ms = c.at_ms;
-                job.error = c.error.clone();
-                true
-            }),
+            Kind::Fail(c) => self.fail(c),
             Kind::Purge(c) => self.purge(c.finished_before_ms),
+            Kind::Resymbolicate(c) => self.resymbolicate(c),
         }
     }
 
@@ -157,6 +157,9 @@ impl<'t> Applier<'t> {
             worker_id: String::new(),
             fingerprint: String::new(),
             sequence,
+            revision: 1,
+            resymbolicated_at_ms: 0,
+            missing: Vec::new(),
         };
         let id = c.job_id.as_str();
         self.jobs
@@ -178,15 +181,22 @@ impl<'t> Applier<'t> {
 
     fn complete(&mut self, c: &pb::Complete) -> Result<Applied, IndexError> {
         let group = c.group.as_ref().filter(|g| !g.fingerprint.is_empty());
-        let applied = self.update(&c.job_id, |job| {
+        // What the previous revision left (a job queued again by `Resymbolicate`).
+        let mut before = (String::new(), Vec::new());
+        let applied = self.update(&c.job_id, !c.missing.is_empty(), |job| {
             if is_terminal(job_state(job)) {
                 return false;
             }
+            before = (
+                std::mem::take(&mut job.fingerprint),
+                std::mem::take(&mut job.missing),
+            );
             job.state = JobState::Completed as i32;
             job.finished_at_ms = c.at_ms;
             job.worker_id = c.worker_id.clone();
             job.error.clear();
             job.fingerprint = group.map(|g| g.fingerprint.clone()).unwrap_or_default();
+            job.missing = c.missing.clone();
             true
         })?;
         if let Applied::Changed { .. } = applied {
@@ -198,11 +208,125 @@ impl<'t> Applier<'t> {
             self.results
                 .insert(c.job_id.as_str(), blob.as_slice())
                 .map_err(db)?;
-            if let Some(group) = group {
-                self.add_to_group(group, &c.job_id, c.at_ms)?;
+            let (old_fingerprint, old_missing) = before;
+            self.unrecord_missing(&c.job_id, &old_missing)?;
+            let fingerprint = group.map_or("", |g| g.fingerprint.as_str());
+            self.record_missing(&c.job_id, &c.missing, c.at_ms, fingerprint)?;
+            if old_fingerprint != fingerprint {
+                self.leave_group(&c.job_id, &old_fingerprint)?;
+                if let Some(group) = group {
+                    self.add_to_group(group, &c.job_id, c.at_ms)?;
+                }
             }
         }
         Ok(applied)
+    }
+
+    fn fail(&mut self, c: &pb::Fail) -> Result<Applied, IndexError> {
+        let mut before = (String::new(), Vec::new());
+        let applied = self.update(&c.job_id, !c.missing.is_empty(), |job| {
+            if is_terminal(job_state(job)) {
+                return false;
+            }
+            before = (
+                std::mem::take(&mut job.fingerprint),
+                std::mem::take(&mut job.missing),
+            );
+            job.state = JobState::Failed as i32;
+            job.finished_at_ms = c.at_ms;
+            job.error = c.error.clone();
+            job.missing = c.missing.clone();
+            true
+        })?;
+        if let Applied::Changed { .. } = applied {
+            let (old_fingerprint, old_missing) = before;
+            self.unrecord_missing(&c.job_id, &old_missing)?;
+            self.record_missing(&c.job_id, &c.missing, c.at_ms, "")?;
+            self.leave_group(&c.job_id, &old_fingerprint)?;
+        }
+        Ok(applied)
+    }
+
+    fn resymbolicate(&mut self, c: &pb::Resymbolicate) -> Result<Applied, IndexError> {
+        if self.specs.get(c.job_id.as_str()).map_err(db)?.is_none() {
+            return Ok(Applied::Ignored);
+        }
+        self.update(&c.job_id, true, |job| {
+            if !is_terminal(job_state(job)) || job.missing.is_empty() {
+                return false;
+            }
+            job.state = JobState::Queued as i32;
+            job.revision = job.revision.max(1) + 1;
+            job.resymbolicated_at_ms = c.at_ms;
+            job.error = c.reason.clone();
+            job.worker_id.clear();
+            true
+        })
+    }
+
+    /// Records that job `job_key` (finished at `at_ms`, in group `fingerprint`) lacks `files`.
+    fn record_missing(
+        &mut self,
+        job_key: &str,
+        files: &[v1::MissingFile],
+        at_ms: u64,
+        fingerprint: &str,
+    ) -> Result<(), IndexError> {
+        for file in files {
+            let value = pb::MissingJob {
+                image: file.image.clone(),
+                arch: file.arch.clone(),
+                at_ms,
+                fingerprint: fingerprint.to_owned(),
+            };
+            self.missing
+                .insert(
+                    keys::missing_key(job_key, &file.key).as_str(),
+                    value.encode_to_vec().as_slice(),
+                )
+                .map_err(db)?;
+        }
+        Ok(())
+    }
+
+    fn unrecord_missing(
+        &mut self,
+        job_key: &str,
+        files: &[v1::MissingFile],
+    ) -> Result<(), IndexError> {
+        for file in files {
+            self.missing
+                .remove(keys::missing_key(job_key, &file.key).as_str())
+                .map_err(db)?;
+        }
+        Ok(())
+    }
+
+    /// Takes job `job_key` out of group `fingerprint` (nothing for an empty one); a group left
+    /// with no job is deleted.
+    fn leave_group(&mut self, job_key: &str, fingerprint: &str) -> Result<(), IndexError> {
+        if fingerprint.is_empty() {
+            return Ok(());
+        }
+        let key = keys::group_key(keys::split(job_key).0, fingerprint);
+        let Some(bytes) = self.groups.get(key.as_str()).map_err(db)? else {
+            return Ok(());
+        };
+        let mut group =
+            v1::CrashGroup::decode(bytes.value()).map_err(|source| IndexError::Decode {
+                what: format!("group {key}"),
+                source,
+            })?;
+        drop(bytes);
+        group.count = group.count.saturating_sub(1);
+        if group.count == 0 {
+            self.groups.remove(key.as_str()).map_err(db)?;
+        } else {
+            self.groups
+                .insert(key.as_str(), group.encode_to_vec().as_slice())
+                .map_err(db)?;
+        }
+        Ok(())
     }
 
     fn add_to_group(
@@ -247,9 +371,13 @@ impl<'t> Applier<'t> {
         Ok(())
     }
 
+    /// Changes job `job_id` with `f` (which says whether it changed anything) and keeps the
+    /// counts, the open jobs and the specs in step; a job that finishes loses its spec unless
+    /// `keep_spec` (it lacked a file and may run again).
     fn update(
         &mut self,
         job_id: &str,
+        keep_spec: bool,
         f: impl FnOnce(&mut pb::JobRecord) -> bool,
     ) -> Result<Applied, IndexError> {
         let Some(bytes) = self.jobs.get(job_id).map_err(db)? else {
@@ -275,8 +403,13 @@ impl<'t> Applier<'t> {
             if is_terminal(after) {
                 self.open.remove(record.sequence).map_err(db)?;
                 // The report is only needed to lease the job: a finished job keeps its record
-                // and result, not the (often 100+ KB) report, so the file stays bounded.
-                self.specs.remove(job_id).map_err(db)?;
+                // and result, not the (often 100+ KB) report, so the file stays bounded; but
+                // one that lacked a file keeps it, to run again when the file arrives.
+                if !keep_spec {
+                    self.specs.remove(job_id).map_err(db)?;
+                }
+            } else if is_terminal(before) {
+                self.open.insert(record.sequence, job_id).map_err(db)?;
             }
         }
         Ok(Applied::Changed {
@@ -307,6 +440,7 @@ impl<'t> Applier<'t> {
             self.specs.remove(id).map_err(db)?;
             self.results.remove(id).map_err(db)?;
             self.by_sequence.remove(*sequence).map_err(db)?;
+            self.unrecord_missing(id, &record.missing)?;
             if let Some(key) = state_key(job_state(record)) {
                 self.meta_add(key, -1)?;
             }
@@ -348,6 +482,144 @@ mod tests {
             title: "t".into(),
             key_stack: vec!["f (a.c:1)".into()],
         }
+    }
+
+    fn lacking(key: &str) -> v1::MissingFile {
+        v1::MissingFile {
+            key: key.into(),
+            image: "DemoApp".into(),
+            arch: "arm64".into(),
+        }
+    }
+
+    #[test]
+    fn a_job_that_lacked_a_file_runs_again_and_moves_to_its_real_group() {
+        let (_dir, index) = index();
+        let key = "demo/a";
+        let unsymbolicated = command::with_missing(
+            command::complete(key, 1, "w", b"{\"r\":1}".to_vec(), Some(group("raw")), 10),
+            vec![lacking("dbg-1")],
+        );
+        apply_all(
+            &index,
+            &[
+                command::submit(key, v1::JobKind::Native, vec![7], "k", 1),
+                command::submit("demo/b", v1::JobKind::Native, vec![8], "k", 2),
+                command::lease(key, "w", 1, 3),
+                unsymbolicated,
+                command::lease("demo/b", "w", 1, 4),
+                command::complete("demo/b", 1, "w", b"{}".to_vec(), Some(group("raw")), 11),
+            ],
+        );
+        // Finished, lacking dbg-1: the spec is kept, the missing table lists it.
+        assert_eq!(index.spec(key).unwrap(), Some(vec![7]));
+        assert_eq!(index.spec("demo/b").unwrap(), None);
+        assert_eq!(
+            index.jobs_lacking(Some("demo"), "dbg-1").unwrap(),
+            vec![key.to_owned()]
+        );
+        assert_eq!(
+            index.jobs_lacking(None, "dbg-1").unwrap(),
+            vec![key.to_owned()]
+        );
+        assert!(
+            index
+                .jobs_lacking(Some("other"), "dbg-1")
+                .unwrap()
+                .is_empty()
+        );
+        let missing = index.missing_files(10, |_| true).unwrap();
+        assert_eq!(missing.len(), 1);
+        assert_eq!(
+            (
+                missing[0].project.as_str(),
+                missing[0].key.as_str(),
+                missing[0].image.as_str(),
+                missing[0].jobs,
+                missing[0].groups,
+                missing[0].first_seen_ms
+            ),
+            ("demo", "dbg-1", "DemoApp", 1, 1, 10)
+        );
+        assert!(index.missing_files(10, |p| p != "demo").unwrap().is_empty());
+
+        // The file arrives: queued again as revision 2 (once: a second arrival while it is
+        // queued changes nothing); a job that lacked nothing is not touched.
+        let applied = apply_all(
+            &index,
+            &[
+                command::resymbolicate(key, "dbg-1 arrived", 20),
+                command::resymbolicate(key, "dbg-1 arrived", 21),
+                command::resymbolicate("demo/b", "dbg-1 arrived", 21),
+            ],
+        );
+        assert_eq!(
+            applied,
+            vec![
+                Applied::Changed {
+                    job_id: key.into(),
+                    state: JobState::Queued
+                },
+                Applied::Ignored,
+                Applied::Ignored
+            ]
+        );
+        let job = index.job(key, false).unwrap().unwrap();
+        assert_eq!(
+            (job.record.revision, job.record.resymbolicated_at_ms),
+            (2, 20)
+        );
+        assert_eq!(index.open_jobs().unwrap()[0].revision, 2);
+        assert_eq!(index.counts().unwrap().queued, 1);
+
+        // Symbolicated: result replaced, out of the missing table, out of the raw group (which
+        // keeps b) and into its real one; the spec goes.
+        apply_all(
+            &index,
+            &[
+                command::lease(key, "w", 2, 22),
+                command::complete(key, 2, "w", b"{\"r\":2}".to_vec(), Some(group("real")), 30),
+            ],
+        );
+        let job = index.job(key, true).unwrap().unwrap();
+        assert_eq!(job.result_json.as_deref(), Some(&b"{\"r\":2}"[..]));
+        assert!(job.record.missing.is_empty());
+        assert_eq!(job.record.fingerprint, "real");
+        assert!(index.missing_files(10, |_| true).unwrap().is_empty());
+        assert_eq!(index.spec(key).unwrap(), None);
+        let counts: Vec<(String, u64)> = index
+            .groups(10, |_| true)
+            .unwrap()
+            .into_iter()
+            .map(|g| (g.fingerprint, g.count))
+            .collect();
+        // Ties: the most recently seen first.
+        assert_eq!(counts, vec![("real".into(), 1), ("raw".into(), 1)]);
+        assert_eq!(index.counts().unwrap().completed, 2);
+    }
+
+    #[test]
+    fn purge_forgets_what_a_purged_job_lacked() {
+        let (_dir, index) = index();
+        apply_all(
+            &index,
+            &[
+                command::submit("p/a", v1::JobKind::Js, vec![1], "k", 1),
+                command::lease("p/a", "w", 1, 2),
+                command::with_missing(
+                    command::fail("p/a", 1, "no source map", 3),
+                    vec![lacking("release:r//b")],
+                ),
+            ],
+        );
+        assert_eq!(
+            index.jobs_lacking(Some("p"), "release:r//b").unwrap(),
+            vec!["p/a".to_owned()]
+        );
+        assert_eq!(index.spec("p/a").unwrap(), Some(vec![1]));
+        apply_all(&index, &[command::purge(100, 100)]);
+        assert!(index.missing_files(10, |_| true).unwrap().is_empty());
+        assert_eq!(index.spec("p/a").unwrap(), None);
     }
 
     #[test]

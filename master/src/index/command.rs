@@ -115,6 +115,7 @@ pub fn complete_zstd(
         at_ms,
         group,
         result_zstd,
+        missing: Vec::new(),
     }))
 }
 
@@ -124,6 +125,28 @@ pub fn fail(job_id: &str, attempt: u32, error: &str, at_ms: u64) -> Command {
         job_id: job_id.to_owned(),
         attempt,
         error: error.to_owned(),
+        at_ms,
+        missing: Vec::new(),
+    }))
+}
+
+/// `command` (a `Complete` or `Fail`) recording the files the job lacked: they make it
+/// eligible for [`resymbolicate`] when they arrive. Other commands are returned as they are.
+pub fn with_missing(mut command: Command, missing: Vec<v1::MissingFile>) -> Command {
+    match &mut command.kind {
+        Some(pb::command::Kind::Complete(c)) => c.missing = missing,
+        Some(pb::command::Kind::Fail(c)) => c.missing = missing,
+        _ => {}
+    }
+    command
+}
+
+/// A finished job that lacked a file which has now arrived is queued again (`reason`: one
+/// line, e.g. which file arrived).
+pub fn resymbolicate(job_id: &str, reason: &str, at_ms: u64) -> Command {
+    command(pb::command::Kind::Resymbolicate(pb::Resymbolicate {
+        job_id: job_id.to_owned(),
+        reason: reason.to_owned(),
         at_ms,
     }))
 }

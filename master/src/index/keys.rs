@@ -31,6 +31,26 @@ pub fn group_key(project: &str, fingerprint: &str) -> String {
     format!("{project}/{fingerprint}")
 }
 
+/// The key of the `missing` table's entry for job `job_key` lacking file `file_key`:
+/// `<project>\0<file key>\0<job id>` (NUL separated, so that a range scan finds one project's
+/// jobs lacking one file).
+pub fn missing_key(job_key: &str, file_key: &str) -> String {
+    let (project, job_id) = split(job_key);
+    format!("{project}\0{file_key}\0{job_id}")
+}
+
+/// The prefix of every [`missing_key`] of `project` and `file_key`.
+pub fn missing_prefix(project: &str, file_key: &str) -> String {
+    format!("{project}\0{file_key}\0")
+}
+
+/// `(project, file key, job key)` of a [`missing_key`]; `None` for a malformed key.
+pub fn split_missing(key: &str) -> Option<(&str, &str, String)> {
+    let mut parts = key.splitn(3, '\0');
+    let (project, file_key, job_id) = (parts.next()?, parts.next()?, parts.next()?);
+    Some((project, file_key, job_key(project, job_id)))
+}
+
 /// A command as the current schema reads it (`None`: as it is). Version-1 commands get their
 /// job ids in `default`, and a submitted spec gets that key as its `job_id` and `default` as
 /// its project, as a version-2 leader stores them (the id a worker completes the job by).
@@ -53,7 +73,7 @@ pub fn upgrade(command: &pb::Command) -> Option<pb::Command> {
         Kind::Requeue(c) => &mut c.job_id,
         Kind::Complete(c) => &mut c.job_id,
         Kind::Fail(c) => &mut c.job_id,
-        Kind::Purge(_) => return None,
+        Kind::Purge(_) | Kind::Resymbolicate(_) => return None,
     };
     *id = job_key(DEFAULT_PROJECT, id);
     Some(command)
@@ -70,5 +90,18 @@ mod tests {
         assert_eq!(split(&key), ("demo", "a/b:c"));
         assert_eq!(split("old"), ("default", "old"));
         assert_eq!(group_key("demo", "00ff"), "demo/00ff");
+        let missing = missing_key("demo/a/b", "4c4c443b-5555-3144-a126-3cc30cf88fdb");
+        assert!(missing.starts_with(&missing_prefix(
+            "demo",
+            "4c4c443b-5555-3144-a126-3cc30cf88fdb"
+        )));
+        assert_eq!(
+            split_missing(&missing),
+            Some((
+                "demo",
+                "4c4c443b-5555-3144-a126-3cc30cf88fdb",
+                "demo/a/b".to_owned()
+            ))
+        );
     }
 }

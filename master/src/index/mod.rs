@@ -14,6 +14,7 @@
 //! | `by_sequence` | submission sequence (1-based) → job key |
 //! | `open` | submission sequence → job key, for queued and running jobs only |
 //! | `groups` | `<project>/<fingerprint>` → `symcluster.v1.CrashGroup` (prost) |
+//! | `missing` | `<project>\0<file key>\0<job id>` → `MissingJob` (prost): finished jobs that lacked a debug file or source map |
 //! | `index_meta` | `applied_index`, `applied_term`, `next_sequence`, per-state counts → u64 |
 //!
 //! Reads open their own read transaction and never wait for the writer (redb is MVCC).
@@ -42,13 +43,17 @@ pub(crate) const BY_SEQUENCE: TableDefinition<u64, &str> = TableDefinition::new(
 pub(crate) const OPEN: TableDefinition<u64, &str> = TableDefinition::new("open");
 pub(crate) const GROUPS: TableDefinition<&str, &[u8]> = TableDefinition::new("groups");
 pub(crate) const META: TableDefinition<&str, u64> = TableDefinition::new("index_meta");
+/// Finished jobs lacking a file: [`keys::missing_key`] → `MissingJob` (prost). An index over
+/// the records' `missing` lists, rebuilt from them when a snapshot is restored.
+pub(crate) const MISSING: TableDefinition<&str, &[u8]> = TableDefinition::new("missing");
 
 /// redb's page cache, bytes (its default, 1 GiB, would be most of a master's memory).
 pub const CACHE_BYTES: usize = 64 << 20;
 
 /// The schema version this master writes into [`Command::version`] and snapshots.
-/// Version 2 keys jobs and groups by project ([`keys`]).
-pub const SCHEMA_VERSION: u32 = 2;
+/// Version 2 keys jobs and groups by project ([`keys`]); version 3 records missing files and
+/// adds `Resymbolicate`.
+pub const SCHEMA_VERSION: u32 = 3;
 
 /// Keys of [`META`].
 pub(crate) mod meta {
@@ -155,6 +160,8 @@ pub struct OpenJob {
     pub attempts: u32,
     /// The worker holding the current lease, when running.
     pub running_on: Option<String>,
+    /// 1 for the first result; more when it runs again for a file that arrived.
+    pub revision: u32,
 }
 
 /// The index over a shared `redb` database (the same file also holds Raft's log).
@@ -167,7 +174,7 @@ impl Index {
     /// Creates the index's tables in `db` if they do not exist.
     pub fn open(database: Arc<Database>) -> Result<Self, IndexError> {
         let txn = database.begin_write().map_err(db)?;
-        for table in [JOBS, SPECS, RESULTS, GROUPS] {
+        for table in [JOBS, SPECS, RESULTS, GROUPS, MISSING] {
             txn.open_table(table).map_err(db)?;
         }
         txn.open_table(BY_SEQUENCE).map_err(db)?;
@@ -306,6 +313,7 @@ impl Index {
                 job_id: record.job_id,
                 routing_key: record.routing_key,
                 attempts: record.attempts,
+                revision: record.revision.max(1),
             });
         }
         Ok(out)
@@ -341,6 +349,111 @@ impl Index {
         });
         groups.truncate(limit);
         Ok(groups)
+    }
+
+    /// The finished jobs (index keys) of `project` (of every project when `None`) that lack
+    /// the file `file_key` (`MissingFile.key`).
+    pub fn jobs_lacking(
+        &self,
+        project: Option<&str>,
+        file_key: &str,
+    ) -> Result<Vec<String>, IndexError> {
+        let read = self.db.begin_read().map_err(db)?;
+        let table = read.open_table(MISSING).map_err(db)?;
+        let mut jobs = Vec::new();
+        let mut take = |key: &str| {
+            if let Some((_, file, job)) = keys::split_missing(key)
+                && file == file_key
+            {
+                jobs.push(job);
+            }
+        };
+        match project {
+            Some(project) => {
+                let prefix = keys::missing_prefix(project, file_key);
+                for entry in table.range(prefix.as_str()..).map_err(db)? {
+                    let (key, _) = entry.map_err(db)?;
+                    if !key.value().starts_with(&prefix) {
+                        break;
+                    }
+                    take(key.value());
+                }
+            }
+            None => {
+                for entry in table.iter().map_err(db)? {
+                    take(entry.map_err(db)?.0.value());
+                }
+            }
+        }
+        Ok(jobs)
+    }
+
+    /// The files finished jobs of the projects `sees` accepts lack, one entry per project and
+    /// file with its affected jobs and distinct crash groups, most jobs first (ties: most
+    /// recently seen first), at most `limit`.
+    pub fn missing_files(
+        &self,
+        limit: usize,
+        sees: impl Fn(&str) -> bool,
+    ) -> Result<Vec<v1::MissingEntry>, IndexError> {
+        let read = self.db.begin_read().map_err(db)?;
+        let table = read.open_table(MISSING).map_err(db)?;
+        let mut found: std::collections::BTreeMap<
+            (String, String),
+            (v1::MissingEntry, std::collections::HashSet<String>),
+        > = std::collections::BTreeMap::new();
+        for entry in table.iter().map_err(db)? {
+            let (key, value) = entry.map_err(db)?;
+            let Some((project, file, _)) = keys::split_missing(key.value()) else {
+                continue;
+            };
+            if !sees(project) {
+                continue;
+            }
+            let job =
+                pb::MissingJob::decode(value.value()).map_err(|source| IndexError::Decode {
+                    what: format!("missing entry {:?}", key.value()),
+                    source,
+                })?;
+            let (entry, groups) = found
+                .entry((project.to_owned(), file.to_owned()))
+                .or_insert_with(|| {
+                    (
+                        v1::MissingEntry {
+                            project: project.to_owned(),
+                            key: file.to_owned(),
+                            first_seen_ms: u64::MAX,
+                            ..Default::default()
+                        },
+                        Default::default(),
+                    )
+                });
+            entry.jobs += 1;
+            entry.first_seen_ms = entry.first_seen_ms.min(job.at_ms);
+            if job.at_ms >= entry.last_seen_ms {
+                entry.last_seen_ms = job.at_ms;
+                entry.image = job.image;
+                entry.arch = job.arch;
+            }
+            if !job.fingerprint.is_empty() {
+                groups.insert(job.fingerprint);
+            }
+        }
+        let mut entries: Vec<v1::MissingEntry> = found
+            .into_values()
+            .map(|(mut entry, groups)| {
+                entry.groups = groups.len() as u64;
+                entry
+            })
+            .collect();
+        entries.sort_by(|a, b| {
+            b.jobs
+                .cmp(&a.jobs)
+                .then(b.last_seen_ms.cmp(&a.last_seen_ms))
+                .then(a.key.cmp(&b.key))
+        });
+        entries.truncate(limit);
+        Ok(entries)
     }
 
     /// Jobs per state.

@@ -1,5 +1,6 @@
 //! Index snapshots: the whole index at one applied log index, as one `IndexSnapshot` message
-//! (`symcluster.cluster.v1`, prost): every job record with its spec (unfinished jobs only) and compressed result, every
+//! (`symcluster.cluster.v1`, prost): every job record with its spec (unfinished jobs, and
+//! finished ones that lacked a file) and compressed result, every
 //! crash group, and the next submission sequence. A follower too far behind the leader's log
 //! receives one inside Raft's `MsgSnapshot` and replaces its index with it.
 
@@ -12,8 +13,8 @@ use symcluster_proto::project::DEFAULT_PROJECT;
 
 use super::apply::Applier;
 use super::{
-    BY_SEQUENCE, GROUPS, Index, IndexError, JOBS, JobState, META, OPEN, RESULTS, SCHEMA_VERSION,
-    SPECS, db, decode_record, is_terminal, keys, meta,
+    BY_SEQUENCE, GROUPS, Index, IndexError, JOBS, JobState, META, MISSING, OPEN, RESULTS,
+    SCHEMA_VERSION, SPECS, db, decode_record, is_terminal, keys, meta,
 };
 
 impl Index {
@@ -77,7 +78,7 @@ impl Index {
             source,
         })?;
         let txn = self.db.begin_write().map_err(db)?;
-        for table in [JOBS, SPECS, RESULTS, GROUPS] {
+        for table in [JOBS, SPECS, RESULTS, GROUPS, MISSING] {
             txn.delete_table(table).map_err(db)?;
         }
         txn.delete_table(BY_SEQUENCE).map_err(db)?;
@@ -91,6 +92,7 @@ impl Index {
             let mut open = txn.open_table(OPEN).map_err(db)?;
             let mut groups = txn.open_table(GROUPS).map_err(db)?;
             let mut meta_table = txn.open_table(META).map_err(db)?;
+            let mut missing = txn.open_table(MISSING).map_err(db)?;
             let mut counts = [0u64; 4];
             for job in &snapshot.jobs {
                 let Some(record) = &job.record else { continue };
@@ -110,6 +112,21 @@ impl Index {
                     results.insert(id, job.result_zstd.as_slice()).map_err(db)?;
                 }
                 by_sequence.insert(record.sequence, id).map_err(db)?;
+                // The `missing` table is an index over the records' lists.
+                for file in &record.missing {
+                    let value = pb::MissingJob {
+                        image: file.image.clone(),
+                        arch: file.arch.clone(),
+                        at_ms: record.finished_at_ms,
+                        fingerprint: record.fingerprint.clone(),
+                    };
+                    missing
+                        .insert(
+                            keys::missing_key(id, &file.key).as_str(),
+                            value.encode_to_vec().as_slice(),
+                        )
+                        .map_err(db)?;
+                }
                 let state = JobState::try_from(record.state).unwrap_or(JobState::Unspecified);
                 if !is_terminal(state) {
                     open.insert(record.sequence, id).map_err(db)?;
@@ -170,16 +187,23 @@ mod tests {
                 command::submit("a", v1::JobKind::Native, vec![7], "k", 1),
                 command::submit("b", v1::JobKind::Js, vec![8], "k2", 2),
                 command::lease("a", "w", 1, 3),
-                command::complete(
-                    "a",
-                    1,
-                    "w",
-                    b"{}".to_vec(),
-                    Some(v1::CrashGroupKey {
-                        fingerprint: "f".into(),
-                        ..Default::default()
-                    }),
-                    4,
+                command::with_missing(
+                    command::complete(
+                        "a",
+                        1,
+                        "w",
+                        b"{}".to_vec(),
+                        Some(v1::CrashGroupKey {
+                            fingerprint: "f".into(),
+                            ..Default::default()
+                        }),
+                        4,
+                    ),
+                    vec![v1::MissingFile {
+                        key: "dbg".into(),
+                        image: "App".into(),
+                        arch: "arm64".into(),
+                    }],
                 ),
             ] {
                 applier.apply(&c).unwrap();
@@ -202,6 +226,12 @@ mod tests {
             one.groups(10, |_| true).unwrap()
         );
         assert_eq!(two.counts().unwrap(), one.counts().unwrap());
+        // The missing table is rebuilt from the records, and the spec a job that lacked a file
+        // keeps travels with it.
+        let missing = one.missing_files(10, |_| true).unwrap();
+        assert_eq!(missing.len(), 1);
+        assert_eq!(two.missing_files(10, |_| true).unwrap(), missing);
+        assert_eq!(two.spec("a").unwrap(), Some(vec![7]));
         let _ = Arc::strong_count(two.database());
     }
 }

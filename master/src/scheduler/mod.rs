@@ -78,6 +78,8 @@ struct OpenJob {
     routing_key: String,
     attempts: u32,
     lease: Option<LeaseInfo>,
+    /// It runs again for a file that arrived: the worker looks every file up afresh.
+    recheck_missing: bool,
 }
 
 #[derive(Default)]
@@ -159,6 +161,7 @@ impl Scheduler {
                     routing_key: job.routing_key,
                     attempts: job.attempts,
                     lease,
+                    recheck_missing: job.revision > 1,
                 },
             );
         }
@@ -306,9 +309,10 @@ impl Scheduler {
         Some(rx)
     }
 
-    /// A worker's result, compressed (`CompleteJobRequest.result_zstd`, checked by the caller).
-    /// `false` when the job is already finished or unknown, or when `worker_id` and `attempt`
-    /// are not the job's current lease (another worker's, or an attempt that expired).
+    /// A worker's result, compressed (`CompleteJobRequest.result_zstd`, checked by the caller),
+    /// its crash group and the debug files it lacked. `false` when the job is already finished
+    /// or unknown, or when `worker_id` and `attempt` are not the job's current lease (another
+    /// worker's, or an attempt that expired).
     pub async fn complete(
         &self,
         worker_id: &str,
@@ -316,6 +320,7 @@ impl Scheduler {
         attempt: u32,
         result_zstd: Vec<u8>,
         group: Option<v1::CrashGroupKey>,
+        missing: Vec<v1::MissingFile>,
     ) -> Result<bool, ScheduleError> {
         let next_leases = {
             let mut core = self.lock();
@@ -334,7 +339,17 @@ impl Scheduler {
         let applied = self
             .raft
             .propose_then(
-                command::complete_zstd(job_id, attempt, worker_id, result_zstd, group, now_ms()),
+                command::with_missing(
+                    command::complete_zstd(
+                        job_id,
+                        attempt,
+                        worker_id,
+                        result_zstd,
+                        group,
+                        now_ms(),
+                    ),
+                    missing,
+                ),
                 next_leases,
             )
             .await?;
@@ -342,7 +357,8 @@ impl Scheduler {
     }
 
     /// A worker's failed attempt: requeued while attempts remain and the error is retryable,
-    /// failed for good otherwise. `false` when the attempt is not the job's current lease.
+    /// failed for good otherwise (recording the source map it lacked, `missing`). `false` when
+    /// the attempt is not the job's current lease.
     pub async fn fail(
         &self,
         worker_id: &str,
@@ -350,6 +366,7 @@ impl Scheduler {
         attempt: u32,
         error: &str,
         retryable: bool,
+        missing: Vec<v1::MissingFile>,
     ) -> Result<bool, ScheduleError> {
         let command = {
             let mut core = self.lock();
@@ -360,13 +377,48 @@ impl Scheduler {
                 return Ok(false);
             }
             core.pending.insert(job_id.to_owned());
-            self.end_attempt(job_id, attempt, error, retryable)
+            command::with_missing(self.end_attempt(job_id, attempt, error, retryable), missing)
         };
         let applied = self.raft.propose(command).await;
         if applied.is_err() {
             self.lock().pending.remove(job_id);
         }
         Ok(matches!(applied?, Applied::Changed { .. }))
+    }
+
+    /// Queues again every finished job of `project` (of every project when `None`) that
+    /// lacked one of the files `keys` name (`MissingFile.key`): one `Resymbolicate` per job,
+    /// all proposed at once (one commit for many). Jobs queued or running already are left
+    /// alone, so each job runs once per arrival. Returns how many jobs were queued again.
+    pub async fn files_uploaded(
+        &self,
+        project: Option<&str>,
+        keys: &[String],
+    ) -> Result<u64, ScheduleError> {
+        let mut jobs = std::collections::BTreeMap::new();
+        for key in keys {
+            for job in self.index.jobs_lacking(project, key)? {
+                jobs.entry(job).or_insert_with(|| key.clone());
+            }
+        }
+        let at_ms = now_ms();
+        let mut proposals = tokio::task::JoinSet::new();
+        for (job, key) in jobs {
+            let raft = self.raft.clone();
+            let reason = format!("symbolicating again: {key} arrived");
+            proposals.spawn(async move {
+                raft.propose(command::resymbolicate(&job, &reason, at_ms))
+                    .await
+            });
+        }
+        let mut requeued = 0;
+        while let Some(done) = proposals.join_next().await {
+            let applied = done.map_err(|e| {
+                ScheduleError::Propose(ProposeError::Storage(format!("proposal task: {e}")))
+            })??;
+            requeued += u64::from(matches!(applied, Applied::Changed { .. }));
+        }
+        Ok(requeued)
     }
 
     /// The command that ends an attempt without a result: `Requeue`, or `Fail` when the error
@@ -538,6 +590,7 @@ impl Scheduler {
             job: spec,
             attempt,
             deadline_ms,
+            recheck_missing: core.open.get(job_id).is_some_and(|j| j.recheck_missing),
         };
         let sent = core
             .workers
@@ -646,6 +699,7 @@ impl Hooks for Scheduler {
                                 routing_key: c.routing_key.clone(),
                                 attempts: 0,
                                 lease: None,
+                                recheck_missing: false,
                             },
                         );
                         core.queue.push_back(c.job_id.clone());
@@ -694,6 +748,25 @@ impl Hooks for Scheduler {
                             Self::release(&mut core, &c.job_id, &worker);
                         }
                         core.queue.push_front(c.job_id.clone());
+                    }
+                }
+                Kind::Resymbolicate(c) => {
+                    // Queued again: its routing key and attempts so far (attempt numbers go on
+                    // across revisions) are in its record.
+                    let record = changed
+                        .then(|| self.index.job(&c.job_id, false).ok().flatten())
+                        .flatten();
+                    if let Some(job) = record {
+                        core.open.insert(
+                            c.job_id.clone(),
+                            OpenJob {
+                                routing_key: job.record.routing_key,
+                                attempts: job.record.attempts,
+                                lease: None,
+                                recheck_missing: true,
+                            },
+                        );
+                        core.queue.push_back(c.job_id.clone());
                     }
                 }
                 Kind::Complete(pb) => self.finished(&mut core, &pb.job_id, changed),

@@ -29,6 +29,10 @@ impl IngestService {
     }
 }
 
+/// Most file keys one `FilesUploaded` call may name (`symctl upload` sends one call per
+/// upload; a big dSYM folder has a few thousand slices).
+pub const MAX_UPLOADED_KEYS: usize = 100_000;
+
 type JobStream = Pin<Box<dyn tokio_stream::Stream<Item = Result<v1::Job, Status>> + Send>>;
 
 #[tonic::async_trait]
@@ -183,6 +187,68 @@ impl Ingest for IngestService {
             .groups(limit, sees)
             .map_err(index_status)?;
         Ok(Response::new(v1::ListGroupsResponse { groups }))
+    }
+
+    async fn list_missing(
+        &self,
+        request: Request<v1::ListMissingRequest>,
+    ) -> Result<Response<v1::ListMissingResponse>, Status> {
+        let caller = auth::require(&request, auth::READ_ROLES, "listing missing files")?;
+        require_leader(&self.scheduler)?;
+        let r = request.into_inner();
+        let limit = match r.limit {
+            0 => 100,
+            n => n.min(1000) as usize,
+        };
+        let only = caller.listing(&r.project)?;
+        let sees = |project: &str| match &only {
+            Some(only) => project == only,
+            None => caller.serves(project),
+        };
+        let missing = self
+            .scheduler
+            .index()
+            .missing_files(limit, sees)
+            .map_err(index_status)?;
+        Ok(Response::new(v1::ListMissingResponse { missing }))
+    }
+
+    async fn files_uploaded(
+        &self,
+        request: Request<v1::FilesUploadedRequest>,
+    ) -> Result<Response<v1::FilesUploadedResponse>, Status> {
+        let caller = auth::require(&request, auth::READ_ROLES, "announcing uploads")?;
+        require_leader(&self.scheduler)?;
+        let r = request.into_inner();
+        if r.keys.len() > MAX_UPLOADED_KEYS {
+            return Err(Status::invalid_argument(format!(
+                "{} keys in one call; at most {MAX_UPLOADED_KEYS}",
+                r.keys.len()
+            )));
+        }
+        let project = if r.shared {
+            // Shared files concern every project's jobs: only a token of every project.
+            if caller.projects.is_some() {
+                return Err(Status::permission_denied(format!(
+                    "token {:?} serves some projects only; announcing shared files needs an \
+                     admin token",
+                    caller.name
+                )));
+            }
+            None
+        } else {
+            Some(caller.project_for(&r.project)?)
+        };
+        let requeued = self
+            .scheduler
+            .files_uploaded(project.as_deref(), &r.keys)
+            .await
+            .map_err(schedule_status)?;
+        crate::metrics::JOBS_RESYMBOLICATED.inc_by(requeued);
+        if requeued > 0 {
+            tracing::info!(requeued, project = ?project, "files arrived: jobs queued again");
+        }
+        Ok(Response::new(v1::FilesUploadedResponse { requeued }))
     }
 }
 

@@ -86,5 +86,8 @@ pub fn job_to_proto(job: JobView) -> v1::Job {
         error: r.error,
         worker_id: r.worker_id,
         fingerprint: r.fingerprint,
+        revision: r.revision.max(1),
+        resymbolicated_at_ms: r.resymbolicated_at_ms,
+        missing: r.missing,
     }
 }

@@ -134,7 +134,14 @@ impl WorkerApi for WorkerApiService {
         };
         let accepted = self
             .scheduler
-            .complete(&r.worker_id, &r.job_id, r.attempt, result_zstd, r.group)
+            .complete(
+                &r.worker_id,
+                &r.job_id,
+                r.attempt,
+                result_zstd,
+                r.group,
+                r.missing,
+            )
             .await
             .map_err(schedule_status)?;
         if accepted {
@@ -153,7 +160,14 @@ impl WorkerApi for WorkerApiService {
         worker_id(&r.worker_id)?;
         let accepted = self
             .scheduler
-            .fail(&r.worker_id, &r.job_id, r.attempt, &r.error, r.retryable)
+            .fail(
+                &r.worker_id,
+                &r.job_id,
+                r.attempt,
+                &r.error,
+                r.retryable,
+                r.missing,
+            )
             .await
             .map_err(schedule_status)?;
         Ok(Response::new(v1::FailJobResponse { accepted }))

@@ -5,7 +5,9 @@ use std::time::{SystemTime, UNIX_EPOCH};
 use anyhow::Context;
 use symcluster_client::{Client, api};
 
-use crate::cli::{GroupsArgs, JobArgs, MasterArgs, ProjectArgs, StatusArgs, SubmitArgs};
+use crate::cli::{
+    GroupsArgs, JobArgs, ListFormat, MasterArgs, MissingArgs, ProjectArgs, StatusArgs, SubmitArgs,
+};
 
 async fn connect(args: &MasterArgs) -> anyhow::Result<Client> {
     let tls = symcluster_client::Tls::from_files(args.tls_ca.as_deref(), None, None)?;
@@ -35,9 +37,17 @@ fn job_json(job: &api::Job) -> serde_json::Value {
     } else {
         serde_json::from_slice(&job.result_json).unwrap_or(serde_json::Value::Null)
     };
+    let missing: Vec<serde_json::Value> = job
+        .missing
+        .iter()
+        .map(|m| serde_json::json!({"key": m.key, "image": m.image, "arch": m.arch}))
+        .collect();
     serde_json::json!({
         "job_id": job.job_id,
         "project": job.project,
+        "revision": job.revision,
+        "resymbolicated_at_ms": (job.resymbolicated_at_ms > 0).then_some(job.resymbolicated_at_ms),
+        "missing": missing,
         "state": state,
         "attempts": job.attempts,
         "worker_id": job.worker_id,
@@ -121,6 +131,58 @@ pub async fn groups(args: GroupsArgs) -> anyhow::Result<()> {
         }
     }
     Ok(())
+}
+
+pub async fn missing(args: MissingArgs) -> anyhow::Result<()> {
+    let missing = connect(&args.master)
+        .await?
+        .ingest()
+        .list_missing(api::ListMissingRequest {
+            project: args.project.unwrap_or_default(),
+            limit: args.limit,
+        })
+        .await?
+        .into_inner()
+        .missing;
+    if args.format == ListFormat::Json {
+        for m in &missing {
+            let line = serde_json::json!({
+                "project": m.project,
+                "key": m.key,
+                "image": m.image,
+                "arch": m.arch,
+                "jobs": m.jobs,
+                "groups": m.groups,
+                "first_seen_ms": m.first_seen_ms,
+                "last_seen_ms": m.last_seen_ms,
+            });
+            println!("{line}");
+        }
+        return Ok(());
+    }
+    println!(
+        "{:>6} {:>6}  {:<16} {:<40} {:<24} {:<8} {:<20} last seen",
+        "jobs", "groups", "project", "debug id / source map", "image", "arch", "first seen"
+    );
+    for m in &missing {
+        println!(
+            "{:>6} {:>6}  {:<16} {:<40} {:<24} {:<8} {:<20} {}",
+            m.jobs,
+            m.groups,
+            m.project,
+            m.key,
+            if m.image.is_empty() { "-" } else { &m.image },
+            if m.arch.is_empty() { "-" } else { &m.arch },
+            utc(m.first_seen_ms),
+            utc(m.last_seen_ms)
+        );
+    }
+    Ok(())
+}
+
+/// `YYYY-MM-DDTHH:MM:SSZ` of milliseconds since the Unix epoch.
+fn utc(ms: u64) -> String {
+    humantime::format_rfc3339_seconds(UNIX_EPOCH + std::time::Duration::from_millis(ms)).to_string()
 }
 
 pub async fn status(args: StatusArgs) -> anyhow::Result<()> {

@@ -16,6 +16,7 @@ pub fn run(command: Command) -> anyhow::Result<()> {
         Command::Submit(args) => block_on(cluster::submit(args)),
         Command::Job(args) => block_on(cluster::job(args)),
         Command::Groups(args) => block_on(cluster::groups(args)),
+        Command::Missing(args) => block_on(cluster::missing(args)),
         Command::Status(args) => block_on(cluster::status(args)),
     }
 }

@@ -8,7 +8,55 @@ use symcluster_client::project;
 use symcluster_engine::debug_files::{DebugFileIndex, list_objects};
 use symcluster_sources::{S3Settings, Scope, Source, layout};
 
-use crate::cli::{BucketArgs, UploadCommand, UploadTarget};
+use symcluster_client::{Client, api, missing};
+
+use crate::cli::{BucketArgs, NotifyArgs, UploadCommand, UploadTarget};
+
+/// Tells the master which files arrived (`Ingest/FilesUploaded`), so that finished jobs that
+/// lacked them run again; nothing without a token. An upload the master was not told about is
+/// an error (exit 1), saying the files themselves are in the bucket.
+async fn notify(args: &NotifyArgs, scope: Scope<'_>, keys: Vec<String>) -> anyhow::Result<()> {
+    let Some(token) = &args.token else {
+        return Ok(());
+    };
+    let master = args.master.as_deref().unwrap_or("http://127.0.0.1:7700");
+    let (project, shared) = match scope {
+        Scope::Project(p) => (p.to_owned(), false),
+        Scope::Shared => (String::new(), true),
+    };
+    let told = async {
+        let tls = symcluster_client::Tls::from_files(args.tls_ca.as_deref(), None, None)?;
+        let client = Client::connect_with(master, token, tls).await?;
+        let request = api::FilesUploadedRequest {
+            project,
+            shared,
+            keys,
+        };
+        let response = client
+            .on_leader(|channel| {
+                let request = request.clone();
+                async move {
+                    api::ingest_client::IngestClient::new(channel)
+                        .files_uploaded(request)
+                        .await
+                        .map(|r| r.into_inner())
+                }
+            })
+            .await?;
+        anyhow::Ok(response.requeued)
+    };
+    match told.await {
+        Ok(0) => Ok(()),
+        Ok(n) => {
+            println!("{n} jobs that lacked these files are being symbolicated again");
+            Ok(())
+        }
+        Err(e) => Err(e.context(
+            "the files are uploaded, but the master was not told (jobs that lacked them run \
+             again only when it is: run the upload again)",
+        )),
+    }
+}
 
 /// The scope `target` names (the project's name checked).
 fn scope(target: &UploadTarget) -> anyhow::Result<Scope<'_>> {
@@ -38,11 +86,17 @@ pub async fn run(command: UploadCommand) -> anyhow::Result<()> {
         UploadCommand::Dsym {
             bucket: b,
             target,
+            notify: n,
             paths,
-        } => upload_debug_files(&b, scope(&target)?, &paths).await,
+        } => {
+            let scope = scope(&target)?;
+            let keys = upload_debug_files(&b, scope, &paths).await?;
+            notify(&n, scope, keys).await
+        }
         UploadCommand::Sourcemap {
             bucket: b,
             project,
+            notify: n,
             map,
             bundle,
             debug_id,
@@ -76,16 +130,24 @@ pub async fn run(command: UploadCommand) -> anyhow::Result<()> {
                 source.put(&bundle_key, bytes).await?;
                 println!("uploaded {} -> {bundle_key}", bundle.display());
             }
-            Ok(())
+            let key = missing::js_key(
+                debug_id.as_deref().unwrap_or_default(),
+                release.as_deref().unwrap_or_default(),
+                &dist,
+                bundle_name.as_deref().unwrap_or_default(),
+            );
+            notify(&n, Scope::Project(&project), vec![key]).await
         }
     }
 }
 
+/// Uploads every object of the debug files under `paths`; the keys (debug ids) of all of them,
+/// uploaded now or there already.
 async fn upload_debug_files(
     b: &BucketArgs,
     scope: Scope<'_>,
     paths: &[PathBuf],
-) -> anyhow::Result<()> {
+) -> anyhow::Result<Vec<String>> {
     let prefix = scope.prefix(&b.s3_prefix);
     let index = DebugFileIndex::scan(paths)?;
     for problem in index.unreadable() {
@@ -112,7 +174,9 @@ async fn upload_debug_files(
             .expect("valid template"),
     );
     let (mut sent, mut skipped) = (0, 0);
+    let mut keys = Vec::new();
     for (path, debug_id, arch, size) in uploads {
+        keys.push(missing::native_key(&debug_id.to_string()));
         let key = layout::debug_file_key(&prefix, &debug_id);
         bar.set_message(format!("{debug_id} ({})", arch.name()));
         if source.exists(&key).await? {
@@ -130,5 +194,7 @@ async fn upload_debug_files(
     }
     bar.finish_and_clear();
     println!("{sent} uploaded, {skipped} already there");
-    Ok(())
+    keys.sort();
+    keys.dedup();
+    Ok(keys)
 }
