@@ -8,6 +8,7 @@
 
 mod cluster_api;
 mod faults;
+mod late_files;
 mod partition;
 mod projects;
 mod replication;

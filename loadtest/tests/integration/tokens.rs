@@ -225,6 +225,7 @@ async fn each_role_does_only_what_it_may() {
         result_json: result.clone(),
         group: None,
         result_zstd: Vec::new(),
+        missing: Vec::new(),
     };
     assert_denied(
         w2.worker_api().complete_job(complete("w1")).await,

@@ -47,6 +47,10 @@ async fn notify(args: &NotifyArgs, scope: Scope<'_>, keys: Vec<String>) -> anyho
     };
     match told.await {
         Ok(0) => Ok(()),
+        Ok(1) => {
+            println!("1 job that lacked these files is being symbolicated again");
+            Ok(())
+        }
         Ok(n) => {
             println!("{n} jobs that lacked these files are being symbolicated again");
             Ok(())
