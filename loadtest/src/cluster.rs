@@ -204,6 +204,9 @@ pub struct MasterOptions {
     pub tokens_file: Option<PathBuf>,
     /// Serve over TLS with these files (masters, workers and clients then use `https://`).
     pub tls: Option<TlsFiles>,
+    /// Give the masters the bucket and look in it for missing files this often
+    /// (`--missing-check-interval`).
+    pub missing_check: Option<Duration>,
 }
 
 /// PEM files for a TLS test cluster.
@@ -230,6 +233,7 @@ impl Default for MasterOptions {
             masters: 1,
             tokens_file: None,
             tls: None,
+            missing_check: None,
         }
     }
 }
@@ -388,6 +392,14 @@ impl Cluster {
         }
         if self.masters.len() > 1 {
             command.args(["--peers", &peers]);
+        }
+        if let Some(every) = self.options.missing_check {
+            command
+                .args([
+                    "--missing-check-interval",
+                    &format!("{}ms", every.as_millis()),
+                ])
+                .envs(self.garage.env.iter().cloned());
         }
         let child = command
             .stdout(Stdio::null())

@@ -95,6 +95,17 @@ pub struct MasterConfig {
     /// forever). Purged through the replicated log, so every master deletes the same jobs.
     #[arg(long, env = "SYMCLUSTER_RESULT_RETENTION", value_parser = parse_duration, default_value = "7d")]
     pub result_retention: std::time::Duration,
+
+    /// The bucket the workers read (optional): with it, the leader looks there every
+    /// `--missing-check-interval` for files that finished jobs lack, so that uploads made by
+    /// other tools than `symctl upload` also symbolicate those jobs again.
+    #[command(flatten)]
+    pub bucket: symcluster_sources::BucketArgs,
+
+    /// How often the leader looks in the bucket for missing files (`5m`, `30s`; `0`: never);
+    /// with `--s3-bucket` only.
+    #[arg(long, env = "SYMCLUSTER_MISSING_CHECK_INTERVAL", value_parser = parse_duration, default_value = "5m")]
+    pub missing_check_interval: std::time::Duration,
 }
 
 impl MasterConfig {

@@ -16,6 +16,7 @@ pub mod auth;
 pub mod config;
 pub mod index;
 pub mod metrics;
+pub mod missing_check;
 pub mod raft;
 pub mod routing;
 pub mod scheduler;
@@ -128,6 +129,27 @@ pub async fn run(
                 }
             }
         });
+    }
+    if let Some(bucket) = config
+        .bucket
+        .s3_bucket
+        .as_ref()
+        .filter(|_| !config.missing_check_interval.is_zero())
+    {
+        let source = symcluster_sources::Source::s3(&symcluster_sources::S3Settings {
+            bucket: bucket.clone(),
+            endpoint: config.bucket.s3_endpoint.clone(),
+            region: config.bucket.s3_region.clone(),
+            attempts: 2,
+            timeout_ms: 5_000,
+        })
+        .await;
+        tokio::spawn(missing_check::run(
+            scheduler.clone(),
+            source,
+            config.bucket.s3_prefix.clone(),
+            config.missing_check_interval,
+        ));
     }
     let metrics = scheduler.clone();
     let metrics_addr = config.metrics_listen;

@@ -22,7 +22,7 @@
 //! - by release: `js/release/<release>/<dist or _>/<bundle>.map` and `…/<bundle>`, with `%` and
 //!   `/` in the release, dist and bundle percent-encoded.
 
-use symbolic_common::DebugId;
+pub use symbolic_common::DebugId;
 
 /// Whose files: one project's, or the shared prefix's.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]

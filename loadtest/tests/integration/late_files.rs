@@ -2,8 +2,11 @@
 //! their dSYM or source map are listed by `symctl missing`, and are symbolicated again, once,
 //! when `symctl upload` brings the file, moving to their real crash group.
 
+use std::time::Duration;
+
 use symcluster_client::api;
 use symcluster_loadtest::cluster::{Cluster, MasterOptions, repo};
+use symcluster_sources::{Scope, layout};
 
 use crate::support::{app_frames, groups, result, wait};
 
@@ -186,4 +189,54 @@ async fn late_dsyms_and_source_maps_symbolicate_finished_jobs_again() {
     );
     assert_eq!(restored["frames"][0]["lineno"], 22);
     assert!(missing(&cluster).iter().all(|m| m["key"] != js_key));
+}
+
+/// A dSYM put in the bucket by another tool (not announced) is found by the leader's periodic
+/// look in the bucket, and the job that lacked it is symbolicated again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_file_uploaded_by_another_tool_is_found_in_the_bucket() {
+    let cluster = Cluster::start(
+        1,
+        MasterOptions {
+            missing_check: Some(Duration::from_millis(300)),
+            ..MasterOptions::default()
+        },
+    )
+    .await;
+    let mut client = cluster.client().await;
+    let report = std::fs::read(repo().join("examples/ios-demo/DemoApp.crash")).unwrap();
+    client.submit_native("quiet", report).await.unwrap();
+    let job = wait(&mut client, "quiet").await;
+    assert!(job.missing.iter().any(|m| m.key == DEMO_APP));
+
+    // What `aws s3 cp` or sentry-cli would do: the object appears, nobody says so.
+    let dwarf = repo().join("examples/ios-demo/DemoApp.dSYM/Contents/Resources/DWARF/DemoApp");
+    let key = layout::debug_file_key(
+        &Scope::Project("default").prefix(""),
+        &DEMO_APP.parse().unwrap(),
+    );
+    cluster
+        .garage
+        .bucket()
+        .await
+        .put(&key, std::fs::read(dwarf).unwrap())
+        .await
+        .unwrap();
+
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
+    let healed = loop {
+        let job = client.job("quiet").await.unwrap();
+        if job.revision == 2 && job.state == api::JobState::Completed as i32 {
+            break job;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "not symbolicated again within 60 s: {job:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+    assert_eq!(
+        app_frames(&result(&healed), &["DemoApp"])[0],
+        ("crash_write_null".to_owned(), "crash.c".to_owned(), 23)
+    );
 }

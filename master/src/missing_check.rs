@@ -1,0 +1,127 @@
+//! The leader's periodic look in the bucket for files that finished jobs lack: a debug file or
+//! source map uploaded by another tool than `symctl upload` (which announces its uploads with
+//! `Ingest/FilesUploaded`) is found here, and the jobs that lacked it run again.
+//!
+//! Every `--missing-check-interval` the leader takes the missing files of the index (most
+//! affected jobs first, at most [`MAX_KEYS_PER_ROUND`]) and asks the bucket whether each is
+//! there now (`HEAD` through `symcluster-sources`): a native debug file in its project's prefix
+//! or the shared one, a source map in its project's prefix. An answer other than "there" or
+//! "not there" (a dead S3) is logged and the file is asked again next round.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use symcluster_sources::{Scope, Source, layout};
+
+use crate::scheduler::Scheduler;
+
+/// Files asked about per round (most affected jobs first).
+pub const MAX_KEYS_PER_ROUND: usize = 1_000;
+
+/// The object keys under which a missing file (`MissingFile.key`) of `project` would be found
+/// in the bucket (`base`: `--s3-prefix`), in lookup order; empty for a key that names no file.
+/// JS keys `release:<release>/<dist>/<bundle>` are read from the right (a release may hold
+/// `/`, a dist or bundle name may not).
+pub fn object_keys(base: &str, project: &str, key: &str) -> Vec<String> {
+    if let Some(id) = key.strip_prefix("debug-id:") {
+        let prefix = Scope::Project(project).prefix(base);
+        return vec![layout::sourcemap_keys_by_debug_id(&prefix, id).0];
+    }
+    if let Some(rest) = key.strip_prefix("release:") {
+        let mut parts = rest.rsplitn(3, '/');
+        let (Some(bundle), Some(dist), Some(release)) = (parts.next(), parts.next(), parts.next())
+        else {
+            return Vec::new();
+        };
+        let prefix = Scope::Project(project).prefix(base);
+        return vec![layout::sourcemap_keys_by_release(&prefix, release, dist, bundle).0];
+    }
+    let Ok(debug_id) = key.parse::<symbolic_common::DebugId>() else {
+        return Vec::new();
+    };
+    layout::native_scopes(project)
+        .iter()
+        .map(|scope| layout::debug_file_key(&scope.prefix(base), &debug_id))
+        .collect()
+}
+
+/// Runs the check every `interval` while this master leads, until the process ends.
+pub async fn run(scheduler: Arc<Scheduler>, source: Source, base: String, interval: Duration) {
+    let mut tick = tokio::time::interval(interval);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        tick.tick().await;
+        if !scheduler.raft().is_leader() {
+            continue;
+        }
+        let missing = match scheduler
+            .index()
+            .missing_files(MAX_KEYS_PER_ROUND, |_| true)
+        {
+            Ok(missing) => missing,
+            Err(error) => {
+                tracing::warn!(%error, "missing-file check: index unreadable");
+                continue;
+            }
+        };
+        for entry in missing {
+            let mut there = false;
+            for object in object_keys(&base, &entry.project, &entry.key) {
+                match source.exists(&object).await {
+                    Ok(true) => {
+                        there = true;
+                        break;
+                    }
+                    Ok(false) => {}
+                    Err(error) => {
+                        tracing::warn!(%error, "missing-file check: the bucket did not answer");
+                        break;
+                    }
+                }
+            }
+            if !there {
+                continue;
+            }
+            match scheduler
+                .files_uploaded(Some(&entry.project), std::slice::from_ref(&entry.key))
+                .await
+            {
+                Ok(requeued) => {
+                    crate::metrics::JOBS_RESYMBOLICATED.inc_by(requeued);
+                    tracing::info!(
+                        project = entry.project,
+                        file = entry.key,
+                        requeued,
+                        "a missing file is in the bucket now: jobs queued again"
+                    );
+                }
+                Err(error) => tracing::warn!(%error, "missing-file check: cannot queue jobs"),
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn missing_keys_map_to_the_bucket_layout() {
+        assert_eq!(
+            object_keys("", "demo", "4c4c443b-5555-3144-a126-3cc30cf88fdb"),
+            vec![
+                "projects/demo/4c/4c443b55553144a1263cc30cf88fdb/debuginfo".to_owned(),
+                "shared/4c/4c443b55553144a1263cc30cf88fdb/debuginfo".to_owned()
+            ]
+        );
+        assert_eq!(
+            object_keys("s/", "demo", "release:app@1.0/beta//index.android.bundle"),
+            vec!["s/projects/demo/js/release/app@1.0%2Fbeta/_/index.android.bundle.map".to_owned()]
+        );
+        assert_eq!(
+            object_keys("", "demo", "debug-id:ABC"),
+            vec!["projects/demo/js/debug-id/abc/sourcemap".to_owned()]
+        );
+        assert!(object_keys("", "demo", "not a key").is_empty());
+    }
+}
