@@ -5,6 +5,7 @@
 #   DemoAppFat.dSYM/     fat dSYM (arm64 + x86_64 simulator); its arm64 slice is the same
 #                        binary as DemoApp.dSYM, the x86_64 slice has another UUID
 #   DemoApp.crash        Apple text crash report (Report Version 104)
+#   DemoApp-macos12.crash  the same crash in the macOS 12+/iOS 15+ text layout (Report Version 12)
 #   DemoApp.ips          Apple JSON crash report (iOS 15, bug_type 309)
 #   DemoApp-sentry.json  Sentry event
 #   expected.md          ground truth (from the source line markers), checked with llvm-symbolizer
@@ -96,5 +97,7 @@ echo "== reports"
     --src src \
     --out-dir . \
     --objdump "$OBJDUMP" --nm "$NM" --dwarfdump "$DWARFDUMP" --symbolizer "$SYMBOLIZER"
+# The same crash in the macOS 12+/iOS 15+ text layout.
+"$PYTHON" make_macos12_text.py
 
 echo "== done"

@@ -72,6 +72,38 @@ fn apple_text_report() {
     assert_expected_frames(&run(&demo("DemoApp.crash"), &[demo("DemoApp.dSYM")]));
 }
 
+/// The macOS 12+/iOS 15+ text layout (`DemoApp-macos12.crash`, the same crash as
+/// `DemoApp.crash`): images without an arch, dashed UUIDs, `Thread 0 Crashed::  Dispatch
+/// queue: …` headers.
+#[test]
+fn macos12_text_report() {
+    let result = run(&demo("DemoApp-macos12.crash"), &[demo("DemoApp.dSYM")]);
+    assert_expected_frames(&result);
+    let thread = crashed(&result);
+    assert_eq!(thread.name.as_deref(), Some("com.apple.main-thread"));
+    assert!(
+        result.modules.iter().all(|m| m.arch == "arm64"),
+        "{:?}",
+        result.modules
+    );
+    assert_eq!(result.modules.len(), 4);
+
+    // Rendered back in its own layout.
+    let data = std::fs::read(demo("DemoApp-macos12.crash")).unwrap();
+    let report = parse_report(&data).unwrap();
+    let text = render::apple(&data, &report, &result).unwrap();
+    let lines: Vec<&str> = text.lines().collect();
+    let header = lines
+        .iter()
+        .position(|l| *l == "Thread 0 Crashed::  Dispatch queue: com.apple.main-thread")
+        .expect("the thread header as it was");
+    assert_eq!(
+        lines[header + 1],
+        "0   DemoApp                       \t0x104f4c008 crash_write_null + 8 (crash.c:23)"
+    );
+    assert!(text.contains("DemoApp (*) <4c4c443b-5555-3144-a126-3cc30cf88fdb>"));
+}
+
 #[test]
 fn apple_ips_report() {
     assert_expected_frames(&run(&demo("DemoApp.ips"), &[demo("DemoApp.dSYM")]));
