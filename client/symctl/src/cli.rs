@@ -116,6 +116,18 @@ pub enum UploadCommand {
         #[arg(required = true)]
         paths: Vec<PathBuf>,
     },
+    /// Upload system libraries to the shared prefix every project reads: an Xcode
+    /// `iOS DeviceSupport/<version>/Symbols` tree, or any folder of system Mach-O libraries and
+    /// their dSYMs (every arch slice, by UUID). Jobs that lacked them run again.
+    #[command(name = "system-symbols")]
+    SystemSymbols {
+        #[command(flatten)]
+        bucket: BucketArgs,
+        #[command(flatten)]
+        notify: NotifyArgs,
+        /// The `Symbols` folder (or any folder of system libraries), searched recursively.
+        dir: PathBuf,
+    },
     /// Upload a source map (and optionally its minified bundle) to a project.
     Sourcemap {
         #[command(flatten)]

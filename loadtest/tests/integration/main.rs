@@ -15,5 +15,6 @@ mod replication;
 mod submit_stream;
 mod support;
 mod symbolication;
+mod system_symbols;
 mod tls;
 mod tokens;

@@ -97,6 +97,17 @@ pub async fn run(command: UploadCommand) -> anyhow::Result<()> {
             let keys = upload_debug_files(&b, scope, &paths).await?;
             notify(&n, scope, keys).await
         }
+        UploadCommand::SystemSymbols {
+            bucket: b,
+            notify: n,
+            dir,
+        } => {
+            if !dir.is_dir() {
+                anyhow::bail!("{} is not a directory", dir.display());
+            }
+            let keys = upload_debug_files(&b, Scope::Shared, &[dir]).await?;
+            notify(&n, Scope::Shared, keys).await
+        }
         UploadCommand::Sourcemap {
             bucket: b,
             project,

@@ -1,0 +1,142 @@
+#!/usr/bin/env python3
+"""Writes SystemFrames.crash and expected.md for the DeviceSupport-like tree generate.sh built.
+
+The report is an iOS crash whose crashed thread is entirely in the two system dylibs: frame 0
+in libdemo_kernel.dylib's demo_kernel_trap (the faulting store), frames 1-2 return addresses
+in DemoKit (the instruction after each `bl`). Load addresses are made up, as a device would
+slide them; UUIDs and symbol offsets come from the dylibs (llvm-dwarfdump --uuid, llvm-nm).
+"""
+
+import argparse
+import subprocess
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+
+LIBS = [
+    # (name, path in the tree and on the device, load address)
+    ("libdemo_kernel.dylib", "usr/lib/system/libdemo_kernel.dylib", 0x1B9400000),
+    ("DemoKit", "System/Library/Frameworks/DemoKit.framework/DemoKit", 0x184C00000),
+]
+
+
+def uuid_of(dwarfdump: str, path: Path) -> str:
+    out = subprocess.run([dwarfdump, "--uuid", str(path)], check=True, capture_output=True, text=True).stdout
+    return out.split()[1].lower()
+
+
+def symbols(nm: str, path: Path) -> dict:
+    out = subprocess.run([nm, "--defined-only", str(path)], check=True, capture_output=True, text=True).stdout
+    table = {}
+    for line in out.splitlines():
+        addr, kind, name = line.split()
+        if kind in "Tt":
+            table[name.lstrip("_")] = int(addr, 16)
+    return table
+
+
+LIB_PATHS = {name: rel for name, rel, _ in LIBS}
+
+
+def disassembly(objdump: str, path: Path) -> dict:
+    out = subprocess.run([objdump, "-d", "--no-show-raw-insn", str(path)], check=True, capture_output=True, text=True).stdout
+    table = {}
+    for line in out.splitlines():
+        head, _, rest = line.strip().partition(":")
+        if rest and all(c in "0123456789abcdef" for c in head) and head:
+            table[int(head, 16)] = rest.strip()
+    return table
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--symbols", required=True)
+    ap.add_argument("--nm", required=True)
+    ap.add_argument("--dwarfdump", required=True)
+    ap.add_argument("--objdump", required=True)
+    args = ap.parse_args()
+    tree = HERE / args.symbols
+    vmaddr = 0  # ld64.lld places a dylib's __TEXT at 0
+    libs = {}
+    for name, rel, load in LIBS:
+        path = tree / rel
+        libs[name] = {
+            "path": "/" + rel,
+            "load": load,
+            "uuid": uuid_of(args.dwarfdump, path),
+            "syms": symbols(args.nm, path),
+            "size": path.stat().st_size,
+        }
+    k, d = libs["libdemo_kernel.dylib"], libs["DemoKit"]
+    # (image, function, offset into it): frame 0 is the faulting `str`; frames 1 and 2 are
+    # return addresses, the instruction after a `bl`. Checked below against the disassembly.
+    frames = [
+        ("libdemo_kernel.dylib", "demo_kernel_trap", 0x14),
+        ("DemoKit", "demokit_dispatch_event", 0x30),
+        ("DemoKit", "demokit_run_loop", 0xC),
+    ]
+    for i, (image, function, offset) in enumerate(frames):
+        text = disassembly(args.objdump, tree / LIB_PATHS[image])
+        at = libs[image]["syms"][function] + offset
+        want, where = ("str", at) if i == 0 else ("bl", at - 4)
+        got = text.get(where, "")
+        if not got.startswith(want):
+            raise SystemExit(f"frame {i}: expected `{want}` at 0x{where:x} in {image}, found `{got}`")
+    lines = []
+    truth = []
+    for i, (image, function, offset) in enumerate(frames):
+        lib = libs[image]
+        addr = lib["load"] + lib["syms"][function] - vmaddr + offset
+        lines.append(f"{i:<4}{image:<30}\t0x{addr:016x} 0x{lib['load']:x} + {addr - lib['load']}")
+        truth.append((i, addr, image, function))
+    report = f"""Incident Identifier: 7A1B2C3D-4E5F-4A6B-8C7D-9E0F1A2B3C4D
+Hardware Model:      iPhone13,2
+Process:             DemoApp [4321]
+Path:                /private/var/containers/Bundle/Application/0C1D2E3F-4A5B-4C6D-8E7F-9A0B1C2D3E4F/DemoApp.app/DemoApp
+Identifier:          com.example.DemoApp
+Version:             1 (1.0)
+Code Type:           ARM-64 (Native)
+Role:                Foreground
+Parent Process:      launchd [1]
+
+Date/Time:           2021-10-06 09:15:00.0000 +0200
+OS Version:          iPhone OS 15.0 (19A346)
+Release Type:        User
+Report Version:      104
+
+Exception Type:  EXC_BAD_ACCESS (SIGSEGV)
+Exception Subtype: KERN_INVALID_ADDRESS at 0x0000000000000000
+Crashed Thread:  0
+
+Thread 0 name:  Dispatch queue: com.apple.main-thread
+Thread 0 Crashed:
+{chr(10).join(lines)}
+
+Binary Images:
+"""
+    for name, lib in libs.items():
+        # __TEXT (0x0-0x8000: headers, then code at 0x4000) and data fit in 64 KiB.
+        end = lib["load"] + 0xFFFF
+        report += f"       0x{lib['load']:x} -        0x{end:x} {name} arm64  <{lib['uuid'].replace('-', '')}> {lib['path']}\n"
+    (HERE / "SystemFrames.crash").write_text(report)
+
+    md = [
+        "# SystemFrames.crash: ground truth",
+        "",
+        "Generated by `generate.sh` (`make_report.py`); do not edit by hand. Function names come",
+        "from the dylibs' symbol tables (`llvm-nm`); there is no DWARF, so no file or line.",
+        "",
+        "| image | UUID / debug id | load address |",
+        "|---|---|---|",
+    ]
+    for name, lib in libs.items():
+        md.append(f"| {name} | `{lib['uuid']}` | `0x{lib['load']:x}` |")
+    md += ["", "| frame | instruction_addr | image | function |", "|---|---|---|---|"]
+    for i, addr, image, function in truth:
+        md.append(f"| {i} | `0x{addr:x}` | {image} | `{function}` |")
+    (HERE / "expected.md").write_text("\n".join(md) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
