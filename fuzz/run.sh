@@ -45,7 +45,8 @@ mapfile -d '' reports < <(find "$fixtures/crashprobe" "$fixtures/kscrash" \
     "$fixtures/apple-crash-reports/fixtures" -type f \
     \( -name '*.json' -o -name '*.txt' -o -name '*.crash' -o -name '*.ips' \) -print0 2>/dev/null)
 native_seeds=("${reports[@]}" "$examples"/ios-demo/DemoApp.crash "$examples"/ios-demo/DemoApp.ips
-    "$examples"/ios-demo/DemoApp-sentry.json "$examples"/linux-demo/demo-app-request.json)
+    "$examples"/ios-demo/DemoApp-sentry.json "$examples"/linux-demo/demo-app-request.json
+    "$examples"/ios-demo/DemoApp-macos12.crash "$examples"/ios-system-symbols/SystemFrames.crash)
 seed native_report "${native_seeds[@]}"
 seed job_request "${native_seeds[@]}"
 mapfile -d '' stacks < <(find "$fixtures/js" -type f \( -name '*.stack' -o -name '*.txt' \) -print0 2>/dev/null)
@@ -54,7 +55,8 @@ mapfile -d '' maps < <(find "$fixtures/js" -type f \( -name '*.map' -o -name '*.
 seed source_map "${maps[@]}" "$examples"/rn-demo/dist/*.map
 seed debug_file "$examples"/ios-demo/DemoApp.dSYM/Contents/Resources/DWARF/DemoApp \
     "$examples"/ios-demo/DemoAppFat.dSYM/Contents/Resources/DWARF/DemoApp \
-    "$examples"/linux-demo/demo-app.debug
+    "$examples"/linux-demo/demo-app.debug \
+    "$examples/ios-system-symbols/iOS DeviceSupport/15.0 (19A346)/Symbols/usr/lib/system/libdemo_kernel.dylib"
 
 # Every target, built once with the sanitizer and coverage instrumentation.
 if ! cargo +nightly fuzz build -O >fuzz-build.log 2>&1; then
