@@ -100,22 +100,37 @@ impl Node {
         path
     }
 
+    /// Writes the tree below this node as a flat JSON array in pre-order (a parent before its
+    /// children): `{"instruction_addr": "0x…", "hits": N, "parent": P}` per node, `P` the
+    /// index of its parent in the array, or `null` for the outermost frames. Flat, so that a
+    /// deep stack does not nest JSON deeper than readers allow (serde_json stops at 128).
     fn write(&self, w: &mut Writer<'_>) {
         w.raw(b"[");
-        for (i, (addr, child)) in self.children.iter().enumerate() {
-            if i > 0 {
+        let mut next = 0u64;
+        self.write_children(w, None, &mut next);
+        w.raw(b"]");
+    }
+
+    fn write_children(&self, w: &mut Writer<'_>, parent: Option<u64>, next: &mut u64) {
+        for (addr, child) in &self.children {
+            if *next > 0 {
                 w.raw(b",");
             }
+            let index = *next;
+            *next += 1;
             w.raw(b"{");
             w.key("instruction_addr", true);
             w.hex(*addr);
             w.key("hits", false);
             w.dec(child.hits);
-            w.key("children", false);
-            child.write(w);
+            w.key("parent", false);
+            match parent {
+                Some(p) => w.dec(p),
+                None => w.raw(b"null"),
+            }
             w.raw(b"}");
+            child.write_children(w, Some(index), next);
         }
-        w.raw(b"]");
     }
 }
 
@@ -220,5 +235,19 @@ mod tests {
         assert_eq!(tree.key_stack(), vec![0x30, 0x20, 0x10]);
         assert_eq!(tree.children[&0x10].hits, 5);
         assert_eq!(tree.children[&0x10].children[&0x20].hits, 4);
+
+        // Written flat, parents first.
+        let mut buf = vec![0u8; 4096];
+        let mut w = Writer::new(&mut buf);
+        tree.write(&mut w);
+        let text = String::from_utf8(w.as_bytes().to_vec()).unwrap();
+        assert_eq!(
+            text,
+            "[{\"instruction_addr\":\"0x10\",\"hits\":5,\"parent\":null},\
+             {\"instruction_addr\":\"0x20\",\"hits\":4,\"parent\":0},\
+             {\"instruction_addr\":\"0x30\",\"hits\":3,\"parent\":1},\
+             {\"instruction_addr\":\"0x31\",\"hits\":1,\"parent\":1},\
+             {\"instruction_addr\":\"0x40\",\"hits\":1,\"parent\":0}]"
+        );
     }
 }

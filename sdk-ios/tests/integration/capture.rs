@@ -174,6 +174,39 @@ fn hang_report_names_the_blocking_function() {
             ),
         ]
     );
+    // The whole call tree, every node symbolicated: the samples are the root's hits, and the
+    // path main → block_main_thread → busy_wait_ms carries samples at each level.
+    let tree = &result.call_tree;
+    assert!(!tree.is_empty());
+    let total: u64 = tree
+        .iter()
+        .filter(|n| n.parent.is_none())
+        .map(|n| n.hits)
+        .sum();
+    assert_eq!(total, json["samples"].as_u64().unwrap());
+    let name = |i: usize| {
+        tree[i]
+            .frames
+            .last()
+            .and_then(|f| f.function.clone())
+            .unwrap_or_default()
+    };
+    let busy = (0..tree.len())
+        .filter(|&i| name(i) == "busy_wait_ms")
+        .max_by_key(|&i| tree[i].hits)
+        .expect("a busy_wait_ms node");
+    assert_eq!(tree[busy].frames[0].lineno, Some(marker_line("hang")));
+    let mut path = vec![name(busy)];
+    let mut node = tree[busy].parent;
+    while let Some(i) = node {
+        assert!(
+            tree[i].hits >= tree[busy].hits,
+            "a parent has at least its child's hits"
+        );
+        path.push(name(i));
+        node = tree[i].parent;
+    }
+    assert_eq!(&path[..3], ["busy_wait_ms", "block_main_thread", "main"]);
 }
 
 #[test]

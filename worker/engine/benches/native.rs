@@ -58,6 +58,7 @@ fn main() {
         arch: Arch::Arm64,
         crash_reason: None,
         signal: None,
+        call_tree: Vec::new(),
         images: vec![Image {
             code_file: Some("/usr/lib/swift/libswiftCore.dylib".into()),
             debug_id: Some(debug_id),

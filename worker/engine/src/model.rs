@@ -51,6 +51,21 @@ pub struct NativeReport {
     pub threads: Vec<Thread>,
     /// Every loaded image the report lists, in report order.
     pub images: Vec<Image>,
+    /// A hang report's call tree (the SDK's `call_tree`): every sampled path of the blocked
+    /// thread with hit counts, flat, parents before children; empty for other reports.
+    pub call_tree: Vec<CallTreeNode>,
+}
+
+/// One node of a sampled call tree: a frame reached by `hits` samples.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CallTreeNode {
+    /// The frame's address: a return address, or the sampled PC for a node with no children.
+    pub instruction_addr: u64,
+    /// Samples through this frame.
+    pub hits: u64,
+    /// Index of the calling frame's node in the same list (always lower); `None` at the top
+    /// (the outermost frames).
+    pub parent: Option<usize>,
 }
 
 /// One loaded binary image (executable, framework, dylib, shared object).

@@ -88,6 +88,22 @@ pub struct SymbolicationResult {
     pub threads: Vec<ThreadResult>,
     /// Every image of the report, in report order.
     pub modules: Vec<ModuleResult>,
+    /// A hang report's call tree, symbolicated node by node (flat, parents first, as the
+    /// report gives it); absent from the JSON for other reports.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub call_tree: Vec<CallTreeResult>,
+}
+
+/// One symbolicated node of a hang report's call tree.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct CallTreeResult {
+    /// Index of the calling frame's node in `call_tree` (always lower); `null` at the top.
+    pub parent: Option<usize>,
+    /// Samples through this frame.
+    pub hits: u64,
+    /// The frame, inlined calls expanded as in a thread's `frames` (innermost first; `index`
+    /// is the node's index).
+    pub frames: Vec<FrameResult>,
 }
 
 impl SymbolicationResult {

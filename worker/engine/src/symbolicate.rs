@@ -15,7 +15,7 @@ use symbolic_common::{Arch, InstructionInfo};
 use crate::model::{Image, NativeReport, RawFrame, Thread};
 use crate::names::{demangle, known};
 use crate::result::{
-    FrameResult, FrameStatus, HexAddr, ModuleResult, ModuleStatus, ResultStatus,
+    CallTreeResult, FrameResult, FrameStatus, HexAddr, ModuleResult, ModuleStatus, ResultStatus,
     SymbolicationResult, ThreadResult,
 };
 use crate::symcache::SymCacheFile;
@@ -61,6 +61,14 @@ pub fn referenced_images(report: &NativeReport) -> Vec<usize> {
             *slot = true;
         }
     }
+    for node in &report.call_tree {
+        if let Some(slot) = ranges
+            .find(node.instruction_addr)
+            .and_then(|i| used.get_mut(i))
+        {
+            *slot = true;
+        }
+    }
     (0..used.len()).filter(|&i| used[i]).collect()
 }
 
@@ -82,8 +90,18 @@ pub fn symbolicate(report: &NativeReport, source: &dyn SymCacheSource) -> Symbol
                 .collect()
         })
         .collect();
+    let tree_images: Vec<Option<usize>> = report
+        .call_tree
+        .iter()
+        .map(|n| ranges.find(n.instruction_addr))
+        .collect();
     let mut loads: Vec<Option<ModuleLoad>> = vec![None; report.images.len()];
-    for index in frame_images.iter().flatten().flatten() {
+    for index in frame_images
+        .iter()
+        .flatten()
+        .flatten()
+        .chain(tree_images.iter().flatten())
+    {
         if loads[*index].is_none() {
             let image = &report.images[*index];
             loads[*index] = Some(match image.debug_id {
@@ -117,7 +135,57 @@ pub fn symbolicate(report: &NativeReport, source: &dyn SymCacheSource) -> Symbol
         crash_reason: report.crash_reason.clone(),
         threads,
         modules,
+        call_tree: symbolicate_tree(report, &tree_images, &loads),
     }
+}
+
+/// Every node of a hang report's call tree, symbolicated as a frame: a node with children holds
+/// a return address (the calling instruction is looked up), a node without is a sampled PC
+/// (looked up as it is).
+fn symbolicate_tree(
+    report: &NativeReport,
+    images: &[Option<usize>],
+    loads: &[Option<ModuleLoad>],
+) -> Vec<CallTreeResult> {
+    let mut has_children = vec![false; report.call_tree.len()];
+    for node in &report.call_tree {
+        if let Some(slot) = node.parent.and_then(|p| has_children.get_mut(p)) {
+            *slot = true;
+        }
+    }
+    report
+        .call_tree
+        .iter()
+        .zip(images)
+        .enumerate()
+        .map(|(index, (node, image_index))| {
+            let image = image_index.map(|i| &report.images[i]);
+            let arch = match image.map(|i| i.arch) {
+                Some(Arch::Unknown) | None => report.arch,
+                Some(arch) => arch,
+            };
+            let mut info = InstructionInfo::new(arch, node.instruction_addr);
+            info.is_crashing_frame(!has_children[index]);
+            let lookup_addr = if has_children[index] {
+                info.caller_address()
+            } else {
+                info.aligned_address()
+            };
+            let frame = RawFrame {
+                instruction_addr: node.instruction_addr,
+                function: None,
+                image_index: *image_index,
+            };
+            let load = image_index.and_then(|i| loads[i].as_ref());
+            let mut frames = Vec::new();
+            symbolicate_frame(index, &frame, lookup_addr, image, load, &mut frames);
+            CallTreeResult {
+                parent: node.parent,
+                hits: node.hits,
+                frames,
+            }
+        })
+        .collect()
 }
 
 fn symbolicate_thread(

@@ -135,5 +135,6 @@ pub fn parse(_header: Option<&Value>, body: &Value) -> Result<NativeReport, Repo
         signal,
         threads,
         images,
+        call_tree: Vec::new(),
     })
 }

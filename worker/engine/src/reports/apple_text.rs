@@ -208,6 +208,7 @@ pub fn parse(text: &str) -> Result<NativeReport, ReportError> {
         signal,
         threads,
         images,
+        call_tree: Vec::new(),
     })
 }
 

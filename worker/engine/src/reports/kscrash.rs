@@ -110,5 +110,6 @@ pub fn parse(report: &Value) -> Result<NativeReport, ReportError> {
         signal,
         threads,
         images,
+        call_tree: Vec::new(),
     })
 }

@@ -122,6 +122,7 @@ pub fn parse(event: &Value) -> Result<NativeReport, ReportError> {
         signal,
         threads,
         images,
+        call_tree: Vec::new(),
     })
 }
 

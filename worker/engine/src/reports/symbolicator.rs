@@ -11,7 +11,7 @@ use super::ReportError;
 use super::fields::{
     debug_id_from_build_id, ip_register, parse_addr, parse_arch, parse_debug_id, str_field,
 };
-use crate::model::{Image, NativeReport, RawFrame, ReportFormat, Thread};
+use crate::model::{CallTreeNode, Image, NativeReport, RawFrame, ReportFormat, Thread};
 
 const FORMAT: ReportFormat = ReportFormat::SymbolicatorRequest;
 
@@ -98,5 +98,39 @@ pub fn parse(request: &Value) -> Result<NativeReport, ReportError> {
             .map(|s| s as u32),
         threads,
         images,
+        call_tree: call_tree(request.get("call_tree"))?,
     })
+}
+
+/// The SDK's hang `call_tree`: a flat array, parents first, of
+/// `{"instruction_addr", "hits", "parent": index or null}`. Absent: empty. A parent index that
+/// does not point to an earlier node is an error (the tree would not be a tree).
+fn call_tree(value: Option<&Value>) -> Result<Vec<CallTreeNode>, ReportError> {
+    let Some(nodes) = value.and_then(Value::as_array) else {
+        return Ok(Vec::new());
+    };
+    let mut tree = Vec::with_capacity(nodes.len());
+    for (index, node) in nodes.iter().enumerate() {
+        let parent = match node.get("parent") {
+            None | Some(Value::Null) => None,
+            Some(p) => match p.as_u64() {
+                Some(p) if (p as usize) < index => Some(p as usize),
+                _ => {
+                    return Err(ReportError::malformed(
+                        FORMAT,
+                        format!("`call_tree[{index}].parent` is not the index of an earlier node"),
+                    ));
+                }
+            },
+        };
+        tree.push(CallTreeNode {
+            instruction_addr: node
+                .get("instruction_addr")
+                .and_then(parse_addr)
+                .unwrap_or(0),
+            hits: node.get("hits").and_then(Value::as_u64).unwrap_or(0),
+            parent,
+        });
+    }
+    Ok(tree)
 }
