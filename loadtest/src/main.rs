@@ -362,6 +362,7 @@ async fn run(
                 .list_groups(api::ListGroupsRequest {
                     limit: 1000,
                     project: String::new(),
+                    call_trees: false,
                 })
                 .await
                 .map(|r| r.into_inner().groups.iter().map(|g| g.count).sum())

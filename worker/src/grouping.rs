@@ -127,5 +127,61 @@ pub fn js(result: &JsRestoreResult) -> Option<GroupKey> {
     })
 }
 
+/// A hang result's call tree, named for aggregation in its crash group: each node becomes its
+/// levels (the function, then any call inlined into it, below it), named by function, else
+/// `image + 0xoffset`, else the address; siblings with the same name are merged, hits summed.
+/// Flat, parents first (`CallTreeNode.parent`, -1 at the top). Empty for other results.
+pub fn call_tree(result: &SymbolicationResult) -> Vec<symcluster_client::api::CallTreeNode> {
+    use std::collections::HashMap;
+    let mut out: Vec<symcluster_client::api::CallTreeNode> = Vec::new();
+    let mut by_path: HashMap<(i64, String), usize> = HashMap::new();
+    // Where each result node's innermost level landed.
+    let mut landed: Vec<Option<usize>> = Vec::with_capacity(result.call_tree.len());
+    for (index, node) in result.call_tree.iter().enumerate() {
+        let mut parent = match node.parent {
+            None => -1,
+            Some(p) if p < index => match landed[p] {
+                Some(at) => at as i64,
+                None => {
+                    landed.push(None);
+                    continue;
+                }
+            },
+            Some(_) => {
+                landed.push(None);
+                continue;
+            }
+        };
+        // Levels are innermost first; the tree goes outermost first.
+        for level in node.frames.iter().rev() {
+            let name = frame_name(level);
+            let at = *by_path.entry((parent, name.clone())).or_insert_with(|| {
+                out.push(symcluster_client::api::CallTreeNode {
+                    name,
+                    hits: 0,
+                    parent,
+                });
+                out.len() - 1
+            });
+            out[at].hits += node.hits;
+            parent = at as i64;
+        }
+        landed.push(usize::try_from(parent).ok());
+    }
+    out
+}
+
+fn frame_name(frame: &symcluster_engine::result::FrameResult) -> String {
+    if let Some(function) = frame.function.as_deref().filter(|f| !f.is_empty()) {
+        return function.to_owned();
+    }
+    match (frame.image.as_deref(), frame.image_addr) {
+        (Some(image), Some(base)) if frame.instruction_addr.0 >= base.0 => {
+            format!("{image} + {:#x}", frame.instruction_addr.0 - base.0)
+        }
+        _ => format!("{:#x}", frame.instruction_addr.0),
+    }
+}
+
 /// FNV-1a: specified, so the same fingerprint on every master, run and Rust release.
 type StableHasher = fnv::FnvHasher;

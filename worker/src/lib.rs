@@ -197,6 +197,7 @@ async fn report(client: &Client, worker_id: &str, job_id: &str, attempt: u32, ou
             result_zstd,
             group,
             missing,
+            call_tree,
         } => {
             let request = api::CompleteJobRequest {
                 worker_id: worker_id.to_owned(),
@@ -206,6 +207,7 @@ async fn report(client: &Client, worker_id: &str, job_id: &str, attempt: u32, ou
                 group: group.clone(),
                 result_zstd: result_zstd.clone(),
                 missing: missing.clone(),
+                call_tree: call_tree.clone(),
             };
             client
                 .on_leader(|channel| {

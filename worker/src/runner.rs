@@ -33,6 +33,8 @@ pub enum Outcome {
         group: Option<api::CrashGroupKey>,
         /// The debug files frames needed and no source had (modules `missing`).
         missing: Vec<api::MissingFile>,
+        /// A hang report's named call tree ([`crate::grouping::call_tree`]).
+        call_tree: Vec<api::CallTreeNode>,
     },
     /// No result: the error (one line), and whether another attempt could succeed.
     Failed {
@@ -158,15 +160,17 @@ async fn run_native(
                 compress(&json),
                 crate::grouping::native(&result),
                 missing_modules(&result),
+                crate::grouping::call_tree(&result),
             )
         })
     })
     .await;
     match result {
-        Ok(Ok((result_zstd, group, missing))) => Outcome::Completed {
+        Ok(Ok((result_zstd, group, missing, call_tree))) => Outcome::Completed {
             result_zstd,
             group,
             missing,
+            call_tree,
         },
         Ok(Err(e)) => permanent(format!("cannot encode the result: {e}")),
         Err(e) => retryable(format!("symbolication task failed: {e}")),
@@ -211,6 +215,7 @@ async fn run_js(js: api::JsJob, project: &str, caches: &Arc<Caches>, recheck: bo
             result_zstd,
             group,
             missing: Vec::new(),
+            call_tree: Vec::new(),
         },
         Ok(Err(e)) => permanent(format!("cannot encode the result: {e}")),
         Err(e) => retryable(format!("restoration task failed: {e}")),

@@ -206,6 +206,14 @@ pub struct GroupsArgs {
     /// Only this project's groups (default: every project the token serves).
     #[arg(long, env = "SYMCLUSTER_PROJECT")]
     pub project: Option<String>,
+    /// Print the aggregated call tree of the group whose fingerprint starts with this (hang
+    /// reports: every sampled path of its jobs, hits summed) instead of the list.
+    #[arg(long, value_name = "FINGERPRINT")]
+    pub tree: Option<String>,
+    /// With `--tree`: `text` (indented, hits first) or `folded` (`outer;inner HITS` per path,
+    /// the self hits of its innermost frame, as flame-graph tools read).
+    #[arg(long, value_enum, default_value_t = TreeFormat::Text, requires = "tree")]
+    pub format: TreeFormat,
     /// How many groups.
     #[arg(long, default_value_t = 20)]
     pub limit: u32,
@@ -224,6 +232,14 @@ pub struct MissingArgs {
     /// `text` (a table) or `json` (one object per entry, one per line).
     #[arg(long, value_enum, default_value_t = ListFormat::Text)]
     pub format: ListFormat,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum TreeFormat {
+    /// One line per node, indented by depth, hits first.
+    Text,
+    /// Folded stacks (Brendan Gregg's `stackcollapse` format).
+    Folded,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]

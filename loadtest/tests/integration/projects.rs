@@ -151,6 +151,7 @@ async fn projects_see_only_their_own_jobs_groups_and_files() {
                 .list_groups(api::ListGroupsRequest {
                     limit: 100,
                     project,
+                    call_trees: false,
                 })
                 .await?
                 .into_inner()

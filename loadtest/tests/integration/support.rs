@@ -118,6 +118,7 @@ pub async fn groups(client: &Client, limit: u32) -> Vec<api::CrashGroup> {
         .list_groups(api::ListGroupsRequest {
             limit,
             project: String::new(),
+            call_trees: false,
         })
         .await
         .expect("list groups")

@@ -109,6 +109,7 @@ async fn each_role_does_only_what_it_may() {
             .list_groups(api::ListGroupsRequest {
                 limit: 10,
                 project: String::new(),
+                call_trees: false,
             })
             .await,
         "token \"demo-app\" has role device; listing crash groups needs ingest or admin",
@@ -226,6 +227,7 @@ async fn each_role_does_only_what_it_may() {
         group: None,
         result_zstd: Vec::new(),
         missing: Vec::new(),
+        call_tree: Vec::new(),
     };
     assert_denied(
         w2.worker_api().complete_job(complete("w1")).await,

@@ -22,7 +22,7 @@ use symcluster_proto::v1;
 
 use super::{
     BY_SEQUENCE, GROUPS, IndexError, JOBS, JobState, META, MISSING, OPEN, RESULTS, SPECS, compress,
-    db, decode_record, is_terminal, keys, meta,
+    db, decode_record, is_terminal, keys, meta, tree,
 };
 
 /// What applying one command changed.
@@ -160,6 +160,7 @@ impl<'t> Applier<'t> {
             revision: 1,
             resymbolicated_at_ms: 0,
             missing: Vec::new(),
+            call_tree: Vec::new(),
         };
         let id = c.job_id.as_str();
         self.jobs
@@ -182,7 +183,7 @@ impl<'t> Applier<'t> {
     fn complete(&mut self, c: &pb::Complete) -> Result<Applied, IndexError> {
         let group = c.group.as_ref().filter(|g| !g.fingerprint.is_empty());
         // What the previous revision left (a job queued again by `Resymbolicate`).
-        let mut before = (String::new(), Vec::new());
+        let mut before = (String::new(), Vec::new(), Vec::new());
         let applied = self.update(&c.job_id, !c.missing.is_empty(), |job| {
             if is_terminal(job_state(job)) {
                 return false;
@@ -190,6 +191,7 @@ impl<'t> Applier<'t> {
             before = (
                 std::mem::take(&mut job.fingerprint),
                 std::mem::take(&mut job.missing),
+                std::mem::take(&mut job.call_tree),
             );
             job.state = JobState::Completed as i32;
             job.finished_at_ms = c.at_ms;
@@ -197,6 +199,7 @@ impl<'t> Applier<'t> {
             job.error.clear();
             job.fingerprint = group.map(|g| g.fingerprint.clone()).unwrap_or_default();
             job.missing = c.missing.clone();
+            job.call_tree = c.call_tree.clone();
             true
         })?;
         if let Applied::Changed { .. } = applied {
@@ -208,22 +211,28 @@ impl<'t> Applier<'t> {
             self.results
                 .insert(c.job_id.as_str(), blob.as_slice())
                 .map_err(db)?;
-            let (old_fingerprint, old_missing) = before;
+            let (old_fingerprint, old_missing, old_tree) = before;
             self.unrecord_missing(&c.job_id, &old_missing)?;
             let fingerprint = group.map_or("", |g| g.fingerprint.as_str());
             self.record_missing(&c.job_id, &c.missing, c.at_ms, fingerprint)?;
             if old_fingerprint != fingerprint {
-                self.leave_group(&c.job_id, &old_fingerprint)?;
+                self.leave_group(&c.job_id, &old_fingerprint, &old_tree)?;
                 if let Some(group) = group {
-                    self.add_to_group(group, &c.job_id, c.at_ms)?;
+                    self.add_to_group(group, &c.job_id, c.at_ms, &c.call_tree)?;
                 }
+            } else if !fingerprint.is_empty() && old_tree != c.call_tree {
+                // Same group, a new revision of its tree.
+                self.change_group(&c.job_id, fingerprint, |g| {
+                    tree::merge(&mut g.call_tree, &old_tree, -1);
+                    tree::merge(&mut g.call_tree, &c.call_tree, 1);
+                })?;
             }
         }
         Ok(applied)
     }
 
     fn fail(&mut self, c: &pb::Fail) -> Result<Applied, IndexError> {
-        let mut before = (String::new(), Vec::new());
+        let mut before = (String::new(), Vec::new(), Vec::new());
         let applied = self.update(&c.job_id, !c.missing.is_empty(), |job| {
             if is_terminal(job_state(job)) {
                 return false;
@@ -231,6 +240,7 @@ impl<'t> Applier<'t> {
             before = (
                 std::mem::take(&mut job.fingerprint),
                 std::mem::take(&mut job.missing),
+                std::mem::take(&mut job.call_tree),
             );
             job.state = JobState::Failed as i32;
             job.finished_at_ms = c.at_ms;
@@ -239,10 +249,10 @@ impl<'t> Applier<'t> {
             true
         })?;
         if let Applied::Changed { .. } = applied {
-            let (old_fingerprint, old_missing) = before;
+            let (old_fingerprint, old_missing, old_tree) = before;
             self.unrecord_missing(&c.job_id, &old_missing)?;
             self.record_missing(&c.job_id, &c.missing, c.at_ms, "")?;
-            self.leave_group(&c.job_id, &old_fingerprint)?;
+            self.leave_group(&c.job_id, &old_fingerprint, &old_tree)?;
         }
         Ok(applied)
     }
@@ -302,12 +312,31 @@ impl<'t> Applier<'t> {
         Ok(())
     }
 
-    /// Takes job `job_key` out of group `fingerprint` (nothing for an empty one); a group left
-    /// with no job is deleted.
-    fn leave_group(&mut self, job_key: &str, fingerprint: &str) -> Result<(), IndexError> {
+    /// Takes job `job_key` (with its call tree) out of group `fingerprint` (nothing for an
+    /// empty one); a group left with no job is deleted.
+    fn leave_group(
+        &mut self,
+        job_key: &str,
+        fingerprint: &str,
+        call_tree: &[v1::CallTreeNode],
+    ) -> Result<(), IndexError> {
         if fingerprint.is_empty() {
             return Ok(());
         }
+        self.change_group(job_key, fingerprint, |group| {
+            group.count = group.count.saturating_sub(1);
+            tree::merge(&mut group.call_tree, call_tree, -1);
+        })
+    }
+
+    /// Changes the stored group `fingerprint` of `job_key`'s project with `f`, if it exists;
+    /// deletes it when its count reaches 0.
+    fn change_group(
+        &mut self,
+        job_key: &str,
+        fingerprint: &str,
+        f: impl FnOnce(&mut v1::CrashGroup),
+    ) -> Result<(), IndexError> {
         let key = keys::group_key(keys::split(job_key).0, fingerprint);
         let Some(bytes) = self.groups.get(key.as_str()).map_err(db)? else {
             return Ok(());
@@ -318,7 +347,7 @@ impl<'t> Applier<'t> {
                 source,
             })?;
         drop(bytes);
-        group.count = group.count.saturating_sub(1);
+        f(&mut group);
         if group.count == 0 {
             self.groups.remove(key.as_str()).map_err(db)?;
         } else {
@@ -334,6 +363,7 @@ impl<'t> Applier<'t> {
         key: &v1::CrashGroupKey,
         job_key: &str,
         at_ms: u64,
+        call_tree: &[v1::CallTreeNode],
     ) -> Result<(), IndexError> {
         let (project, job_id) = keys::split(job_key);
         let group_key = keys::group_key(project, &key.fingerprint);
@@ -359,12 +389,14 @@ impl<'t> Applier<'t> {
                 key_stack: key.key_stack.clone(),
                 last_job_id: job_id.to_owned(),
                 project: project.to_owned(),
+                call_tree: Vec::new(),
             },
         };
         group.count += 1;
         group.first_seen_ms = group.first_seen_ms.min(at_ms);
         group.last_seen_ms = group.last_seen_ms.max(at_ms);
         group.last_job_id = job_id.to_owned();
+        tree::merge(&mut group.call_tree, call_tree, 1);
         self.groups
             .insert(group_key.as_str(), group.encode_to_vec().as_slice())
             .map_err(db)?;

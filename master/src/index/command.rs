@@ -116,6 +116,7 @@ pub fn complete_zstd(
         group,
         result_zstd,
         missing: Vec::new(),
+        call_tree: Vec::new(),
     }))
 }
 
@@ -137,6 +138,15 @@ pub fn with_missing(mut command: Command, missing: Vec<v1::MissingFile>) -> Comm
         Some(pb::command::Kind::Complete(c)) => c.missing = missing,
         Some(pb::command::Kind::Fail(c)) => c.missing = missing,
         _ => {}
+    }
+    command
+}
+
+/// `command` (a `Complete`) carrying the job's named call tree (hang reports), which its
+/// crash group sums. Other commands are returned as they are.
+pub fn with_call_tree(mut command: Command, call_tree: Vec<v1::CallTreeNode>) -> Command {
+    if let Some(pb::command::Kind::Complete(c)) = &mut command.kind {
+        c.call_tree = call_tree;
     }
     command
 }

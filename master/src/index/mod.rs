@@ -24,6 +24,7 @@ pub mod apply;
 pub mod command;
 pub mod keys;
 mod snapshot;
+pub mod tree;
 
 use std::path::Path;
 use std::sync::Arc;

@@ -310,7 +310,7 @@ impl Scheduler {
     }
 
     /// A worker's result, compressed (`CompleteJobRequest.result_zstd`, checked by the caller),
-    /// its crash group and the debug files it lacked. `false` when the job is already finished
+    /// its crash group, the debug files it lacked and its named call tree (hang reports). `false` when the job is already finished
     /// or unknown, or when `worker_id` and `attempt` are not the job's current lease (another
     /// worker's, or an attempt that expired).
     pub async fn complete(
@@ -321,6 +321,7 @@ impl Scheduler {
         result_zstd: Vec<u8>,
         group: Option<v1::CrashGroupKey>,
         missing: Vec<v1::MissingFile>,
+        call_tree: Vec<v1::CallTreeNode>,
     ) -> Result<bool, ScheduleError> {
         let next_leases = {
             let mut core = self.lock();
@@ -339,16 +340,19 @@ impl Scheduler {
         let applied = self
             .raft
             .propose_then(
-                command::with_missing(
-                    command::complete_zstd(
-                        job_id,
-                        attempt,
-                        worker_id,
-                        result_zstd,
-                        group,
-                        now_ms(),
+                command::with_call_tree(
+                    command::with_missing(
+                        command::complete_zstd(
+                            job_id,
+                            attempt,
+                            worker_id,
+                            result_zstd,
+                            group,
+                            now_ms(),
+                        ),
+                        missing,
                     ),
-                    missing,
+                    call_tree,
                 ),
                 next_leases,
             )

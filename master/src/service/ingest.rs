@@ -181,11 +181,16 @@ impl Ingest for IngestService {
             Some(only) => project == only,
             None => caller.serves(project),
         };
-        let groups = self
+        let mut groups = self
             .scheduler
             .index()
             .groups(limit, sees)
             .map_err(index_status)?;
+        if !r.call_trees {
+            for group in &mut groups {
+                group.call_tree.clear();
+            }
+        }
         Ok(Response::new(v1::ListGroupsResponse { groups }))
     }
 

@@ -68,6 +68,10 @@ impl WorkerApiService {
     }
 }
 
+/// Most nodes a completion's call tree may have (a hang report samples at most a few hundred
+/// stacks of at most a few hundred frames; merged per path, far fewer).
+pub const MAX_CALL_TREE_NODES: usize = 10_000;
+
 #[tonic::async_trait]
 impl WorkerApi for WorkerApiService {
     async fn register(
@@ -122,6 +126,12 @@ impl WorkerApi for WorkerApiService {
         self.act_as(&request, &request.get_ref().worker_id)?;
         let r = request.into_inner();
         worker_id(&r.worker_id)?;
+        if r.call_tree.len() > MAX_CALL_TREE_NODES {
+            return Err(Status::invalid_argument(format!(
+                "call_tree has {} nodes; at most {MAX_CALL_TREE_NODES}",
+                r.call_tree.len()
+            )));
+        }
         // Workers compress their results; an older worker's JSON is checked and compressed
         // here. A compressed result is checked by its frame header only (decompressing and
         // parsing every result would cost the leader ~0.15 ms per job).
@@ -141,6 +151,7 @@ impl WorkerApi for WorkerApiService {
                 result_zstd,
                 r.group,
                 r.missing,
+                r.call_tree,
             )
             .await
             .map_err(schedule_status)?;

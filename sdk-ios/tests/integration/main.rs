@@ -7,4 +7,5 @@ mod apple_images;
 mod capture;
 mod delivery;
 mod handler;
+mod hang_trees;
 mod support;

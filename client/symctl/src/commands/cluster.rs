@@ -7,6 +7,7 @@ use symcluster_client::{Client, api};
 
 use crate::cli::{
     GroupsArgs, JobArgs, ListFormat, MasterArgs, MissingArgs, ProjectArgs, StatusArgs, SubmitArgs,
+    TreeFormat,
 };
 
 async fn connect(args: &MasterArgs) -> anyhow::Result<Client> {
@@ -115,12 +116,43 @@ pub async fn groups(args: GroupsArgs) -> anyhow::Result<()> {
         .await?
         .ingest()
         .list_groups(api::ListGroupsRequest {
-            limit: args.limit,
+            // A group picked by fingerprint may be past the first `limit`.
+            limit: if args.tree.is_some() {
+                1000
+            } else {
+                args.limit
+            },
             project: args.project.unwrap_or_default(),
+            call_trees: args.tree.is_some(),
         })
         .await?
         .into_inner()
         .groups;
+    if let Some(prefix) = &args.tree {
+        let found: Vec<&api::CrashGroup> = groups
+            .iter()
+            .filter(|g| g.fingerprint.starts_with(prefix.as_str()))
+            .collect();
+        let group = match found.as_slice() {
+            [one] => *one,
+            [] => anyhow::bail!("no crash group's fingerprint starts with {prefix:?}"),
+            _ => anyhow::bail!(
+                "{} crash groups' fingerprints start with {prefix:?}",
+                found.len()
+            ),
+        };
+        if group.call_tree.is_empty() {
+            anyhow::bail!(
+                "crash group {} has no call tree (only hang reports have one)",
+                group.fingerprint
+            );
+        }
+        match args.format {
+            TreeFormat::Text => print_tree(&group.call_tree),
+            TreeFormat::Folded => print_folded(&group.call_tree),
+        }
+        return Ok(());
+    }
     for g in groups {
         println!(
             "{:>6}  {}  {}  {}",
@@ -131,6 +163,58 @@ pub async fn groups(args: GroupsArgs) -> anyhow::Result<()> {
         }
     }
     Ok(())
+}
+
+/// One line per node, parents first and children in order, indented two spaces per level:
+/// `HITS  name`.
+fn print_tree(tree: &[api::CallTreeNode]) {
+    let mut children: Vec<Vec<usize>> = vec![Vec::new(); tree.len()];
+    let mut roots = Vec::new();
+    for (i, node) in tree.iter().enumerate() {
+        match usize::try_from(node.parent) {
+            Ok(p) if p < i => children[p].push(i),
+            _ => roots.push(i),
+        }
+    }
+    let width = tree
+        .iter()
+        .map(|n| n.hits)
+        .max()
+        .unwrap_or(0)
+        .to_string()
+        .len();
+    let mut stack: Vec<(usize, usize)> = roots.iter().rev().map(|&r| (r, 0)).collect();
+    while let Some((i, depth)) = stack.pop() {
+        println!(
+            "{:>width$}  {}{}",
+            tree[i].hits,
+            "  ".repeat(depth),
+            tree[i].name
+        );
+        stack.extend(children[i].iter().rev().map(|&c| (c, depth + 1)));
+    }
+}
+
+/// Folded stacks: `outermost;...;innermost SELF` for every node whose own hits (its hits minus
+/// its children's) are more than 0.
+fn print_folded(tree: &[api::CallTreeNode]) {
+    let mut paths: Vec<String> = Vec::with_capacity(tree.len());
+    let mut self_hits: Vec<u64> = tree.iter().map(|n| n.hits).collect();
+    for (i, node) in tree.iter().enumerate() {
+        let name = node.name.replace(';', ":");
+        match usize::try_from(node.parent) {
+            Ok(p) if p < i => {
+                self_hits[p] = self_hits[p].saturating_sub(node.hits);
+                paths.push(format!("{};{name}", paths[p]));
+            }
+            _ => paths.push(name),
+        }
+    }
+    for (path, hits) in paths.iter().zip(self_hits) {
+        if hits > 0 {
+            println!("{path} {hits}");
+        }
+    }
 }
 
 pub async fn missing(args: MissingArgs) -> anyhow::Result<()> {
