@@ -108,6 +108,20 @@ pub enum ScheduleError {
     Index(#[from] IndexError),
 }
 
+/// What a worker's completion carries besides its lease.
+#[derive(Debug, Default)]
+pub struct Completion {
+    /// The result JSON as one zstd frame (`CompleteJobRequest.result_zstd`, checked by the
+    /// caller).
+    pub result_zstd: Vec<u8>,
+    /// Its crash group, when it has one.
+    pub group: Option<v1::CrashGroupKey>,
+    /// The debug files it lacked.
+    pub missing: Vec<v1::MissingFile>,
+    /// Its named call tree (hang reports).
+    pub call_tree: Vec<v1::CallTreeNode>,
+}
+
 /// The scheduler: queue, workers, leases (leader), kept in step with the index (every master).
 pub struct Scheduler {
     core: Mutex<Core>,
@@ -309,19 +323,15 @@ impl Scheduler {
         Some(rx)
     }
 
-    /// A worker's result, compressed (`CompleteJobRequest.result_zstd`, checked by the caller),
-    /// its crash group, the debug files it lacked and its named call tree (hang reports). `false` when the job is already finished
-    /// or unknown, or when `worker_id` and `attempt` are not the job's current lease (another
-    /// worker's, or an attempt that expired).
+    /// A worker's result: `false` when the job is already finished or unknown, or when
+    /// `worker_id` and `attempt` are not the job's current lease (another worker's, or an
+    /// attempt that expired).
     pub async fn complete(
         &self,
         worker_id: &str,
         job_id: &str,
         attempt: u32,
-        result_zstd: Vec<u8>,
-        group: Option<v1::CrashGroupKey>,
-        missing: Vec<v1::MissingFile>,
-        call_tree: Vec<v1::CallTreeNode>,
+        completion: Completion,
     ) -> Result<bool, ScheduleError> {
         let next_leases = {
             let mut core = self.lock();
@@ -346,13 +356,13 @@ impl Scheduler {
                             job_id,
                             attempt,
                             worker_id,
-                            result_zstd,
-                            group,
+                            completion.result_zstd,
+                            completion.group,
                             now_ms(),
                         ),
-                        missing,
+                        completion.missing,
                     ),
-                    call_tree,
+                    completion.call_tree,
                 ),
                 next_leases,
             )

@@ -11,7 +11,7 @@ use tonic::{Request, Response, Status};
 
 use super::{require_leader, schedule_status};
 use crate::auth::{self, Role};
-use crate::scheduler::Scheduler;
+use crate::scheduler::{Completion, Scheduler};
 
 /// The worker-facing service.
 pub struct WorkerApiService {
@@ -148,10 +148,12 @@ impl WorkerApi for WorkerApiService {
                 &r.worker_id,
                 &r.job_id,
                 r.attempt,
-                result_zstd,
-                r.group,
-                r.missing,
-                r.call_tree,
+                Completion {
+                    result_zstd,
+                    group: r.group,
+                    missing: r.missing,
+                    call_tree: r.call_tree,
+                },
             )
             .await
             .map_err(schedule_status)?;
