@@ -183,16 +183,12 @@ impl<'t> Applier<'t> {
     fn complete(&mut self, c: &pb::Complete) -> Result<Applied, IndexError> {
         let group = c.group.as_ref().filter(|g| !g.fingerprint.is_empty());
         // What the previous revision left (a job queued again by `Resymbolicate`).
-        let mut before = (String::new(), Vec::new(), Vec::new());
+        let mut before = Previous::default();
         let applied = self.update(&c.job_id, !c.missing.is_empty(), |job| {
             if is_terminal(job_state(job)) {
                 return false;
             }
-            before = (
-                std::mem::take(&mut job.fingerprint),
-                std::mem::take(&mut job.missing),
-                std::mem::take(&mut job.call_tree),
-            );
+            before = Previous::take(job);
             job.state = JobState::Completed as i32;
             job.finished_at_ms = c.at_ms;
             job.worker_id = c.worker_id.clone();
@@ -211,7 +207,11 @@ impl<'t> Applier<'t> {
             self.results
                 .insert(c.job_id.as_str(), blob.as_slice())
                 .map_err(db)?;
-            let (old_fingerprint, old_missing, old_tree) = before;
+            let Previous {
+                fingerprint: old_fingerprint,
+                missing: old_missing,
+                call_tree: old_tree,
+            } = before;
             self.unrecord_missing(&c.job_id, &old_missing)?;
             let fingerprint = group.map_or("", |g| g.fingerprint.as_str());
             self.record_missing(&c.job_id, &c.missing, c.at_ms, fingerprint)?;
@@ -232,16 +232,12 @@ impl<'t> Applier<'t> {
     }
 
     fn fail(&mut self, c: &pb::Fail) -> Result<Applied, IndexError> {
-        let mut before = (String::new(), Vec::new(), Vec::new());
+        let mut before = Previous::default();
         let applied = self.update(&c.job_id, !c.missing.is_empty(), |job| {
             if is_terminal(job_state(job)) {
                 return false;
             }
-            before = (
-                std::mem::take(&mut job.fingerprint),
-                std::mem::take(&mut job.missing),
-                std::mem::take(&mut job.call_tree),
-            );
+            before = Previous::take(job);
             job.state = JobState::Failed as i32;
             job.finished_at_ms = c.at_ms;
             job.error = c.error.clone();
@@ -249,10 +245,9 @@ impl<'t> Applier<'t> {
             true
         })?;
         if let Applied::Changed { .. } = applied {
-            let (old_fingerprint, old_missing, old_tree) = before;
-            self.unrecord_missing(&c.job_id, &old_missing)?;
+            self.unrecord_missing(&c.job_id, &before.missing)?;
             self.record_missing(&c.job_id, &c.missing, c.at_ms, "")?;
-            self.leave_group(&c.job_id, &old_fingerprint, &old_tree)?;
+            self.leave_group(&c.job_id, &before.fingerprint, &before.call_tree)?;
         }
         Ok(applied)
     }
@@ -478,6 +473,25 @@ impl<'t> Applier<'t> {
             }
         }
         Ok(Applied::Purged(doomed.len() as u64))
+    }
+}
+
+/// What a job's previous revision left in its record when it finishes again: its group, the
+/// files it lacked and its call tree, to be taken out of the group and the `missing` table.
+#[derive(Default)]
+struct Previous {
+    fingerprint: String,
+    missing: Vec<v1::MissingFile>,
+    call_tree: Vec<v1::CallTreeNode>,
+}
+
+impl Previous {
+    fn take(job: &mut pb::JobRecord) -> Self {
+        Previous {
+            fingerprint: std::mem::take(&mut job.fingerprint),
+            missing: std::mem::take(&mut job.missing),
+            call_tree: std::mem::take(&mut job.call_tree),
+        }
     }
 }
 
