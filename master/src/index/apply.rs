@@ -232,6 +232,20 @@ impl<'t> Applier<'t> {
     }
 
     fn fail(&mut self, c: &pb::Fail) -> Result<Applied, IndexError> {
+        // A re-run (for a file that arrived) that fails keeps the result it had: the job is
+        // COMPLETED again, as it was, with the re-run's error; its group, missing files and
+        // spec stay, so the next arrival can run it again.
+        let had_result = self.results.get(c.job_id.as_str()).map_err(db)?.is_some();
+        if had_result {
+            return self.update(&c.job_id, true, |job| {
+                if is_terminal(job_state(job)) || job.revision <= 1 {
+                    return false;
+                }
+                job.state = JobState::Completed as i32;
+                job.error = format!("symbolicating again failed: {}", c.error);
+                true
+            });
+        }
         let mut before = Previous::default();
         let applied = self.update(&c.job_id, !c.missing.is_empty(), |job| {
             if is_terminal(job_state(job)) {
@@ -642,6 +656,44 @@ mod tests {
         // Ties: the most recently seen first.
         assert_eq!(counts, vec![("real".into(), 1), ("raw".into(), 1)]);
         assert_eq!(index.counts().unwrap().completed, 2);
+    }
+
+    #[test]
+    fn a_failed_rerun_keeps_the_result_it_had() {
+        let (_dir, index) = index();
+        let key = "demo/a";
+        apply_all(
+            &index,
+            &[
+                command::submit(key, v1::JobKind::Native, vec![7], "k", 1),
+                command::lease(key, "w", 1, 2),
+                command::with_missing(
+                    command::complete(key, 1, "w", b"{\"r\":1}".to_vec(), Some(group("raw")), 3),
+                    vec![lacking("dbg-1")],
+                ),
+                command::resymbolicate(key, "dbg-1 arrived", 4),
+                command::lease(key, "w", 2, 5),
+                command::fail(key, 2, "worker lost (attempt 3 of 3)", 6),
+            ],
+        );
+        let job = index.job(key, true).unwrap().unwrap();
+        assert_eq!(job.state(), JobState::Completed);
+        assert_eq!(job.result_json.as_deref(), Some(&b"{\"r\":1}"[..]));
+        assert_eq!(
+            job.record.error,
+            "symbolicating again failed: worker lost (attempt 3 of 3)"
+        );
+        assert_eq!(
+            (job.record.fingerprint.as_str(), job.record.revision),
+            ("raw", 2)
+        );
+        assert_eq!(index.spec(key).unwrap(), Some(vec![7]));
+        assert_eq!(
+            index.jobs_lacking(Some("demo"), "dbg-1").unwrap(),
+            vec![key.to_owned()]
+        );
+        assert_eq!(index.groups(10, |_| true).unwrap()[0].count, 1);
+        assert_eq!(index.counts().unwrap().completed, 1);
     }
 
     #[test]

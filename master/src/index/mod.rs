@@ -23,6 +23,7 @@
 pub mod apply;
 pub mod command;
 pub mod keys;
+pub(crate) mod migrate;
 mod snapshot;
 pub mod tree;
 
@@ -182,6 +183,7 @@ impl Index {
         txn.open_table(OPEN).map_err(db)?;
         txn.open_table(META).map_err(db)?;
         txn.commit().map_err(db)?;
+        migrate::migrate(&database)?;
         Ok(Index { db: database })
     }
 

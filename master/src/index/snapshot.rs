@@ -104,9 +104,18 @@ impl Index {
                 let id = record.job_id.as_str();
                 jobs.insert(id, record.encode_to_vec().as_slice())
                     .map_err(db)?;
-                // Finished jobs have no spec (see `SPECS`).
+                // Finished jobs have no spec (see `SPECS`), unless they lacked a file. A version-1
+                // spec gets its index key and project, as a version-2 leader stores it.
                 if !job.spec.is_empty() {
-                    specs.insert(id, job.spec.as_slice()).map_err(db)?;
+                    let spec = match v1::JobSpec::decode(job.spec.as_slice()) {
+                        Ok(mut spec) if snapshot.version < 2 => {
+                            spec.job_id = id.to_owned();
+                            spec.project = DEFAULT_PROJECT.to_owned();
+                            spec.encode_to_vec()
+                        }
+                        _ => job.spec.clone(),
+                    };
+                    specs.insert(id, spec.as_slice()).map_err(db)?;
                 }
                 if !job.result_zstd.is_empty() {
                     results.insert(id, job.result_zstd.as_slice()).map_err(db)?;
@@ -150,6 +159,8 @@ impl Index {
                     .map_err(db)?;
             }
             for (key, value) in [
+                // A restored index is of this schema (whatever version wrote the snapshot).
+                (super::migrate::SCHEMA_KEY, u64::from(SCHEMA_VERSION)),
                 (meta::QUEUED, counts[0]),
                 (meta::RUNNING, counts[1]),
                 (meta::COMPLETED, counts[2]),

@@ -1,0 +1,204 @@
+//! Bringing an index stored by an older master up to this schema, once, when it opens.
+//!
+//! Schema version 1 (before projects) stored jobs under the client's id and crash groups under
+//! their fingerprint. Version 2 keys them by project ([`super::keys`]): such an index is
+//! rewritten in one write transaction into project `default` (jobs, their specs, results,
+//! submission order, open jobs, groups), the same way on every master, so their indexes stay
+//! equal. The stored version is kept in `index_meta` (`schema_version`); an index with no jobs
+//! and no version is new and simply gets the current one.
+
+use prost::Message;
+use redb::{Database, ReadableTable, ReadableTableMetadata};
+use symcluster_proto::cluster::v1 as pb;
+use symcluster_proto::project::DEFAULT_PROJECT;
+use symcluster_proto::v1;
+
+use super::{
+    BY_SEQUENCE, GROUPS, IndexError, JOBS, META, OPEN, RESULTS, SCHEMA_VERSION, SPECS, db,
+    decode_record, keys,
+};
+
+/// The `index_meta` key of the stored schema version.
+pub const SCHEMA_KEY: &str = "schema_version";
+
+/// Migrates `database` to [`SCHEMA_VERSION`] if it holds an older index; the version it had
+/// (the current one for a new index).
+pub fn migrate(database: &Database) -> Result<u64, IndexError> {
+    let txn = database.begin_write().map_err(db)?;
+    let stored = {
+        let meta = txn.open_table(META).map_err(db)?;
+        let version = meta.get(SCHEMA_KEY).map_err(db)?.map(|v| v.value());
+        let jobs = txn.open_table(JOBS).map_err(db)?;
+        let groups = txn.open_table(GROUPS).map_err(db)?;
+        let empty = jobs.len().map_err(db)? == 0 && groups.len().map_err(db)? == 0;
+        match version {
+            Some(v) => v,
+            None if empty => u64::from(SCHEMA_VERSION),
+            None => 1,
+        }
+    };
+    if stored < 2 {
+        to_projects(&txn)?;
+    }
+    txn.open_table(META)
+        .map_err(db)?
+        .insert(SCHEMA_KEY, u64::from(SCHEMA_VERSION))
+        .map_err(db)?;
+    txn.commit().map_err(db)?;
+    if stored < 2 {
+        tracing::info!(
+            from = stored,
+            to = SCHEMA_VERSION,
+            "index migrated: jobs and groups now belong to project `default`"
+        );
+    }
+    Ok(stored)
+}
+
+/// Version 1 → 2: every job and group into project `default`.
+fn to_projects(txn: &redb::WriteTransaction) -> Result<(), IndexError> {
+    let prefixed = |id: &str| keys::job_key(DEFAULT_PROJECT, id);
+    let mut jobs = txn.open_table(JOBS).map_err(db)?;
+    let old: Vec<(String, Vec<u8>)> = jobs
+        .iter()
+        .map_err(db)?
+        .map(|e| e.map(|(k, v)| (k.value().to_owned(), v.value().to_vec())))
+        .collect::<Result<_, _>>()
+        .map_err(db)?;
+    let mut specs = txn.open_table(SPECS).map_err(db)?;
+    let mut results = txn.open_table(RESULTS).map_err(db)?;
+    let mut by_sequence = txn.open_table(BY_SEQUENCE).map_err(db)?;
+    let mut open = txn.open_table(OPEN).map_err(db)?;
+    for (id, bytes) in old {
+        let mut record: pb::JobRecord = decode_record(&id, &bytes)?;
+        let key = prefixed(&id);
+        record.job_id = key.clone();
+        jobs.remove(id.as_str()).map_err(db)?;
+        jobs.insert(key.as_str(), record.encode_to_vec().as_slice())
+            .map_err(db)?;
+        let spec = specs
+            .remove(id.as_str())
+            .map_err(db)?
+            .map(|v| v.value().to_vec());
+        if let Some(spec) = spec {
+            let spec = match v1::JobSpec::decode(spec.as_slice()) {
+                Ok(mut decoded) => {
+                    decoded.job_id = key.clone();
+                    decoded.project = DEFAULT_PROJECT.to_owned();
+                    decoded.encode_to_vec()
+                }
+                Err(_) => spec,
+            };
+            specs.insert(key.as_str(), spec.as_slice()).map_err(db)?;
+        }
+        let result = results
+            .remove(id.as_str())
+            .map_err(db)?
+            .map(|v| v.value().to_vec());
+        if let Some(result) = result {
+            results
+                .insert(key.as_str(), result.as_slice())
+                .map_err(db)?;
+        }
+        by_sequence
+            .insert(record.sequence, key.as_str())
+            .map_err(db)?;
+        if open.get(record.sequence).map_err(db)?.is_some() {
+            open.insert(record.sequence, key.as_str()).map_err(db)?;
+        }
+    }
+    let mut groups = txn.open_table(GROUPS).map_err(db)?;
+    let old: Vec<(String, Vec<u8>)> = groups
+        .iter()
+        .map_err(db)?
+        .map(|e| e.map(|(k, v)| (k.value().to_owned(), v.value().to_vec())))
+        .collect::<Result<_, _>>()
+        .map_err(db)?;
+    for (fingerprint, bytes) in old {
+        let mut group =
+            v1::CrashGroup::decode(bytes.as_slice()).map_err(|source| IndexError::Decode {
+                what: format!("group {fingerprint}"),
+                source,
+            })?;
+        group.project = DEFAULT_PROJECT.to_owned();
+        groups.remove(fingerprint.as_str()).map_err(db)?;
+        groups
+            .insert(
+                keys::group_key(DEFAULT_PROJECT, &fingerprint).as_str(),
+                group.encode_to_vec().as_slice(),
+            )
+            .map_err(db)?;
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use super::*;
+    use crate::index::Index;
+
+    #[test]
+    fn a_version_1_index_moves_into_project_default_once() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("master.redb");
+        // What a version-1 master left: ids without a project, no schema version.
+        {
+            let database = Index::open_database(&path).unwrap();
+            let txn = database.begin_write().unwrap();
+            {
+                let record = pb::JobRecord {
+                    job_id: "a/b".into(),
+                    state: v1::JobState::Queued as i32,
+                    sequence: 1,
+                    ..Default::default()
+                };
+                let spec = v1::JobSpec {
+                    job_id: "a/b".into(),
+                    ..Default::default()
+                };
+                let group = v1::CrashGroup {
+                    fingerprint: "g1".into(),
+                    count: 1,
+                    ..Default::default()
+                };
+                txn.open_table(JOBS)
+                    .unwrap()
+                    .insert("a/b", record.encode_to_vec().as_slice())
+                    .unwrap();
+                txn.open_table(SPECS)
+                    .unwrap()
+                    .insert("a/b", spec.encode_to_vec().as_slice())
+                    .unwrap();
+                txn.open_table(BY_SEQUENCE)
+                    .unwrap()
+                    .insert(1, "a/b")
+                    .unwrap();
+                txn.open_table(OPEN).unwrap().insert(1, "a/b").unwrap();
+                txn.open_table(GROUPS)
+                    .unwrap()
+                    .insert("g1", group.encode_to_vec().as_slice())
+                    .unwrap();
+            }
+            txn.commit().unwrap();
+        }
+        for _ in 0..2 {
+            // Opened twice: migrated once, then left as it is.
+            let index = Index::open(Index::open_database(&path).unwrap()).unwrap();
+            let job = index.job("default/a/b", false).unwrap().expect("moved");
+            assert_eq!(job.record.job_id, "default/a/b");
+            assert!(index.job("a/b", false).unwrap().is_none());
+            let spec = v1::JobSpec::decode(index.spec("default/a/b").unwrap().unwrap().as_slice())
+                .unwrap();
+            assert_eq!(
+                (spec.job_id.as_str(), spec.project.as_str()),
+                ("default/a/b", "default")
+            );
+            assert_eq!(index.open_jobs().unwrap()[0].job_id, "default/a/b");
+            let groups = index.groups(10, |p| p == "default").unwrap();
+            assert_eq!((groups.len(), groups[0].project.as_str()), (1, "default"));
+            drop(Arc::clone(index.database()));
+        }
+    }
+}
