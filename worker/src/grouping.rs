@@ -1,8 +1,10 @@
 //! Crash groups: a fingerprint of the top in-app symbolicated frames of a result, computed by
 //! the worker from the result it made (the master only counts).
 //!
-//! In-app frames are the symbolicated ones (their debug files were uploaded by the app's
-//! developers; system libraries' are not) and, for JavaScript, those outside `node_modules`.
+//! In-app frames are the symbolicated ones outside the platform's own libraries (images under
+//! `/System/`, `/usr/lib/`, `/lib/` or a `Developer/` folder, whose symbols come from the
+//! shared system symbols when they are symbolicated at all) and, for JavaScript, those outside
+//! `node_modules`.
 //! The fingerprint hashes the top [`KEY_FRAMES`] frames' function and image (native) or function
 //! and file (JS), but not line numbers, so a crash keeps its group across builds that move code.
 //!
@@ -26,10 +28,18 @@ pub const KEY_FRAMES: usize = 5;
 /// neither.
 pub fn native(result: &SymbolicationResult) -> Option<GroupKey> {
     let thread = result.crashed_thread()?;
+    let system: std::collections::HashSet<&str> = result
+        .modules
+        .iter()
+        .filter_map(|m| m.code_file.as_deref())
+        .filter(|path| is_system_path(path))
+        .map(|path| path.rsplit(['/', '\\']).next().unwrap_or(path))
+        .collect();
     let frames: Vec<_> = thread
         .frames
         .iter()
         .filter(|f| f.status == FrameStatus::Symbolicated)
+        .filter(|f| f.image.as_deref().is_none_or(|i| !system.contains(i)))
         .take(KEY_FRAMES)
         .collect();
     let Some(top) = frames.first() else {
@@ -59,8 +69,18 @@ pub fn native(result: &SymbolicationResult) -> Option<GroupKey> {
     })
 }
 
-/// The group of a crash with no symbolicated frame: the top [`KEY_FRAMES`] frames that fall in
-/// an image, as `image + 0xoffset` (stable for one build of the app).
+/// Whether an image path is one of the platform's own libraries (Apple's system frameworks
+/// and dylibs, the simulator's and Xcode's), not the app's code.
+fn is_system_path(path: &str) -> bool {
+    ["/System/", "/usr/lib/", "/usr/lib64/", "/lib/", "/lib64/"]
+        .iter()
+        .any(|prefix| path.starts_with(prefix))
+        || path.contains("/Developer/")
+}
+
+/// The group of a crash with no symbolicated frame of the app: the top [`KEY_FRAMES`] frames
+/// that fall in an image, as `image + 0xoffset` (stable for one build of the app and OS, also
+/// when system symbols arrive), titled `… (unsymbolicated)` or `… (in system code)`.
 fn unsymbolicated(
     result: &SymbolicationResult,
     frames: &[symcluster_engine::result::FrameResult],
@@ -81,9 +101,22 @@ fn unsymbolicated(
     let mut hasher = StableHasher::default();
     "unsymbolicated".hash(&mut hasher);
     located.hash(&mut hasher);
-    let title = match &result.crash_reason {
-        Some(reason) => format!("{reason} in {top} (unsymbolicated)"),
+    // The key never changes when system symbols arrive; the title names the function when the
+    // top frame has one (system code).
+    let place = match frames
+        .first()
+        .filter(|f| f.status == FrameStatus::Symbolicated)
+    {
+        Some(f) => format!(
+            "{} ({}) (in system code)",
+            f.function.as_deref().unwrap_or("?"),
+            f.image.as_deref().unwrap_or("?")
+        ),
         None => format!("{top} (unsymbolicated)"),
+    };
+    let title = match &result.crash_reason {
+        Some(reason) => format!("{reason} in {place}"),
+        None => place,
     };
     Some(GroupKey {
         fingerprint: format!("{:016x}", hasher.finish()),

@@ -61,6 +61,15 @@ async fn system_symbols_serve_every_project() {
     let healed = wait(&mut client, "sys-1").await;
     assert_eq!(healed.revision, 2);
     assert_eq!(frames(&result(&healed)), expected);
+    // System frames are not the app's code: symbolicated or not, the crash groups by place (the
+    // group it had before the symbols came), named by the system function now.
+    let groups = crate::support::groups(&client, 10).await;
+    assert_eq!(groups.len(), 1, "{groups:?}");
+    assert_eq!(groups[0].count, 1);
+    assert_eq!(
+        groups[0].title,
+        "EXC_BAD_ACCESS (SIGSEGV) in demo_kernel_trap (libdemo_kernel.dylib) (in system code)"
+    );
 
     // Another project reads the shared prefix too.
     let mut other = client.clone().with_project("other-app");

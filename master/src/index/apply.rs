@@ -220,11 +220,16 @@ impl<'t> Applier<'t> {
                 if let Some(group) = group {
                     self.add_to_group(group, &c.job_id, c.at_ms, &c.call_tree)?;
                 }
-            } else if !fingerprint.is_empty() && old_tree != c.call_tree {
-                // Same group, a new revision of its tree.
+            } else if let Some(key) = group {
+                // Same group, a new revision: its tree, and the title and key stack as now
+                // symbolicated (e.g. system code named once system symbols arrived).
                 self.change_group(&c.job_id, fingerprint, |g| {
-                    tree::merge(&mut g.call_tree, &old_tree, -1);
-                    tree::merge(&mut g.call_tree, &c.call_tree, 1);
+                    if old_tree != c.call_tree {
+                        tree::merge(&mut g.call_tree, &old_tree, -1);
+                        tree::merge(&mut g.call_tree, &c.call_tree, 1);
+                    }
+                    g.title.clone_from(&key.title);
+                    g.key_stack.clone_from(&key.key_stack);
                 })?;
             }
         }
