@@ -54,6 +54,9 @@ pub use symcluster_proto::project;
 /// How a missing debug file or source map is named (`MissingFile.key`).
 pub use symcluster_proto::missing;
 
+/// Limits of what a completion carries (result size, call tree nodes).
+pub use symcluster_proto::result as result_limits;
+
 /// The spec of native job `job_id` with `report` compressed into `report_zstd` (zstd level 1,
 /// ~0.2 ms for a 123 KB report: the ingestion service spends it so that the masters store and
 /// replicate ~6x fewer bytes). INVALID_ARGUMENT when `report` is empty or larger than

@@ -20,21 +20,20 @@ pub const MAX_KEYS_PER_ROUND: usize = 1_000;
 
 /// The object keys under which a missing file (`MissingFile.key`) of `project` would be found
 /// in the bucket (`base`: `--s3-prefix`), in lookup order; empty for a key that names no file.
-/// JS keys `release:<release>/<dist>/<bundle>` are read from the right (a release may hold
-/// `/`, a dist or bundle name may not).
+/// JS keys `release:<release>/<dist>/<bundle>` are read back with
+/// [`symcluster_proto::missing::split_release_key`].
 pub fn object_keys(base: &str, project: &str, key: &str) -> Vec<String> {
     if let Some(id) = key.strip_prefix("debug-id:") {
         let prefix = Scope::Project(project).prefix(base);
         return vec![layout::sourcemap_keys_by_debug_id(&prefix, id).0];
     }
-    if let Some(rest) = key.strip_prefix("release:") {
-        let mut parts = rest.rsplitn(3, '/');
-        let (Some(bundle), Some(dist), Some(release)) = (parts.next(), parts.next(), parts.next())
+    if key.starts_with("release:") {
+        let Some((release, dist, bundle)) = symcluster_proto::missing::split_release_key(key)
         else {
             return Vec::new();
         };
         let prefix = Scope::Project(project).prefix(base);
-        return vec![layout::sourcemap_keys_by_release(&prefix, release, dist, bundle).0];
+        return vec![layout::sourcemap_keys_by_release(&prefix, &release, &dist, &bundle).0];
     }
     let Ok(debug_id) = key.parse::<symbolic_common::DebugId>() else {
         return Vec::new();
@@ -115,7 +114,7 @@ mod tests {
             ]
         );
         assert_eq!(
-            object_keys("s/", "demo", "release:app@1.0/beta//index.android.bundle"),
+            object_keys("s/", "demo", "release:app@1.0%2Fbeta//index.android.bundle"),
             vec!["s/projects/demo/js/release/app@1.0%2Fbeta/_/index.android.bundle.map".to_owned()]
         );
         assert_eq!(

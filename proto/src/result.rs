@@ -25,6 +25,11 @@ pub fn decompress(blob: &[u8]) -> Result<Vec<u8>, String> {
     crate::frame::decompress(blob, size, "result_zstd")
 }
 
+/// Most nodes a completion's named call tree (`CompleteJobRequest.call_tree`) may have: a hang
+/// report samples at most a few hundred stacks of at most a few hundred frames, far fewer once
+/// merged per path. A worker sends no tree rather than a bigger one; the master refuses one.
+pub const MAX_CALL_TREE_NODES: usize = 10_000;
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -178,6 +178,8 @@ impl Caches {
         let cached = tokio::task::spawn_blocking(move || {
             disk.get(&dk)
                 .and_then(|bytes| SymCacheFile::parse(ByteView::from_vec(bytes)).ok())
+                // A file for another debug id (a corrupt or foreign entry) is not used.
+                .filter(|symcache| symcache.get().debug_id() == debug_id)
         })
         .await
         .ok()
@@ -305,12 +307,13 @@ impl Caches {
     }
 }
 
-/// A file-name-safe key: FNV-1a of the object key, in hex, plus the key's last component.
+/// A file-name-safe key: the first 128 bits of the object key's SHA-256 (FIPS 180-4), in hex,
+/// plus the key's last component. Collision-resistant, so one project's object can never be
+/// read back from disk for another's key.
 fn hex_key(key: &str) -> String {
-    use std::hash::Hasher;
-    let mut hasher = fnv::FnvHasher::default();
-    hasher.write(key.as_bytes());
-    let hash = hasher.finish();
+    use sha2::Digest;
+    let digest = sha2::Sha256::digest(key.as_bytes());
+    let hash: String = digest[..16].iter().map(|b| format!("{b:02x}")).collect();
     let tail: String = key
         .rsplit('/')
         .next()
@@ -319,5 +322,5 @@ fn hex_key(key: &str) -> String {
         .filter(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '-' | '_'))
         .take(64)
         .collect();
-    format!("{hash:016x}-{tail}")
+    format!("{hash}-{tail}")
 }

@@ -163,8 +163,22 @@ pub fn js(result: &JsRestoreResult) -> Option<GroupKey> {
 /// A hang result's call tree, named for aggregation in its crash group: each node becomes its
 /// levels (the function, then any call inlined into it, below it), named by function, else
 /// `image + 0xoffset`, else the address; siblings with the same name are merged, hits summed.
-/// Flat, parents first (`CallTreeNode.parent`, -1 at the top). Empty for other results.
+/// Flat, parents first (`CallTreeNode.parent`, -1 at the top). Empty for other results, and for
+/// a tree of more than `MAX_CALL_TREE_NODES` nodes (the result keeps it whole; the group does
+/// not sum it).
 pub fn call_tree(result: &SymbolicationResult) -> Vec<symcluster_client::api::CallTreeNode> {
+    let tree = named_tree(result);
+    if tree.len() > symcluster_client::result_limits::MAX_CALL_TREE_NODES {
+        tracing::warn!(
+            nodes = tree.len(),
+            "call tree too big to add to its crash group; the result keeps it"
+        );
+        return Vec::new();
+    }
+    tree
+}
+
+fn named_tree(result: &SymbolicationResult) -> Vec<symcluster_client::api::CallTreeNode> {
     use std::collections::HashMap;
     let mut out: Vec<symcluster_client::api::CallTreeNode> = Vec::new();
     let mut by_path: HashMap<(i64, String), usize> = HashMap::new();

@@ -580,16 +580,24 @@ mod tests {
         assert_eq!(index.spec(key).unwrap(), Some(vec![7]));
         assert_eq!(index.spec("demo/b").unwrap(), None);
         assert_eq!(
-            index.jobs_lacking(Some("demo"), "dbg-1").unwrap(),
+            index
+                .jobs_lacking(Some("demo"), &["dbg-1".to_owned()])
+                .unwrap()
+                .into_iter()
+                .collect::<Vec<_>>(),
             vec![key.to_owned()]
         );
         assert_eq!(
-            index.jobs_lacking(None, "dbg-1").unwrap(),
+            index
+                .jobs_lacking(None, &["dbg-1".to_owned()])
+                .unwrap()
+                .into_iter()
+                .collect::<Vec<_>>(),
             vec![key.to_owned()]
         );
         assert!(
             index
-                .jobs_lacking(Some("other"), "dbg-1")
+                .jobs_lacking(Some("other"), &["dbg-1".to_owned()])
                 .unwrap()
                 .is_empty()
         );
@@ -694,7 +702,11 @@ mod tests {
         );
         assert_eq!(index.spec(key).unwrap(), Some(vec![7]));
         assert_eq!(
-            index.jobs_lacking(Some("demo"), "dbg-1").unwrap(),
+            index
+                .jobs_lacking(Some("demo"), &["dbg-1".to_owned()])
+                .unwrap()
+                .into_iter()
+                .collect::<Vec<_>>(),
             vec![key.to_owned()]
         );
         assert_eq!(index.groups(10, |_| true).unwrap()[0].count, 1);
@@ -716,7 +728,11 @@ mod tests {
             ],
         );
         assert_eq!(
-            index.jobs_lacking(Some("p"), "release:r//b").unwrap(),
+            index
+                .jobs_lacking(Some("p"), &["release:r//b".to_owned()])
+                .unwrap()
+                .into_iter()
+                .collect::<Vec<_>>(),
             vec!["p/a".to_owned()]
         );
         assert_eq!(index.spec("p/a").unwrap(), Some(vec![1]));

@@ -355,36 +355,41 @@ impl Index {
     }
 
     /// The finished jobs (index keys) of `project` (of every project when `None`) that lack
-    /// the file `file_key` (`MissingFile.key`).
+    /// one of the files `file_keys` name (`MissingFile.key`), each once: a range scan per key
+    /// for one project, one scan of the table for every project.
     pub fn jobs_lacking(
         &self,
         project: Option<&str>,
-        file_key: &str,
-    ) -> Result<Vec<String>, IndexError> {
+        file_keys: &[String],
+    ) -> Result<std::collections::BTreeSet<String>, IndexError> {
         let read = self.db.begin_read().map_err(db)?;
         let table = read.open_table(MISSING).map_err(db)?;
-        let mut jobs = Vec::new();
-        let mut take = |key: &str| {
-            if let Some((_, file, job)) = keys::split_missing(key)
-                && file == file_key
-            {
-                jobs.push(job);
-            }
-        };
+        let mut jobs = std::collections::BTreeSet::new();
         match project {
             Some(project) => {
-                let prefix = keys::missing_prefix(project, file_key);
-                for entry in table.range(prefix.as_str()..).map_err(db)? {
-                    let (key, _) = entry.map_err(db)?;
-                    if !key.value().starts_with(&prefix) {
-                        break;
+                for file_key in file_keys {
+                    let prefix = keys::missing_prefix(project, file_key);
+                    for entry in table.range(prefix.as_str()..).map_err(db)? {
+                        let (key, _) = entry.map_err(db)?;
+                        if !key.value().starts_with(&prefix) {
+                            break;
+                        }
+                        if let Some((_, _, job)) = keys::split_missing(key.value()) {
+                            jobs.insert(job);
+                        }
                     }
-                    take(key.value());
                 }
             }
             None => {
+                let wanted: std::collections::HashSet<&str> =
+                    file_keys.iter().map(String::as_str).collect();
                 for entry in table.iter().map_err(db)? {
-                    take(entry.map_err(db)?.0.value());
+                    let (key, _) = entry.map_err(db)?;
+                    if let Some((_, file, job)) = keys::split_missing(key.value())
+                        && wanted.contains(file)
+                    {
+                        jobs.insert(job);
+                    }
                 }
             }
         }

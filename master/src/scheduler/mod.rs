@@ -409,17 +409,26 @@ impl Scheduler {
         project: Option<&str>,
         keys: &[String],
     ) -> Result<u64, ScheduleError> {
-        let mut jobs = std::collections::BTreeMap::new();
-        for key in keys {
-            for job in self.index.jobs_lacking(project, key)? {
-                jobs.entry(job).or_insert_with(|| key.clone());
-            }
-        }
+        // Read off the async runtime: one project's lookups are range scans, but shared files
+        // scan the whole table.
+        let (index, project_owned, wanted) = (
+            self.index.clone(),
+            project.map(str::to_owned),
+            keys.to_vec(),
+        );
+        let jobs = tokio::task::spawn_blocking(move || {
+            index.jobs_lacking(project_owned.as_deref(), &wanted)
+        })
+        .await
+        .map_err(|e| ScheduleError::Propose(ProposeError::Storage(format!("index task: {e}"))))??;
+        let reason = match keys {
+            [one] => format!("symbolicating again: {one} arrived"),
+            many => format!("symbolicating again: {} files arrived", many.len()),
+        };
         let at_ms = now_ms();
         let mut proposals = tokio::task::JoinSet::new();
-        for (job, key) in jobs {
-            let raft = self.raft.clone();
-            let reason = format!("symbolicating again: {key} arrived");
+        for job in jobs {
+            let (raft, reason) = (self.raft.clone(), reason.clone());
             proposals.spawn(async move {
                 raft.propose(command::resymbolicate(&job, &reason, at_ms))
                     .await

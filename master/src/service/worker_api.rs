@@ -68,9 +68,8 @@ impl WorkerApiService {
     }
 }
 
-/// Most nodes a completion's call tree may have (a hang report samples at most a few hundred
-/// stacks of at most a few hundred frames; merged per path, far fewer).
-pub const MAX_CALL_TREE_NODES: usize = 10_000;
+/// Most nodes a completion's call tree may have.
+pub use symcluster_proto::result::MAX_CALL_TREE_NODES;
 
 #[tonic::async_trait]
 impl WorkerApi for WorkerApiService {
