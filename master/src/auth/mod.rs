@@ -100,14 +100,19 @@ impl Caller {
         }
     }
 
-    /// The project a listing is limited to: `Ok(None)` for every project the token serves
-    /// (`requested` empty), else [`Caller::project_for`]'s answer.
-    pub fn listing(&self, requested: &str) -> Result<Option<String>, Status> {
-        if requested.is_empty() {
-            Ok(None)
+    /// Which projects a listing shows (`requested` names one, or is empty for every project the
+    /// token serves): the test a listing applies to each project, or [`Caller::project_for`]'s
+    /// refusal of the named one.
+    pub fn listing(&self, requested: &str) -> Result<impl Fn(&str) -> bool + '_, Status> {
+        let only = if requested.is_empty() {
+            None
         } else {
-            self.project_for(requested).map(Some)
-        }
+            Some(self.project_for(requested)?)
+        };
+        Ok(move |project: &str| match &only {
+            Some(only) => project == only,
+            None => self.serves(project),
+        })
     }
     /// Takes one call (or streamed job) from the token's budget: RESOURCE_EXHAUSTED naming the
     /// token and its rate when the budget is spent.
@@ -393,7 +398,8 @@ mod tests {
             one.project_for("Bad/Name").unwrap_err().code(),
             tonic::Code::InvalidArgument
         );
-        assert_eq!(one.listing("").unwrap(), None);
+        let sees = one.listing("").unwrap();
+        assert!(sees("demo") && !sees("other"));
         assert!(one.serves("demo") && !one.serves("other"));
 
         let two = caller(Some(&["a", "b"]));
@@ -403,7 +409,12 @@ mod tests {
             unnamed.message(),
             "token \"t\" serves the projects a, b: name one (`project`)"
         );
-        assert_eq!(two.listing("b").unwrap().as_deref(), Some("b"));
+        let sees = two.listing("b").unwrap();
+        assert!(sees("b") && !sees("a"));
+        assert_eq!(
+            two.listing("c").err().map(|e| e.code()),
+            Some(tonic::Code::PermissionDenied)
+        );
 
         let all = caller(None);
         assert_eq!(all.project_for("").unwrap(), "default");

@@ -182,13 +182,7 @@ impl<'t> Applier<'t> {
 
     fn complete(&mut self, c: &pb::Complete) -> Result<Applied, IndexError> {
         let group = c.group.as_ref().filter(|g| !g.fingerprint.is_empty());
-        // What the previous revision left (a job queued again by `Resymbolicate`).
-        let mut before = Previous::default();
-        let applied = self.update(&c.job_id, !c.missing.is_empty(), |job| {
-            if is_terminal(job_state(job)) {
-                return false;
-            }
-            before = Previous::take(job);
+        let (applied, before) = self.finish(&c.job_id, !c.missing.is_empty(), |job| {
             job.state = JobState::Completed as i32;
             job.finished_at_ms = c.at_ms;
             job.worker_id = c.worker_id.clone();
@@ -196,7 +190,6 @@ impl<'t> Applier<'t> {
             job.fingerprint = group.map(|g| g.fingerprint.clone()).unwrap_or_default();
             job.missing = c.missing.clone();
             job.call_tree = c.call_tree.clone();
-            true
         })?;
         if let Applied::Changed { .. } = applied {
             let blob = if c.result_zstd.is_empty() {
@@ -251,17 +244,11 @@ impl<'t> Applier<'t> {
                 true
             });
         }
-        let mut before = Previous::default();
-        let applied = self.update(&c.job_id, !c.missing.is_empty(), |job| {
-            if is_terminal(job_state(job)) {
-                return false;
-            }
-            before = Previous::take(job);
+        let (applied, before) = self.finish(&c.job_id, !c.missing.is_empty(), |job| {
             job.state = JobState::Failed as i32;
             job.finished_at_ms = c.at_ms;
             job.error = c.error.clone();
             job.missing = c.missing.clone();
-            true
         })?;
         if let Applied::Changed { .. } = applied {
             self.unrecord_missing(&c.job_id, &before.missing)?;
@@ -269,6 +256,27 @@ impl<'t> Applier<'t> {
             self.leave_group(&c.job_id, &before.fingerprint, &before.call_tree)?;
         }
         Ok(applied)
+    }
+
+    /// Finishes job `job_id` with `f` unless it is finished already (then `Ignored`): the
+    /// change, and what its previous revision left (a job queued again by `Resymbolicate`),
+    /// taken out of the record before `f` writes the new revision's.
+    fn finish(
+        &mut self,
+        job_id: &str,
+        keep_spec: bool,
+        f: impl FnOnce(&mut pb::JobRecord),
+    ) -> Result<(Applied, Previous), IndexError> {
+        let mut before = Previous::default();
+        let applied = self.update(job_id, keep_spec, |job| {
+            if is_terminal(job_state(job)) {
+                return false;
+            }
+            before = Previous::take(job);
+            f(job);
+            true
+        })?;
+        Ok((applied, before))
     }
 
     fn resymbolicate(&mut self, c: &pb::Resymbolicate) -> Result<Applied, IndexError> {

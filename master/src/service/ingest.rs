@@ -135,11 +135,7 @@ impl Ingest for IngestService {
         let caller = auth::require(&request, auth::READ_ROLES, "listing jobs")?;
         require_leader(&self.scheduler)?;
         let r = request.into_inner();
-        let only = caller.listing(&r.project)?;
-        let sees = |project: &str| match &only {
-            Some(only) => project == only,
-            None => caller.serves(project),
-        };
+        let sees = caller.listing(&r.project)?;
         let limit = match r.limit {
             0 => 100,
             n => n.min(1000) as usize,
@@ -176,11 +172,7 @@ impl Ingest for IngestService {
             0 => 20,
             n => n.min(1000) as usize,
         };
-        let only = caller.listing(&r.project)?;
-        let sees = |project: &str| match &only {
-            Some(only) => project == only,
-            None => caller.serves(project),
-        };
+        let sees = caller.listing(&r.project)?;
         let mut groups = self
             .scheduler
             .index()
@@ -205,11 +197,7 @@ impl Ingest for IngestService {
             0 => 100,
             n => n.min(1000) as usize,
         };
-        let only = caller.listing(&r.project)?;
-        let sees = |project: &str| match &only {
-            Some(only) => project == only,
-            None => caller.serves(project),
-        };
+        let sees = caller.listing(&r.project)?;
         let missing = self
             .scheduler
             .index()
