@@ -119,6 +119,23 @@ impl Garage {
         }
     }
 
+    /// Freezes the server (SIGSTOP): connections stay open and requests hang unanswered, as
+    /// with an S3 endpoint that stalls. [`Self::resume`] continues it.
+    pub fn pause(&self) {
+        if let Some(pid) = self.pid {
+            // SAFETY: kill(2) on the server's pid, which this guard stops on drop.
+            unsafe { libc::kill(pid as libc::pid_t, libc::SIGSTOP) };
+        }
+    }
+
+    /// Continues a server frozen by [`Self::pause`] (SIGCONT).
+    pub fn resume(&self) {
+        if let Some(pid) = self.pid {
+            // SAFETY: as in `pause`.
+            unsafe { libc::kill(pid as libc::pid_t, libc::SIGCONT) };
+        }
+    }
+
     /// Starts it again after [`Self::stop`].
     pub fn restart(&mut self) {
         self.run_script("start");
@@ -149,6 +166,10 @@ impl Drop for Garage {
     fn drop(&mut self) {
         let Some(pid) = self.pid.take() else { return };
         let proc_dir = PathBuf::from(format!("/proc/{pid}"));
+        // A paused server must run to handle SIGTERM.
+        let _ = Command::new("kill")
+            .args(["-CONT", &pid.to_string()])
+            .status();
         let _ = Command::new("kill").arg(pid.to_string()).status();
         let deadline = Instant::now() + Duration::from_secs(5);
         while proc_dir.exists() && Instant::now() < deadline {
@@ -175,6 +196,21 @@ impl Proc {
     pub fn kill(&mut self) {
         let _ = self.child.kill();
         let _ = self.child.wait();
+    }
+
+    /// SIGTERM, then waits up to `within` for the exit: its status, or `None` when the
+    /// process still runs then (it is SIGKILLed when dropped).
+    pub async fn terminate(mut self, within: Duration) -> Option<std::process::ExitStatus> {
+        // SAFETY: kill(2) on our own child's pid, which has not been reaped yet.
+        unsafe { libc::kill(self.child.id() as libc::pid_t, libc::SIGTERM) };
+        let deadline = Instant::now() + within;
+        while Instant::now() < deadline {
+            if let Ok(Some(status)) = self.child.try_wait() {
+                return Some(status);
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        None
     }
 
     /// The process's log so far.
@@ -273,6 +309,10 @@ pub struct WorkerOptions {
     pub memory_cache_bytes: u64,
     /// Disk cache budget, bytes.
     pub disk_cache_bytes: u64,
+    /// Timeout of one S3 request attempt, ms.
+    pub s3_timeout_ms: u64,
+    /// More flags (e.g. `--drain-timeout 1s`).
+    pub args: Vec<String>,
 }
 
 impl Default for WorkerOptions {
@@ -281,6 +321,8 @@ impl Default for WorkerOptions {
             slots: 2,
             memory_cache_bytes: 512 << 20,
             disk_cache_bytes: 1 << 30,
+            s3_timeout_ms: 1000,
+            args: Vec::new(),
         }
     }
 }
@@ -427,17 +469,11 @@ impl Cluster {
         id: u64,
         within: Duration,
     ) -> Option<std::process::ExitStatus> {
-        let mut proc = self.masters[id as usize - 1].proc.take()?;
-        // SAFETY: kill(2) on our own child's pid, which has not been reaped yet.
-        unsafe { libc::kill(proc.child.id() as libc::pid_t, libc::SIGTERM) };
-        let deadline = Instant::now() + within;
-        while Instant::now() < deadline {
-            if let Ok(Some(status)) = proc.child.try_wait() {
-                return Some(status);
-            }
-            tokio::time::sleep(Duration::from_millis(20)).await;
-        }
-        None
+        self.masters[id as usize - 1]
+            .proc
+            .take()?
+            .terminate(within)
+            .await
     }
 
     /// Kills the (first) master with SIGKILL and starts it again on the same data and port.
@@ -508,7 +544,9 @@ impl Cluster {
             .args(["--slots", &slots.to_string()])
             .arg("--cache-dir")
             .arg(self.dir.path().join(format!("{id}-cache")))
-            .args(["--s3-attempts", "2", "--s3-timeout-ms", "1000"])
+            .args(["--s3-attempts", "2", "--s3-timeout-ms"])
+            .arg(options.s3_timeout_ms.to_string())
+            .args(&options.args)
             .args([
                 "--memory-cache-bytes",
                 &options.memory_cache_bytes.to_string(),
@@ -551,6 +589,17 @@ impl Cluster {
             assert!(Instant::now() < deadline, "worker {id} did not connect");
             tokio::time::sleep(Duration::from_millis(50)).await;
         }
+    }
+
+    /// Stops worker `index` with SIGTERM, as an orchestrator scaling down would, and waits up
+    /// to `within` for it to exit: its exit status, or `None` when it is still running then (it
+    /// is SIGKILLed).
+    pub async fn stop_worker(
+        &mut self,
+        index: usize,
+        within: Duration,
+    ) -> Option<std::process::ExitStatus> {
+        self.workers[index].take()?.terminate(within).await
     }
 
     /// SIGKILLs worker `index`.

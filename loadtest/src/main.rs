@@ -191,6 +191,7 @@ async fn run(
                 slots: args.slots,
                 memory_cache_bytes: args.memory_cache_bytes,
                 disk_cache_bytes: args.disk_cache_bytes,
+                ..WorkerOptions::default()
             })
             .await;
     }

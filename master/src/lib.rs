@@ -189,6 +189,7 @@ pub async fn run(
         }
     });
     let (stopping_tx, stopping_rx) = tokio::sync::oneshot::channel::<()>();
+    let stepping_down = (raft_handle.clone(), scheduler.leadership());
     let peer = PeerServer::new(PeerService::new(
         raft_handle.inputs(),
         members.keys().copied().collect(),
@@ -225,6 +226,7 @@ pub async fn run(
         ))
         .serve_with_shutdown(config.listen, async move {
             shutdown.await;
+            step_down(stepping_down.0, stepping_down.1).await;
             let _ = stopping_tx.send(());
         });
     // A graceful stop waits for the calls in flight, but some never end by themselves (other
@@ -244,6 +246,26 @@ pub async fn run(
     let _ = node.join();
     served?;
     Ok(())
+}
+
+/// How long a stopping leader waits for another master to take over before it stops anyway
+/// (the others then elect a leader after their election timeout).
+pub const STEP_DOWN_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// A stopping master that leads a group of several hands leadership over first, so that
+/// clients and workers move to the new leader at once instead of after an election timeout.
+async fn step_down(raft: raft::RaftHandle, mut leading: tokio::sync::watch::Receiver<bool>) {
+    if raft.members.len() < 2 || !*leading.borrow() {
+        return;
+    }
+    raft.step_down();
+    match tokio::time::timeout(STEP_DOWN_TIMEOUT, leading.wait_for(|leads| !leads)).await {
+        Ok(_) => tracing::info!(leader = ?raft.leader_address(), "stepped down"),
+        Err(_) => tracing::warn!(
+            timeout = ?STEP_DOWN_TIMEOUT,
+            "no follower took over leadership in time; stopping anyway"
+        ),
+    }
 }
 
 /// The server's TLS settings: its certificate and key, and, with `--tls-client-ca`, client

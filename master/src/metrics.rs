@@ -3,7 +3,11 @@
 use std::net::SocketAddr;
 use std::sync::{Arc, LazyLock};
 
-use prometheus::{Encoder, Histogram, HistogramOpts, IntCounter, IntGauge, Registry, TextEncoder};
+use prometheus::{
+    Encoder, GaugeVec, Histogram, HistogramOpts, IntCounter, IntGauge, IntGaugeVec, Opts, Registry,
+    TextEncoder,
+};
+use symcluster_proto::v1::JobKind;
 
 use crate::scheduler::Scheduler;
 
@@ -97,8 +101,52 @@ pub static JOBS_SUBMITTED: LazyLock<IntCounter> =
 /// Jobs completed.
 pub static JOBS_COMPLETED: LazyLock<IntCounter> =
     LazyLock::new(|| counter("symcluster_jobs_completed_total", "Jobs completed"));
-static QUEUE_DEPTH: LazyLock<IntGauge> =
-    LazyLock::new(|| gauge("symcluster_queue_depth", "Jobs waiting for a slot"));
+fn gauge_vec(name: &str, help: &str, labels: &[&str]) -> IntGaugeVec {
+    let g = IntGaugeVec::new(Opts::new(name, help), labels).expect("valid metric");
+    REGISTRY
+        .register(Box::new(g.clone()))
+        .expect("unique metric");
+    g
+}
+
+/// The job kinds, as `kind` label values.
+const KINDS: [(JobKind, &str); 2] = [(JobKind::Native, "native"), (JobKind::Js, "js")];
+
+static QUEUE_DEPTH: LazyLock<IntGaugeVec> = LazyLock::new(|| {
+    gauge_vec(
+        "symcluster_queue_depth",
+        "Jobs waiting for a worker slot, by kind (the leader's count; 0 on followers)",
+        &["kind"],
+    )
+});
+static QUEUE_OLDEST_AGE: LazyLock<GaugeVec> = LazyLock::new(|| {
+    let g = GaugeVec::new(
+        Opts::new(
+            "symcluster_queue_oldest_age_seconds",
+            "Age of the oldest queued job by kind, since it was submitted or queued again for a \
+             file that arrived (0 when none is queued)",
+        ),
+        &["kind"],
+    )
+    .expect("valid metric");
+    REGISTRY
+        .register(Box::new(g.clone()))
+        .expect("unique metric");
+    g
+});
+static WORKER_SLOTS: LazyLock<IntGaugeVec> = LazyLock::new(|| {
+    gauge_vec(
+        "symcluster_worker_slots",
+        "Job slots of the connected workers that take leases (draining ones excluded), busy or free",
+        &["state"],
+    )
+});
+static WORKERS_DRAINING: LazyLock<IntGauge> = LazyLock::new(|| {
+    gauge(
+        "symcluster_workers_draining",
+        "Workers stopping: they finish or hand back their jobs and get no new ones",
+    )
+});
 static JOBS_RUNNING: LazyLock<IntGauge> =
     LazyLock::new(|| gauge("symcluster_jobs_running", "Jobs leased to workers"));
 static JOBS_FAILED: LazyLock<IntGauge> =
@@ -164,7 +212,21 @@ pub async fn serve(addr: SocketAddr, scheduler: Arc<Scheduler>) -> anyhow::Resul
                         "index unreadable\n".to_owned(),
                     );
                 };
-                QUEUE_DEPTH.set(status.queue_depth as i64);
+                let queue = scheduler.queue_stats();
+                for (kind, label) in KINDS {
+                    let (depth, oldest_ms) = queue.queued.get(&kind).copied().unwrap_or_default();
+                    QUEUE_DEPTH.with_label_values(&[label]).set(depth as i64);
+                    QUEUE_OLDEST_AGE
+                        .with_label_values(&[label])
+                        .set(oldest_ms as f64 / 1000.0);
+                }
+                WORKER_SLOTS
+                    .with_label_values(&["busy"])
+                    .set(queue.busy_slots as i64);
+                WORKER_SLOTS
+                    .with_label_values(&["free"])
+                    .set(queue.free_slots as i64);
+                WORKERS_DRAINING.set(queue.draining_workers as i64);
                 JOBS_RUNNING.set(status.jobs_running as i64);
                 JOBS_FAILED.set(status.jobs_failed as i64);
                 WORKERS.set(status.workers.iter().filter(|w| w.connected).count() as i64);

@@ -75,4 +75,18 @@ pub struct WorkerConfig {
     /// Timeout of one S3 request attempt, in milliseconds.
     #[arg(long, env = "SYMCLUSTER_S3_TIMEOUT_MS", default_value_t = 5_000)]
     pub s3_timeout_ms: u64,
+
+    /// On SIGTERM/SIGINT, how long running jobs may take to finish before the worker hands
+    /// them back to the master and exits (`30s`, `2m`, `0`: humantime's syntax). Keep it below
+    /// the orchestrator's kill grace period (Kubernetes' `terminationGracePeriodSeconds`).
+    #[arg(long, env = "SYMCLUSTER_DRAIN_TIMEOUT", value_parser = parse_duration, default_value = "30s")]
+    pub drain_timeout: std::time::Duration,
+}
+
+/// `30s`, `2m`, `0` (humantime's syntax).
+fn parse_duration(s: &str) -> Result<std::time::Duration, String> {
+    if s == "0" {
+        return Ok(std::time::Duration::ZERO);
+    }
+    humantime::parse_duration(s).map_err(|e| format!("{s:?}: {e}"))
 }

@@ -8,7 +8,10 @@
 //! - [`disk_cache`]: byte-budgeted LRU disk cache;
 //! - [`caches`]: memory (`moka`) over disk over source, with single-flight and negative caching;
 //! - [`runner`]: one job, start to end;
-//! - [`run`]: the connection to the master: register, lease stream, heartbeats, results.
+//! - [`session`]: one connection to the master: register, lease stream, heartbeats, results,
+//!   and the drain that ends the worker;
+//! - [`shutdown`]: SIGTERM/SIGINT as a drain request (a second signal cuts the drain short);
+//! - [`run`]: reconnects sessions until the worker has drained.
 
 #![deny(missing_docs)]
 
@@ -17,22 +20,18 @@ pub mod config;
 pub mod disk_cache;
 pub mod grouping;
 pub mod runner;
+pub mod session;
+pub mod shutdown;
 
 /// The engine the worker runs (re-exported for embedding).
 pub use symcluster_engine as engine;
 
-use std::collections::HashSet;
-use std::sync::atomic::Ordering;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
-
-use symcluster_client::{Client, api};
-use tokio::sync::Semaphore;
 
 use caches::Caches;
 use config::WorkerConfig;
 use disk_cache::DiskCache;
-use runner::Outcome;
 use symcluster_sources::{S3Settings, Source};
 
 /// The source `config` describes: `--source-dir`, or the S3 bucket.
@@ -53,9 +52,19 @@ async fn source(config: &WorkerConfig) -> anyhow::Result<Source> {
     .await)
 }
 
-/// Runs a worker until the process ends: connects (and reconnects) to the master, registers,
-/// and runs the jobs it leases.
+/// Runs a worker until a shutdown signal (SIGTERM or SIGINT) has been handled: connects (and
+/// reconnects) to the master, registers, and runs the jobs it leases; then drains
+/// ([`session`]): no new leases, running jobs finish within `--drain-timeout`, the rest go back
+/// to the queue, and the worker deregisters.
 pub async fn run(config: WorkerConfig) -> anyhow::Result<()> {
+    run_until(config, shutdown::Shutdown::on_signals()?).await
+}
+
+/// [`run`], stopping when `shutdown` says so (a test or an embedding program drives it).
+pub async fn run_until(
+    config: WorkerConfig,
+    mut shutdown: shutdown::Shutdown,
+) -> anyhow::Result<()> {
     let slots = config
         .slots
         .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get() as u32));
@@ -69,186 +78,28 @@ pub async fn run(config: WorkerConfig) -> anyhow::Result<()> {
         config.memory_cache_bytes,
         Duration::from_secs(config.negative_cache_secs),
     ));
-    let running: Arc<Mutex<HashSet<String>>> = Arc::default();
-    let slots_sem = Arc::new(Semaphore::new(slots as usize));
+    let jobs = session::Jobs::new(slots);
     tracing::info!(worker = %worker_id, slots, master = %config.master, "worker starting");
 
     let mut backoff = Duration::from_millis(200);
     loop {
-        match session(&config, &worker_id, slots, &caches, &running, &slots_sem).await {
-            Ok(()) => tracing::warn!("lease stream ended; reconnecting"),
+        // A session drains the worker itself when a shutdown comes while it is connected.
+        let ended = session::run(&config, &worker_id, &caches, &jobs, shutdown.clone()).await;
+        match ended {
+            Ok(session::End::Drained) => return Ok(()),
+            Ok(session::End::StreamClosed) => tracing::warn!("lease stream ended; reconnecting"),
             Err(e) => tracing::warn!(error = %e, "master session failed; reconnecting"),
         }
-        tokio::time::sleep(backoff).await;
+        if shutdown.is_requested() {
+            // Stopping while not connected: the jobs left are drained without a lease stream.
+            session::drain_disconnected(&config, &worker_id, &jobs, &shutdown).await;
+            return Ok(());
+        }
+        tokio::select! {
+            () = tokio::time::sleep(backoff) => {}
+            () = shutdown.requested() => {}
+        }
         backoff = (backoff * 2).min(Duration::from_secs(5));
-    }
-}
-
-/// One connection to the master: register, heartbeat, take leases until the stream ends.
-async fn session(
-    config: &WorkerConfig,
-    worker_id: &str,
-    slots: u32,
-    caches: &Arc<Caches>,
-    running: &Arc<Mutex<HashSet<String>>>,
-    slots_sem: &Arc<Semaphore>,
-) -> anyhow::Result<()> {
-    let tls = symcluster_client::Tls::from_files(
-        config.tls_ca.as_deref(),
-        config.tls_cert.as_deref(),
-        config.tls_key.as_deref(),
-    )?;
-    let client = Client::connect_with(&config.master, &config.token, tls).await?;
-    let registration = client
-        .worker_api()
-        .register(api::RegisterRequest {
-            worker_id: worker_id.to_owned(),
-            slots,
-        })
-        .await?
-        .into_inner();
-
-    let heartbeat = {
-        let client = client.clone();
-        let worker_id = worker_id.to_owned();
-        let running = running.clone();
-        let caches = caches.clone();
-        let every = Duration::from_millis(registration.heartbeat_ms.max(100));
-        tokio::spawn(async move {
-            let mut tick = tokio::time::interval(every);
-            loop {
-                tick.tick().await;
-                let running_job_ids: Vec<String> = running
-                    .lock()
-                    .unwrap_or_else(|e| e.into_inner())
-                    .iter()
-                    .cloned()
-                    .collect();
-                let request = api::HeartbeatRequest {
-                    worker_id: worker_id.clone(),
-                    running_job_ids,
-                    cache: Some(api::CacheStats {
-                        hits: caches.counters.hits.load(Ordering::Relaxed),
-                        misses: caches.counters.misses.load(Ordering::Relaxed),
-                        memory_bytes: caches.memory_bytes(),
-                        disk_bytes: caches.disk_bytes(),
-                    }),
-                };
-                match client.worker_api().heartbeat(request).await {
-                    Ok(r) if !r.get_ref().known => {
-                        tracing::warn!("master forgot this worker; re-registering");
-                        return;
-                    }
-                    Ok(_) => {}
-                    Err(e) => tracing::warn!(error = %e, "heartbeat failed"),
-                }
-            }
-        })
-    };
-
-    let mut leases = client
-        .worker_api()
-        .lease_jobs(api::LeaseJobsRequest {
-            worker_id: worker_id.to_owned(),
-        })
-        .await?
-        .into_inner();
-    let result = loop {
-        if heartbeat.is_finished() {
-            break Ok(());
-        }
-        let lease = match leases.message().await {
-            Ok(Some(lease)) => lease,
-            Ok(None) => break Ok(()),
-            Err(e) => break Err(e.into()),
-        };
-        let Some(spec) = lease.job else { continue };
-        let permit = slots_sem.clone().acquire_owned().await?;
-        let job_id = spec.job_id.clone();
-        running
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .insert(job_id.clone());
-        let (client, caches, running) = (client.clone(), caches.clone(), running.clone());
-        let worker_id = worker_id.to_owned();
-        tokio::spawn(async move {
-            let started = std::time::Instant::now();
-            let outcome = runner::run(spec, &caches, lease.recheck_missing).await;
-            tracing::info!(job = %job_id, attempt = lease.attempt, ms = started.elapsed().as_millis() as u64,
-                ok = matches!(outcome, Outcome::Completed { .. }), "job finished");
-            report(&client, &worker_id, &job_id, lease.attempt, outcome).await;
-            running
-                .lock()
-                .unwrap_or_else(|e| e.into_inner())
-                .remove(&job_id);
-            drop(permit);
-        });
-    };
-    heartbeat.abort();
-    result
-}
-
-/// Sends a job's outcome to the leader, following it through a failover and retrying briefly
-/// on transport errors. If it never arrives, the lease expires and the job runs again: nothing
-/// is lost.
-async fn report(client: &Client, worker_id: &str, job_id: &str, attempt: u32, outcome: Outcome) {
-    let sent = match &outcome {
-        Outcome::Completed {
-            result_zstd,
-            group,
-            missing,
-            call_tree,
-        } => {
-            let request = api::CompleteJobRequest {
-                worker_id: worker_id.to_owned(),
-                job_id: job_id.to_owned(),
-                attempt,
-                result_json: Vec::new(),
-                group: group.clone(),
-                result_zstd: result_zstd.clone(),
-                missing: missing.clone(),
-                call_tree: call_tree.clone(),
-            };
-            client
-                .on_leader(|channel| {
-                    let request = request.clone();
-                    async move {
-                        api::worker_api_client::WorkerApiClient::new(channel)
-                            .complete_job(request)
-                            .await
-                            .map(|_| ())
-                    }
-                })
-                .await
-        }
-        Outcome::Failed {
-            error,
-            retryable,
-            missing,
-        } => {
-            let request = api::FailJobRequest {
-                worker_id: worker_id.to_owned(),
-                job_id: job_id.to_owned(),
-                attempt,
-                error: error.clone(),
-                retryable: *retryable,
-                missing: missing.clone(),
-            };
-            client
-                .on_leader(|channel| {
-                    let request = request.clone();
-                    async move {
-                        api::worker_api_client::WorkerApiClient::new(channel)
-                            .fail_job(request)
-                            .await
-                            .map(|_| ())
-                    }
-                })
-                .await
-        }
-    };
-    if let Err(e) = sent {
-        tracing::warn!(job = job_id, error = %e, "reporting the outcome failed; the lease will expire");
     }
 }
 

@@ -82,7 +82,16 @@ async fn auth_health_metrics_and_status() {
         metrics.contains("symcluster_workers_connected 1"),
         "{metrics}"
     );
-    assert!(metrics.contains("symcluster_queue_depth 0"), "{metrics}");
+    for line in [
+        "symcluster_queue_depth{kind=\"native\"} 0",
+        "symcluster_queue_depth{kind=\"js\"} 0",
+        "symcluster_queue_oldest_age_seconds{kind=\"native\"} 0",
+        "symcluster_worker_slots{state=\"busy\"} 0",
+        "symcluster_worker_slots{state=\"free\"} 2",
+        "symcluster_workers_draining 0",
+    ] {
+        assert!(metrics.lines().any(|l| l == line), "{line} in:\n{metrics}");
+    }
 }
 
 async fn http_get(addr: &str, path: &str) -> String {

@@ -1,12 +1,13 @@
 //! End-to-end tests: a real Garage S3 server, a real master and real workers (processes on
 //! loopback), real gRPC. Uploads real debug files and source maps, submits real reports, and
-//! checks the symbolicated frames; kills workers, stops S3, kills and restarts masters (one, or
+//! checks the symbolicated frames; kills and drains workers, stops S3, kills and restarts masters (one, or
 //! the leader or a follower of three).
 //!
 //! Needs the release binaries (`cargo build --release --bins`) and `garage` on PATH; both are
 //! provided by `scripts/test.sh`.
 
 mod cluster_api;
+mod drain;
 mod faults;
 mod late_files;
 mod partition;

@@ -243,7 +243,8 @@ async fn wait_until_applied(
     false
 }
 
-/// SIGTERM, as an operator stops a master: the leader of three exits within seconds although
+/// SIGTERM, as an operator stops a master: the leader of three hands leadership to a follower,
+/// then exits within seconds although
 /// calls that never end by themselves are open on it (the other masters' Raft streams, the
 /// worker's lease stream, a client's submit stream), and the other two go on without it.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -269,6 +270,14 @@ async fn a_leader_stopped_with_sigterm_exits_while_streams_are_open() {
             )
         });
     assert!(status.success(), "exit status {status}");
+    // It handed leadership over before it stopped (raft-rs leader transfer), instead of
+    // leaving the others to notice its silence after an election timeout.
+    let log = std::fs::read_to_string(cluster.dir.path().join(format!("master-{leader}.log")))
+        .unwrap_or_default();
+    assert!(
+        log.contains("stepping down: handing leadership over") && log.contains("stepped down"),
+        "{log}"
+    );
 
     assert_ne!(cluster.wait_for_leader().await, leader);
     // The same stream goes on with the new leader.

@@ -164,6 +164,11 @@ pub struct OpenJob {
     pub running_on: Option<String>,
     /// 1 for the first result; more when it runs again for a file that arrived.
     pub revision: u32,
+    /// Native or JS (`v1::JobKind` as i32).
+    pub kind: i32,
+    /// When it was submitted, or queued again for a file that arrived: ms since the epoch, by
+    /// the leader's clock at the time.
+    pub queued_since_ms: u64,
 }
 
 /// The index over a shared `redb` database (the same file also holds Raft's log).
@@ -317,6 +322,8 @@ impl Index {
                 routing_key: record.routing_key,
                 attempts: record.attempts,
                 revision: record.revision.max(1),
+                kind: record.kind,
+                queued_since_ms: record.resymbolicated_at_ms.max(record.submitted_at_ms),
             });
         }
         Ok(out)

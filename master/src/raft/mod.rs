@@ -49,6 +49,9 @@ pub enum Input {
         /// Whether it arrived.
         ok: bool,
     },
+    /// Hands leadership to the most up-to-date follower (a stopping leader); ignored by a
+    /// follower.
+    StepDown,
     /// Ends the node thread.
     Stop,
 }
@@ -185,6 +188,13 @@ impl RaftHandle {
     /// A sender into the node's channel (for the transport's receiving side).
     pub fn inputs(&self) -> Sender<Input> {
         self.inputs.clone()
+    }
+
+    /// Asks the node to hand leadership to its most up-to-date follower (raft-rs leader
+    /// transfer: the follower is caught up, then told to campaign at once). The outcome shows in
+    /// [`Self::status`]; a transfer that does not finish within an election timeout is dropped.
+    pub fn step_down(&self) {
+        let _ = self.inputs.send(Input::StepDown);
     }
 
     /// Stops the node thread.

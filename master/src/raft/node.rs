@@ -131,6 +131,7 @@ impl Node {
                     self.propose(command, None);
                 }
             }
+            Input::StepDown => self.step_down(),
             Input::Step(messages) => {
                 for m in messages {
                     if let Err(e) = self.raw.step(m) {
@@ -148,6 +149,26 @@ impl Node {
                 },
             ),
             Input::Stop => {}
+        }
+    }
+
+    /// Leader transfer to the follower whose log matches furthest (the quickest to catch up).
+    fn step_down(&mut self) {
+        if self.role != StateRole::Leader {
+            return;
+        }
+        let me = self.raw.raft.id;
+        let best = self
+            .raw
+            .raft
+            .prs()
+            .iter()
+            .filter(|(id, _)| **id != me)
+            .max_by_key(|(_, progress)| progress.matched)
+            .map(|(id, _)| *id);
+        if let Some(transferee) = best {
+            tracing::info!(transferee, "stepping down: handing leadership over");
+            self.raw.transfer_leader(transferee);
         }
     }
 

@@ -76,6 +76,10 @@ struct LeaseInfo {
 #[derive(Debug, Clone)]
 struct OpenJob {
     routing_key: String,
+    /// `v1::JobKind` as i32.
+    kind: i32,
+    /// Submitted (or queued again for a file that arrived) at, ms since the epoch.
+    queued_since_ms: u64,
     attempts: u32,
     lease: Option<LeaseInfo>,
     /// It runs again for a file that arrived: the worker looks every file up afresh.
@@ -120,6 +124,20 @@ pub struct Completion {
     pub missing: Vec<v1::MissingFile>,
     /// Its named call tree (hang reports).
     pub call_tree: Vec<v1::CallTreeNode>,
+}
+
+/// The queue and the workers' slots, for autoscaling ([`Scheduler::queue_stats`]).
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub struct QueueStats {
+    /// Per job kind: queued jobs, and the age of the oldest (ms since it was submitted or queued
+    /// again for a file that arrived).
+    pub queued: BTreeMap<v1::JobKind, (u64, u64)>,
+    /// Slots running a job, on connected workers that are not draining.
+    pub busy_slots: u64,
+    /// Slots free for a job, on the same workers.
+    pub free_slots: u64,
+    /// Workers draining (stopping).
+    pub draining_workers: u64,
 }
 
 /// The scheduler: queue, workers, leases (leader), kept in step with the index (every master).
@@ -173,6 +191,8 @@ impl Scheduler {
                 job.job_id,
                 OpenJob {
                     routing_key: job.routing_key,
+                    kind: job.kind,
+                    queued_since_ms: job.queued_since_ms,
                     attempts: job.attempts,
                     lease,
                     recheck_missing: job.revision > 1,
@@ -305,6 +325,7 @@ impl Scheduler {
         entry.busy = busy;
         entry.last_heartbeat = std::time::Instant::now();
         entry.owner = owner;
+        entry.draining = false;
         Ok(())
     }
 
@@ -313,11 +334,16 @@ impl Scheduler {
         self.lock().workers.get(worker_id).map(|w| w.owner.clone())
     }
 
-    /// Opens a worker's lease stream; `None` when the worker is not registered.
+    /// Opens a worker's lease stream; `None` when the worker is not registered. A draining
+    /// worker's stream ends at once.
     pub fn open_lease_stream(&self, worker_id: &str) -> Option<mpsc::Receiver<v1::Lease>> {
         let mut core = self.lock();
         let entry = core.workers.get_mut(worker_id)?;
         let (tx, rx) = mpsc::channel(entry.slots as usize + 1);
+        if entry.draining {
+            // A draining worker's stream ends at once.
+            return Some(rx);
+        }
         entry.sender = Some(tx);
         self.dispatch(&mut core);
         Some(rx)
@@ -459,6 +485,98 @@ impl Scheduler {
         } else {
             command::fail(job_id, attempt, error, at_ms)
         }
+    }
+
+    /// Starts draining `worker_id` (`WorkerApi.Drain`): it gets no more leases, and its lease
+    /// stream ends after the leases already sent (a lease applied later finds no stream and goes
+    /// back to the queue). Returns how many jobs it holds leases for; `None` when the worker is
+    /// not registered here.
+    pub fn drain(&self, worker_id: &str) -> Option<u32> {
+        let mut core = self.lock();
+        let worker = core.workers.get_mut(worker_id)?;
+        worker.draining = true;
+        worker.sender = None;
+        Some(worker.busy.len() as u32)
+    }
+
+    /// Ends `worker_id` (`WorkerApi.Deregister`): every job it still holds a lease for goes back
+    /// to the queue at once, with `reason`, and the worker leaves the registry. Resolves when the
+    /// requeues are applied; returns how many jobs were queued again.
+    pub async fn deregister(&self, worker_id: &str, reason: &str) -> Result<u32, ScheduleError> {
+        let commands: Vec<(String, Command)> = {
+            let mut core = self.lock();
+            core.workers.remove(worker_id);
+            let held: Vec<(String, u32)> = core
+                .open
+                .iter()
+                .filter(|(id, _)| !core.pending.contains(*id))
+                .filter_map(|(id, j)| {
+                    j.lease
+                        .as_ref()
+                        .filter(|l| l.worker_id == worker_id)
+                        .map(|l| (id.clone(), l.attempt))
+                })
+                .collect();
+            let at_ms = now_ms();
+            held.into_iter()
+                .map(|(job_id, attempt)| {
+                    core.pending.insert(job_id.clone());
+                    let command = command::requeue(&job_id, attempt, reason, at_ms);
+                    (job_id, command)
+                })
+                .collect()
+        };
+        // All proposed at once: one commit for many.
+        let mut proposals = tokio::task::JoinSet::new();
+        for (job_id, command) in commands {
+            let raft = self.raft.clone();
+            proposals.spawn(async move { (raft.propose(command).await, job_id) });
+        }
+        let (mut requeued, mut refused) = (0, None);
+        while let Some(done) = proposals.join_next().await {
+            let (applied, job_id) = done.map_err(|e| {
+                ScheduleError::Propose(ProposeError::Storage(format!("proposal task: {e}")))
+            })?;
+            match applied {
+                Ok(applied) => requeued += u32::from(matches!(applied, Applied::Changed { .. })),
+                Err(e) => {
+                    self.lock().pending.remove(&job_id);
+                    refused = Some(e);
+                }
+            }
+        }
+        match refused {
+            Some(e) => Err(e.into()),
+            None => Ok(requeued),
+        }
+    }
+
+    /// What an autoscaler needs: queued jobs by kind, the oldest queued job's age, and the
+    /// busy and free slots of the workers that take leases (draining workers excluded). Leader
+    /// only; other masters report an empty queue.
+    pub fn queue_stats(&self) -> QueueStats {
+        let core = self.lock();
+        let mut stats = QueueStats::default();
+        if !core.is_leader {
+            return stats;
+        }
+        let now = now_ms();
+        for job in core.open.values().filter(|j| j.lease.is_none()) {
+            let kind = v1::JobKind::try_from(job.kind).unwrap_or(v1::JobKind::Unspecified);
+            let entry = stats.queued.entry(kind).or_default();
+            entry.0 += 1;
+            entry.1 = entry.1.max(now.saturating_sub(job.queued_since_ms));
+        }
+        for worker in core.workers.values() {
+            if worker.draining {
+                stats.draining_workers += 1;
+            } else if worker.connected() {
+                let busy = (worker.busy.len() as u32).min(worker.slots);
+                stats.busy_slots += u64::from(busy);
+                stats.free_slots += u64::from(worker.slots - busy);
+            }
+        }
+        stats
     }
 
     /// Renews the leases of `running` jobs on `worker_id`; `false` if the worker is unknown.
@@ -720,6 +838,8 @@ impl Hooks for Scheduler {
                             c.job_id.clone(),
                             OpenJob {
                                 routing_key: c.routing_key.clone(),
+                                kind: c.kind,
+                                queued_since_ms: c.at_ms,
                                 attempts: 0,
                                 lease: None,
                                 recheck_missing: false,
@@ -784,6 +904,8 @@ impl Hooks for Scheduler {
                             c.job_id.clone(),
                             OpenJob {
                                 routing_key: job.record.routing_key,
+                                kind: job.record.kind,
+                                queued_since_ms: c.at_ms,
                                 attempts: job.record.attempts,
                                 lease: None,
                                 recheck_missing: true,

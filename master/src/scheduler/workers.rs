@@ -25,6 +25,8 @@ pub struct WorkerEntry {
     /// The name of the token that registered it: only that token (or an admin's) may act as
     /// this worker.
     pub owner: Arc<str>,
+    /// Stopping (`WorkerApi.Drain`): no more leases.
+    pub draining: bool,
 }
 
 impl WorkerEntry {
@@ -37,6 +39,7 @@ impl WorkerEntry {
             last_heartbeat: Instant::now(),
             cache: v1::CacheStats::default(),
             owner,
+            draining: false,
         }
     }
 
@@ -45,9 +48,9 @@ impl WorkerEntry {
         self.sender.as_ref().is_some_and(|s| !s.is_closed())
     }
 
-    /// Connected with a free slot.
+    /// Connected, not draining, with a free slot.
     pub fn free(&self) -> bool {
-        self.connected() && (self.busy.len() as u32) < self.slots
+        !self.draining && self.connected() && (self.busy.len() as u32) < self.slots
     }
 
     /// Busy slots over slots.
@@ -65,6 +68,7 @@ impl WorkerEntry {
             connected: self.connected(),
             cache_hits: self.cache.hits,
             cache_misses: self.cache.misses,
+            draining: self.draining,
         }
     }
 }

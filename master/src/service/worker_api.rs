@@ -1,5 +1,5 @@
-//! `symcluster.v1.WorkerApi`: register, lease stream, complete, fail, heartbeat. Leader only:
-//! workers follow the leader.
+//! `symcluster.v1.WorkerApi`: register, lease stream, complete, fail, heartbeat, drain,
+//! deregister. Leader only: workers follow the leader.
 
 use std::pin::Pin;
 use std::sync::Arc;
@@ -196,5 +196,45 @@ impl WorkerApi for WorkerApiService {
             .scheduler
             .heartbeat(worker_id(&r.worker_id)?, &r.running_job_ids, r.cache);
         Ok(Response::new(v1::HeartbeatResponse { known }))
+    }
+
+    async fn drain(
+        &self,
+        request: Request<v1::DrainRequest>,
+    ) -> Result<Response<v1::DrainResponse>, Status> {
+        require_leader(&self.scheduler)?;
+        self.act_as(&request, &request.get_ref().worker_id)?;
+        let id = worker_id(&request.get_ref().worker_id)?;
+        let leased = self
+            .scheduler
+            .drain(id)
+            .ok_or_else(|| Status::failed_precondition("unknown worker: register first"))?;
+        tracing::info!(worker = id, leased, "worker draining");
+        Ok(Response::new(v1::DrainResponse { leased }))
+    }
+
+    async fn deregister(
+        &self,
+        request: Request<v1::DeregisterRequest>,
+    ) -> Result<Response<v1::DeregisterResponse>, Status> {
+        require_leader(&self.scheduler)?;
+        self.act_as(&request, &request.get_ref().worker_id)?;
+        let r = request.into_inner();
+        let id = worker_id(&r.worker_id)?;
+        let reason = if r.reason.is_empty() {
+            format!("worker {id} left")
+        } else {
+            format!(
+                "worker {id} left: {}",
+                r.reason.chars().take(200).collect::<String>()
+            )
+        };
+        let requeued = self
+            .scheduler
+            .deregister(id, &reason)
+            .await
+            .map_err(schedule_status)?;
+        tracing::info!(worker = id, requeued, "worker deregistered");
+        Ok(Response::new(v1::DeregisterResponse { requeued }))
     }
 }

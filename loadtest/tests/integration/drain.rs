@@ -1,0 +1,192 @@
+//! Graceful drain: a worker stopped with SIGTERM (a scale-down, a rolling update) loses no job
+//! and makes none wait for its lease to expire.
+
+use std::time::{Duration, Instant};
+
+use symcluster_client::api;
+use symcluster_loadtest::cluster::{Cluster, MasterOptions, WorkerOptions};
+
+use crate::support::{fixture, result, upload_dsyms, wait};
+
+/// Leases far longer than any of these tests: a job that waited for its lease to expire would
+/// blow the time checks below.
+const LEASE_MS: u64 = 120_000;
+
+fn crashprobe_reports() -> Vec<(String, Vec<u8>)> {
+    let dir = fixture("crashprobe/release/arm64");
+    let mut reports: Vec<(String, Vec<u8>)> = std::fs::read_dir(&dir)
+        .expect("crashprobe reports")
+        .map(|e| e.expect("entry").path())
+        .map(|p| {
+            let name = p.file_stem().unwrap().to_string_lossy().into_owned();
+            (name, std::fs::read(&p).expect("report"))
+        })
+        .collect();
+    reports.sort();
+    reports
+}
+
+async fn cluster() -> Cluster {
+    let cluster = Cluster::start(
+        0,
+        MasterOptions {
+            lease_ms: LEASE_MS,
+            ..MasterOptions::default()
+        },
+    )
+    .await;
+    let crashprobe = fixture("crashprobe");
+    upload_dsyms(
+        &cluster,
+        &[
+            crashprobe.join("release/dSYMs"),
+            crashprobe.join("debug/dSYMs"),
+        ],
+    );
+    cluster
+}
+
+async fn worker(cluster: &mut Cluster, drain_timeout: &str) -> usize {
+    cluster
+        .add_worker_with(WorkerOptions {
+            // S3 may stall for the whole test (paused Garage): the fetch waits, it does not fail.
+            s3_timeout_ms: 600_000,
+            args: vec!["--drain-timeout".into(), drain_timeout.into()],
+            ..WorkerOptions::default()
+        })
+        .await
+}
+
+/// Jobs stuck on a stalled S3 when their worker gets SIGTERM are handed back when the drain
+/// timeout passes, and another worker completes them at once (no lease expiry); the stopped
+/// worker exits 0.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sigterm_hands_unfinished_jobs_back_at_once() {
+    let mut cluster = cluster().await;
+    let a = worker(&mut cluster, "1s").await;
+    let reports = crashprobe_reports();
+    let mut client = cluster.client().await;
+
+    // S3 stalls: both of worker-0's jobs hang in their dSYM downloads.
+    cluster.garage.pause();
+    let ids = ["stuck-1", "stuck-2"];
+    for (id, (_, report)) in ids.iter().zip(&reports) {
+        client.submit_native(id, report.clone()).await.unwrap();
+    }
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while cluster.status().await.workers[0].busy < 2 {
+        assert!(Instant::now() < deadline, "worker-0 never took both jobs");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let b = worker(&mut cluster, "30s").await;
+
+    let stopped_at = Instant::now();
+    let exit = cluster.stop_worker(a, Duration::from_secs(20)).await;
+    let exit = exit.expect("worker-0 did not exit within 20 s of SIGTERM");
+    assert!(exit.success(), "worker-0 exited with {exit}");
+    // Handed back, not expired: both jobs are leased to worker-1 already.
+    let status = cluster.status().await;
+    assert_eq!(
+        status
+            .workers
+            .iter()
+            .map(|w| w.worker_id.as_str())
+            .collect::<Vec<_>>(),
+        ["worker-1"],
+        "worker-0 deregistered"
+    );
+    for id in ids {
+        let job = client.job(id).await.unwrap();
+        assert_eq!(
+            (job.state, job.worker_id.as_str(), job.attempts),
+            (api::JobState::Running as i32, "worker-1", 2),
+            "{id}: {job:?}"
+        );
+    }
+
+    cluster.garage.resume();
+    for id in ids {
+        let job = wait(&mut client, id).await;
+        let result = result(&job);
+        assert_eq!(job.worker_id, "worker-1");
+        let found = result["modules"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|m| m["status"] == "found")
+            .count();
+        assert!(found > 0, "{id}: no dSYM found: {result}");
+    }
+    let elapsed = stopped_at.elapsed();
+    assert!(
+        elapsed < Duration::from_millis(LEASE_MS),
+        "SIGTERM to completion took {elapsed:?}: as long as a lease"
+    );
+    let status = cluster.status().await;
+    assert_eq!(
+        (
+            status.jobs_completed,
+            status.queue_depth,
+            status.jobs_running
+        ),
+        (2, 0, 0)
+    );
+    assert_eq!(b, 1);
+}
+
+/// Under load, a worker stopped with SIGTERM finishes what it runs and leaves; the other
+/// worker takes the rest: every submitted job completes, once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sigterm_under_load_loses_nothing() {
+    let mut cluster = cluster().await;
+    let a = worker(&mut cluster, "30s").await;
+    worker(&mut cluster, "30s").await;
+    let reports = crashprobe_reports();
+    let client = cluster.client().await;
+    const JOBS: usize = 200;
+
+    let started = Instant::now();
+    let mut submitted = tokio::task::JoinSet::new();
+    for i in 0..JOBS {
+        let mut client = client.clone();
+        let report = reports[i % reports.len()].1.clone();
+        submitted.spawn(async move {
+            let id = format!("load-{i}");
+            client.submit_native(&id, report).await.unwrap();
+            wait(&mut client, &id).await
+        });
+        // Stop worker-0 a quarter of the way in, while jobs run on both workers.
+        if i == JOBS / 4 {
+            let exit = cluster.stop_worker(a, Duration::from_secs(40)).await;
+            let exit = exit.expect("worker-0 did not exit within 40 s of SIGTERM");
+            assert!(exit.success(), "worker-0 exited with {exit}");
+        }
+    }
+    let mut by_worker = std::collections::BTreeMap::<String, usize>::new();
+    while let Some(job) = submitted.join_next().await {
+        let job = job.expect("job task");
+        assert_eq!(
+            job.state,
+            api::JobState::Completed as i32,
+            "{}: {}",
+            job.job_id,
+            job.error
+        );
+        *by_worker.entry(job.worker_id.clone()).or_default() += 1;
+    }
+    assert!(
+        started.elapsed() < Duration::from_millis(LEASE_MS),
+        "no job waited for a lease to expire"
+    );
+    let status = cluster.status().await;
+    assert_eq!(
+        (
+            status.jobs_completed,
+            status.queue_depth,
+            status.jobs_running
+        ),
+        (JOBS as u64, 0, 0)
+    );
+    assert_eq!(by_worker.values().sum::<usize>(), JOBS);
+    assert!(by_worker["worker-1"] > 0, "{by_worker:?}");
+}

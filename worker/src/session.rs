@@ -1,0 +1,404 @@
+//! One connection to the master (the leader): register, heartbeats, the lease stream, results;
+//! and the drain that ends the worker.
+//!
+//! Drain (on the first SIGTERM/SIGINT, see [`crate::shutdown`]):
+//! 1. `Drain`: the master grants no more leases and ends the lease stream after the leases it
+//!    already sent, which the worker reads to the end and runs (none is left in a buffer to wait
+//!    for its lease to expire);
+//! 2. running jobs finish and report, for at most `--drain-timeout` (heartbeats keep their
+//!    leases alive meanwhile); a second signal cuts the wait short;
+//! 3. jobs still running are stopped, and `Deregister` hands their leases back: the master
+//!    queues them again at once, for another worker;
+//! 4. the worker exits 0.
+
+use std::collections::HashMap;
+use std::sync::atomic::Ordering;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use symcluster_client::{Client, api};
+use tokio::sync::Semaphore;
+use tokio::task::AbortHandle;
+
+use crate::caches::Caches;
+use crate::config::WorkerConfig;
+use crate::runner::{self, Outcome};
+use crate::shutdown::Shutdown;
+
+/// The jobs this worker runs, across sessions: one slot permit each, and a handle to stop it.
+#[derive(Clone)]
+pub struct Jobs {
+    slots: u32,
+    permits: Arc<Semaphore>,
+    running: Arc<Mutex<HashMap<String, AbortHandle>>>,
+}
+
+impl Jobs {
+    /// Room for `slots` jobs at once.
+    pub fn new(slots: u32) -> Self {
+        Jobs {
+            slots,
+            permits: Arc::new(Semaphore::new(slots as usize)),
+            running: Arc::default(),
+        }
+    }
+
+    /// The job slots.
+    pub fn slots(&self) -> u32 {
+        self.slots
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, AbortHandle>> {
+        self.running.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Ids of the jobs running now.
+    pub fn running_ids(&self) -> Vec<String> {
+        self.lock().keys().cloned().collect()
+    }
+
+    /// Waits until every job has ended, or `within` passed, or `shutdown` turns urgent; returns
+    /// whether every job ended.
+    async fn wait_idle(&self, within: Duration, shutdown: &mut Shutdown) -> bool {
+        let all = self.permits.acquire_many(self.slots);
+        tokio::select! {
+            all = tokio::time::timeout(within, all) => matches!(all, Ok(Ok(_))),
+            () = shutdown.urgent() => false,
+        }
+    }
+
+    /// Stops every job still running (their outcomes are never reported); returns how many.
+    fn abort_all(&self) -> usize {
+        let running: Vec<(String, AbortHandle)> = self.lock().drain().collect();
+        for (_, job) in &running {
+            job.abort();
+        }
+        running.len()
+    }
+}
+
+/// How a session ended without an error.
+#[derive(Debug, PartialEq, Eq)]
+pub enum End {
+    /// The master closed the lease stream (it stopped leading, or forgot this worker):
+    /// reconnect.
+    StreamClosed,
+    /// The worker drained and deregistered: stop.
+    Drained,
+}
+
+/// Connects to the master (any of `config.master`: the client finds the leader), registers,
+/// and runs leased jobs until the stream ends, or until `shutdown`, when it drains (module
+/// docs). A shutdown before the lease stream is open ends the session with `StreamClosed`.
+pub async fn run(
+    config: &WorkerConfig,
+    worker_id: &str,
+    caches: &Arc<Caches>,
+    jobs: &Jobs,
+    mut shutdown: Shutdown,
+) -> anyhow::Result<End> {
+    let connected = tokio::select! {
+        connected = connect(config, worker_id, jobs.slots()) => connected?,
+        () = shutdown.requested() => return Ok(End::StreamClosed),
+    };
+    let (client, registration) = connected;
+    let heartbeat = tokio::spawn(heartbeats(
+        client.clone(),
+        worker_id.to_owned(),
+        jobs.clone(),
+        caches.clone(),
+        Duration::from_millis(registration.heartbeat_ms.max(100)),
+    ));
+    let ended = lease_loop(&client, worker_id, caches, jobs, &mut shutdown).await;
+    let ended = match ended {
+        Ok(End::Drained) => {
+            finish_drain(
+                &client,
+                worker_id,
+                jobs,
+                config.drain_timeout,
+                &mut shutdown,
+            )
+            .await;
+            Ok(End::Drained)
+        }
+        other => other,
+    };
+    heartbeat.abort();
+    ended
+}
+
+/// The TLS settings of `config` (`--tls-ca`, `--tls-cert`, `--tls-key`).
+fn tls(config: &WorkerConfig) -> anyhow::Result<symcluster_client::Tls> {
+    Ok(symcluster_client::Tls::from_files(
+        config.tls_ca.as_deref(),
+        config.tls_cert.as_deref(),
+        config.tls_key.as_deref(),
+    )?)
+}
+
+async fn connect(
+    config: &WorkerConfig,
+    worker_id: &str,
+    slots: u32,
+) -> anyhow::Result<(Client, api::RegisterResponse)> {
+    let client = Client::connect_with(&config.master, &config.token, tls(config)?).await?;
+    let registration = client
+        .worker_api()
+        .register(api::RegisterRequest {
+            worker_id: worker_id.to_owned(),
+            slots,
+        })
+        .await?
+        .into_inner();
+    Ok((client, registration))
+}
+
+/// Renews the running jobs' leases and reports cache counters every `every`, until the master
+/// says it forgot this worker (then the session's lease stream ends too).
+async fn heartbeats(
+    client: Client,
+    worker_id: String,
+    jobs: Jobs,
+    caches: Arc<Caches>,
+    every: Duration,
+) {
+    let mut tick = tokio::time::interval(every);
+    loop {
+        tick.tick().await;
+        let request = api::HeartbeatRequest {
+            worker_id: worker_id.clone(),
+            running_job_ids: jobs.running_ids(),
+            cache: Some(api::CacheStats {
+                hits: caches.counters.hits.load(Ordering::Relaxed),
+                misses: caches.counters.misses.load(Ordering::Relaxed),
+                memory_bytes: caches.memory_bytes(),
+                disk_bytes: caches.disk_bytes(),
+            }),
+        };
+        match client.worker_api().heartbeat(request).await {
+            Ok(r) if !r.get_ref().known => {
+                tracing::warn!("master forgot this worker; re-registering");
+                return;
+            }
+            Ok(_) => {}
+            Err(e) => tracing::warn!(error = %e, "heartbeat failed"),
+        }
+    }
+}
+
+/// Reads the lease stream and starts each job; on `shutdown`, sends `Drain` and reads the
+/// stream to its end (`Drained`).
+async fn lease_loop(
+    client: &Client,
+    worker_id: &str,
+    caches: &Arc<Caches>,
+    jobs: &Jobs,
+    shutdown: &mut Shutdown,
+) -> anyhow::Result<End> {
+    let mut leases = client
+        .worker_api()
+        .lease_jobs(api::LeaseJobsRequest {
+            worker_id: worker_id.to_owned(),
+        })
+        .await?
+        .into_inner();
+    let mut draining = false;
+    loop {
+        let lease = tokio::select! {
+            biased;
+            () = shutdown.requested(), if !draining => {
+                draining = true;
+                match client
+                    .worker_api()
+                    .drain(api::DrainRequest { worker_id: worker_id.to_owned() })
+                    .await
+                {
+                    Ok(r) => tracing::info!(leased = r.get_ref().leased, "draining: no new leases"),
+                    // The stream is dropped below: a lease sent meanwhile waits for its expiry.
+                    Err(e) => {
+                        tracing::warn!(error = %e, "the master did not take the drain; leaving the lease stream");
+                        return Ok(End::Drained);
+                    }
+                }
+                continue;
+            }
+            lease = leases.message() => lease,
+        };
+        let lease = match lease {
+            Ok(Some(lease)) => lease,
+            Ok(None) if draining => return Ok(End::Drained),
+            Ok(None) => return Ok(End::StreamClosed),
+            Err(e) if draining => {
+                tracing::warn!(error = %e, "lease stream failed while draining");
+                return Ok(End::Drained);
+            }
+            Err(e) => return Err(e.into()),
+        };
+        let Some(spec) = lease.job else { continue };
+        let permit = jobs.permits.clone().acquire_owned().await?;
+        let job_id = spec.job_id.clone();
+        let (client, caches, worker_id, registry) = (
+            client.clone(),
+            caches.clone(),
+            worker_id.to_owned(),
+            jobs.clone(),
+        );
+        // Registered under the lock its end takes, so that its removal always follows this
+        // insert.
+        let key = job_id.clone();
+        let mut running = jobs.lock();
+        let task = tokio::spawn(async move {
+            let started = std::time::Instant::now();
+            let outcome = runner::run(spec, &caches, lease.recheck_missing).await;
+            tracing::info!(job = %job_id, attempt = lease.attempt, ms = started.elapsed().as_millis() as u64,
+                ok = matches!(outcome, Outcome::Completed { .. }), "job finished");
+            report(&client, &worker_id, &job_id, lease.attempt, outcome).await;
+            registry.lock().remove(&job_id);
+            drop(permit);
+        });
+        running.insert(key, task.abort_handle());
+    }
+}
+
+/// Steps 2–3 of the drain: wait for the running jobs, stop the rest, hand their leases back.
+async fn finish_drain(
+    client: &Client,
+    worker_id: &str,
+    jobs: &Jobs,
+    timeout: Duration,
+    shutdown: &mut Shutdown,
+) {
+    let all_done = jobs.wait_idle(timeout, shutdown).await;
+    let stopped = if all_done { 0 } else { jobs.abort_all() };
+    let reason = if all_done {
+        "drained".to_owned()
+    } else {
+        format!("stopping; {stopped} jobs did not finish within the drain timeout")
+    };
+    let request = api::DeregisterRequest {
+        worker_id: worker_id.to_owned(),
+        reason,
+    };
+    let deregistered = client
+        .on_leader(|channel| {
+            let request = request.clone();
+            async move {
+                api::worker_api_client::WorkerApiClient::new(channel)
+                    .deregister(request)
+                    .await
+                    .map(|r| r.into_inner())
+            }
+        })
+        .await;
+    match deregistered {
+        Ok(r) => tracing::info!(
+            stopped,
+            requeued = r.requeued,
+            "drained: deregistered, unfinished jobs handed back"
+        ),
+        Err(e) => tracing::warn!(
+            error = %e,
+            stopped,
+            "cannot deregister; the jobs left wait for their leases to expire"
+        ),
+    }
+}
+
+/// A drain while no session is open (the master was unreachable when the signal came): wait
+/// for the jobs, then hand back what is left if a master answers.
+pub async fn drain_disconnected(
+    config: &WorkerConfig,
+    worker_id: &str,
+    jobs: &Jobs,
+    shutdown: &Shutdown,
+) {
+    let mut shutdown = shutdown.clone();
+    let client = match tls(config) {
+        Ok(tls) => Client::connect_with(&config.master, &config.token, tls)
+            .await
+            .map_err(anyhow::Error::from),
+        Err(e) => Err(e),
+    };
+    match client {
+        Ok(client) => {
+            finish_drain(
+                &client,
+                worker_id,
+                jobs,
+                config.drain_timeout,
+                &mut shutdown,
+            )
+            .await
+        }
+        Err(e) => {
+            let done = jobs.wait_idle(config.drain_timeout, &mut shutdown).await;
+            let stopped = if done { 0 } else { jobs.abort_all() };
+            tracing::warn!(error = %e, stopped, "no master reachable; the jobs left wait for their leases to expire");
+        }
+    }
+}
+
+/// Sends a job's outcome to the leader, following it through a failover and retrying briefly
+/// on transport errors. If it never arrives, the lease expires and the job runs again: nothing
+/// is lost.
+async fn report(client: &Client, worker_id: &str, job_id: &str, attempt: u32, outcome: Outcome) {
+    let sent = match &outcome {
+        Outcome::Completed {
+            result_zstd,
+            group,
+            missing,
+            call_tree,
+        } => {
+            let request = api::CompleteJobRequest {
+                worker_id: worker_id.to_owned(),
+                job_id: job_id.to_owned(),
+                attempt,
+                result_json: Vec::new(),
+                group: group.clone(),
+                result_zstd: result_zstd.clone(),
+                missing: missing.clone(),
+                call_tree: call_tree.clone(),
+            };
+            client
+                .on_leader(|channel| {
+                    let request = request.clone();
+                    async move {
+                        api::worker_api_client::WorkerApiClient::new(channel)
+                            .complete_job(request)
+                            .await
+                            .map(|_| ())
+                    }
+                })
+                .await
+        }
+        Outcome::Failed {
+            error,
+            retryable,
+            missing,
+        } => {
+            let request = api::FailJobRequest {
+                worker_id: worker_id.to_owned(),
+                job_id: job_id.to_owned(),
+                attempt,
+                error: error.clone(),
+                retryable: *retryable,
+                missing: missing.clone(),
+            };
+            client
+                .on_leader(|channel| {
+                    let request = request.clone();
+                    async move {
+                        api::worker_api_client::WorkerApiClient::new(channel)
+                            .fail_job(request)
+                            .await
+                            .map(|_| ())
+                    }
+                })
+                .await
+        }
+    };
+    if let Err(e) = sent {
+        tracing::warn!(job = job_id, error = %e, "reporting the outcome failed; the lease will expire");
+    }
+}
