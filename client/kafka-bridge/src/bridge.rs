@@ -1,0 +1,486 @@
+//! The bridge's loop: consume, submit, wait, publish, commit.
+//!
+//! Each input message is handled by its own task, at most `--in-flight` at once:
+//! 1. [`message::spec`] turns it into a job spec (job id from its position), or says why it
+//!    cannot: then it goes to the dead-letter topic with the reason, and is done;
+//! 2. the spec is submitted over one `SubmitStream` (following the leader), retried with
+//!    backoff while the master is unreachable; a refusal (INVALID_ARGUMENT, PERMISSION_DENIED,
+//!    …) dead-letters the message; UNAUTHENTICATED stops the bridge (a wrong token would
+//!    otherwise dead-letter everything);
+//! 3. once the job is COMPLETED or FAILED, its result goes to the output topic ([`output`]),
+//!    retried until the broker takes it;
+//! 4. only then is the message done; [`Offsets`] commits per partition up to the oldest message
+//!    not done, every `--commit-interval`.
+//!
+//! Nothing is dropped: a message is either published (result or dead letter) or left
+//! uncommitted for the next consumer of its partition, which submits it again under the same
+//! job id.
+
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use backon::{ExponentialBuilder, Retryable};
+use rdkafka::consumer::{CommitMode, Consumer, ConsumerContext, Rebalance, StreamConsumer};
+use rdkafka::message::{Header, Headers, OwnedHeaders, OwnedMessage};
+use rdkafka::producer::{FutureProducer, FutureRecord};
+use rdkafka::{ClientConfig, ClientContext, Message, Offset, TopicPartitionList};
+use symcluster_client::{Client, ClientError, SubmitStream, Tls};
+use tokio::sync::{Semaphore, mpsc};
+
+use crate::config::BridgeConfig;
+use crate::message::{self, Position, header};
+use crate::metrics;
+use crate::offsets::{Offsets, Partition};
+use crate::output;
+
+/// The consumer's context: forgets the offsets of partitions taken away in a rebalance (their
+/// next consumer starts from the last commit) and logs failed commits.
+struct Context {
+    offsets: Arc<Mutex<Offsets>>,
+}
+
+impl ClientContext for Context {}
+
+impl ConsumerContext for Context {
+    fn pre_rebalance(
+        &self,
+        _consumer: &rdkafka::consumer::BaseConsumer<Self>,
+        rebalance: &Rebalance<'_>,
+    ) {
+        match rebalance {
+            Rebalance::Revoke(partitions) => {
+                let mut offsets = lock(&self.offsets);
+                for p in partitions.elements() {
+                    offsets.forget(&(p.topic().to_owned(), p.partition()));
+                }
+                tracing::info!(partitions = partitions.count(), "partitions revoked");
+            }
+            Rebalance::Assign(partitions) => {
+                tracing::info!(partitions = partitions.count(), "partitions assigned")
+            }
+            Rebalance::Error(e) => tracing::warn!(error = %e, "rebalance failed"),
+        }
+    }
+
+    fn commit_callback(
+        &self,
+        result: rdkafka::error::KafkaResult<()>,
+        _offsets: &TopicPartitionList,
+    ) {
+        if let Err(e) = result {
+            tracing::warn!(error = %e, "offset commit failed; retried at the next interval");
+        }
+    }
+}
+
+fn lock(offsets: &Mutex<Offsets>) -> std::sync::MutexGuard<'_, Offsets> {
+    offsets.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// What every message task shares.
+struct Shared {
+    client: Client,
+    stream: SubmitStream,
+    producer: FutureProducer,
+    offsets: Arc<Mutex<Offsets>>,
+    config: BridgeConfig,
+    /// A fatal error (the bridge must stop): the main loop ends on it.
+    fatal: mpsc::UnboundedSender<anyhow::Error>,
+}
+
+fn kafka_config(config: &BridgeConfig) -> ClientConfig {
+    let mut kafka = ClientConfig::new();
+    kafka.set("bootstrap.servers", &config.brokers);
+    for (key, value) in &config.kafka_options {
+        kafka.set(key, value);
+    }
+    kafka
+}
+
+/// Backoff for retries of the master and the broker: 100 ms doubling to 5 s, with jitter, for
+/// as long as it takes (a message is never dropped because a peer is down).
+fn backoff() -> ExponentialBuilder {
+    ExponentialBuilder::default()
+        .with_min_delay(Duration::from_millis(100))
+        .with_max_delay(Duration::from_secs(5))
+        .with_jitter()
+        .without_max_times()
+}
+
+/// Runs the bridge until `shutdown` resolves (then drains: no new messages, the ones in flight
+/// get `--drain-timeout` to finish, done offsets are committed) or a fatal error (a token the
+/// master does not accept, a consumer that cannot be created).
+pub async fn run(
+    config: BridgeConfig,
+    shutdown: impl std::future::Future<Output = ()>,
+) -> anyhow::Result<()> {
+    let offsets = Arc::new(Mutex::new(Offsets::default()));
+    let consumer: Arc<StreamConsumer<Context>> = Arc::new(
+        kafka_config(&config)
+            .set("group.id", &config.group)
+            .set("enable.auto.commit", "false")
+            .set("auto.offset.reset", "earliest")
+            .create_with_context(Context {
+                offsets: offsets.clone(),
+            })?,
+    );
+    consumer.subscribe(&[&config.input_topic])?;
+    let producer: FutureProducer = kafka_config(&config)
+        .set("acks", "all")
+        .set("compression.type", "lz4")
+        .create()?;
+    let tls = Tls::from_files(config.tls_ca.as_deref(), None, None)?;
+    let client = Client::connect_with(&config.master, &config.token, tls)
+        .await?
+        .with_project(&config.project);
+    let (fatal_tx, mut fatal) = mpsc::unbounded_channel();
+    let shared = Arc::new(Shared {
+        stream: client.submit_stream(),
+        client,
+        producer,
+        offsets: offsets.clone(),
+        config: config.clone(),
+        fatal: fatal_tx,
+    });
+    tokio::spawn(report_lag(consumer.clone(), config.input_topic.clone()));
+    let metrics_addr = config.metrics_listen;
+    tokio::spawn(async move {
+        if let Err(e) = metrics::serve(metrics_addr).await {
+            tracing::error!(error = %e, "metrics endpoint failed");
+        }
+    });
+    tracing::info!(brokers = %config.brokers, input = %config.input_topic, output = %config.output_topic,
+        dead_letter = %config.dead_letter_topic, group = %config.group, "bridge starting");
+
+    let permits = Arc::new(Semaphore::new(config.in_flight.max(1)));
+    let mut commits = tokio::time::interval(config.commit_interval);
+    let mut shutdown = std::pin::pin!(shutdown);
+    let mut failed = None;
+    loop {
+        tokio::select! {
+            () = &mut shutdown => break,
+            error = fatal.recv() => {
+                failed = error;
+                break;
+            }
+            _ = commits.tick() => commit(&consumer, &offsets, CommitMode::Async),
+            permit = permits.clone().acquire_owned() => {
+                let permit = permit?;
+                let received = tokio::select! {
+                    received = consumer.recv() => received,
+                    () = &mut shutdown => break,
+                    _ = commits.tick() => {
+                        commit(&consumer, &offsets, CommitMode::Async);
+                        continue;
+                    }
+                };
+                let message = match received {
+                    Ok(message) => message.detach(),
+                    Err(e) => {
+                        tracing::warn!(error = %e, "consuming failed");
+                        continue;
+                    }
+                };
+                let position = Position {
+                    topic: message.topic().to_owned(),
+                    partition: message.partition(),
+                    offset: message.offset(),
+                };
+                lock(&offsets).take(&(position.topic.clone(), position.partition), position.offset);
+                metrics::IN_FLIGHT.inc();
+                let shared = shared.clone();
+                tokio::spawn(async move {
+                    let started = Instant::now();
+                    if handle(&shared, &message, &position).await {
+                        lock(&shared.offsets).done(&(position.topic.clone(), position.partition), position.offset);
+                        metrics::LATENCY.observe(started.elapsed().as_secs_f64());
+                    }
+                    metrics::IN_FLIGHT.dec();
+                    drop(permit);
+                });
+            }
+        }
+    }
+    if let Some(error) = failed {
+        // Nothing more is committed: what is not done is read again by the next consumer.
+        commit(&consumer, &offsets, CommitMode::Sync);
+        return Err(error);
+    }
+    drain(&config, &permits, &consumer, &offsets).await;
+    Ok(())
+}
+
+/// After a shutdown: waits for the messages in flight (at most `--drain-timeout`), then commits
+/// what is done.
+async fn drain(
+    config: &BridgeConfig,
+    permits: &Arc<Semaphore>,
+    consumer: &StreamConsumer<Context>,
+    offsets: &Arc<Mutex<Offsets>>,
+) {
+    let in_flight = lock(offsets).in_flight();
+    tracing::info!(in_flight, "stopping: waiting for the messages in flight");
+    let all = permits.acquire_many(config.in_flight.max(1) as u32);
+    let finished = tokio::time::timeout(config.drain_timeout, all).await.is_ok();
+    commit(consumer, offsets, CommitMode::Sync);
+    let left = lock(offsets).in_flight();
+    if finished {
+        tracing::info!("stopped: every message in flight is done and committed");
+    } else {
+        tracing::warn!(
+            left,
+            "stopped with messages in flight: the next consumer submits them again (same job ids)"
+        );
+    }
+}
+
+/// Commits the commit points that moved.
+fn commit(consumer: &StreamConsumer<Context>, offsets: &Mutex<Offsets>, mode: CommitMode) {
+    let points = lock(offsets).to_commit();
+    if points.is_empty() {
+        return;
+    }
+    let mut list = TopicPartitionList::new();
+    for ((topic, partition), offset) in &points {
+        if let Err(e) = list.add_partition_offset(topic, *partition, Offset::Offset(*offset)) {
+            tracing::warn!(error = %e, topic, partition, "cannot commit");
+        }
+    }
+    if let Err(e) = consumer.commit(&list, mode) {
+        tracing::warn!(error = %e, "offset commit failed; retried at the next interval");
+        // Hand the points out again next time.
+        let mut offsets = lock(offsets);
+        for ((topic, partition), _) in points {
+            offsets.retry_commit(&(topic, partition));
+        }
+    }
+}
+
+/// Handles one message to its end; `false` when the bridge must stop before it is done (then
+/// its offset is never committed).
+async fn handle(shared: &Shared, message: &OwnedMessage, position: &Position) -> bool {
+    let headers: Vec<(&str, Option<&[u8]>)> = message
+        .headers()
+        .map(|h| h.iter().map(|h| (h.key, h.value)).collect())
+        .unwrap_or_default();
+    let spec = match message::spec(
+        position,
+        &headers,
+        message.payload(),
+        &shared.config.project,
+    ) {
+        Ok(spec) => spec,
+        Err(reason) => {
+            dead_letter(shared, message, position, &reason.to_string()).await;
+            return true;
+        }
+    };
+    let submitted = (|| async { shared.stream.submit(spec.clone(), true).await })
+        .retry(backoff())
+        .when(|e| matches!(classify(e), Class::Retry))
+        .notify(|e, wait| {
+            tracing::warn!(job = %spec.job_id, error = %e, ?wait, "submit failed; retrying")
+        })
+        .await;
+    let submitted = match submitted {
+        Ok(submitted) => submitted,
+        Err(e) => match classify(&e) {
+            Class::DeadLetter => {
+                dead_letter(shared, message, position, &format!("refused by the master: {e}"))
+                    .await;
+                return true;
+            }
+            _ => {
+                let _ = shared.fatal.send(anyhow::anyhow!(
+                    "the master refused the bridge's token: {e}"
+                ));
+                return false;
+            }
+        },
+    };
+    let project = submitted
+        .response
+        .job
+        .as_ref()
+        .map(|j| j.project.clone())
+        .unwrap_or_default();
+    metrics::MESSAGES
+        .with_label_values(&[if submitted.response.created {
+            "submitted"
+        } else {
+            "duplicate"
+        }])
+        .inc();
+    let job = match submitted.finished().await {
+        Ok(job) => job,
+        // The stream's watch broke: watch again, as long as it takes.
+        Err(_) => {
+            let client = shared.client.clone().with_project(&project);
+            let waited = (|| async { client.clone().wait(&spec.job_id).await })
+                .retry(backoff())
+                .when(|e| !matches!(classify(e), Class::Fatal))
+                .await;
+            match waited {
+                Ok(job) => job,
+                Err(e) => {
+                    let _ = shared
+                        .fatal
+                        .send(anyhow::anyhow!("cannot watch job {}: {e}", spec.job_id));
+                    return false;
+                }
+            }
+        }
+    };
+    let payload = output::encode(&job, position, shared.config.max_result_bytes);
+    let status = output::status(&job);
+    let headers = OwnedHeaders::new()
+        .insert(Header {
+            key: header::JOB_ID,
+            value: Some(job.job_id.as_str()),
+        })
+        .insert(Header {
+            key: header::STATUS,
+            value: Some(status),
+        })
+        .insert(Header {
+            key: header::SOURCE,
+            value: Some(position.to_string().as_str()),
+        });
+    publish(
+        shared,
+        &shared.config.output_topic,
+        Some(job.job_id.as_bytes()),
+        &payload,
+        headers,
+    )
+    .await;
+    metrics::RESULTS.with_label_values(&[status]).inc();
+    true
+}
+
+/// Publishes the message as it came, with `symcluster-reason` and `symcluster-source` headers
+/// added, to the dead-letter topic.
+async fn dead_letter(shared: &Shared, message: &OwnedMessage, position: &Position, reason: &str) {
+    tracing::warn!(source = %position, reason, "dead-lettered");
+    let mut headers = OwnedHeaders::new();
+    if let Some(original) = message.headers() {
+        for h in original.iter() {
+            headers = headers.insert(h);
+        }
+    }
+    let headers = headers
+        .insert(Header {
+            key: header::REASON,
+            value: Some(reason),
+        })
+        .insert(Header {
+            key: header::SOURCE,
+            value: Some(position.to_string().as_str()),
+        });
+    publish(
+        shared,
+        &shared.config.dead_letter_topic,
+        message.key(),
+        message.payload().unwrap_or_default(),
+        headers,
+    )
+    .await;
+    metrics::MESSAGES.with_label_values(&["dead_letter"]).inc();
+}
+
+/// Produces one message, retrying with backoff until the broker acknowledges it.
+async fn publish(
+    shared: &Shared,
+    topic: &str,
+    key: Option<&[u8]>,
+    payload: &[u8],
+    headers: OwnedHeaders,
+) {
+    let send = || async {
+        let mut record = FutureRecord::<[u8], [u8]>::to(topic)
+            .payload(payload)
+            .headers(headers.clone());
+        if let Some(key) = key {
+            record = record.key(key);
+        }
+        shared
+            .producer
+            .send(record, Duration::from_secs(10))
+            .await
+            .map_err(|(e, _)| e)
+    };
+    let sent = send
+        .retry(backoff())
+        .notify(|e, wait| tracing::warn!(topic, error = %e, ?wait, "publishing failed; retrying"))
+        .await;
+    if let Err(e) = sent {
+        // Unreachable with `without_max_times`, kept for the type.
+        tracing::error!(topic, error = %e, "publishing failed");
+    }
+}
+
+/// What to do about a failed call to the master.
+enum Class {
+    /// It may work later (unreachable, no leader, overloaded).
+    Retry,
+    /// The master refused this message: it will refuse it again.
+    DeadLetter,
+    /// The bridge cannot work (its token is refused).
+    Fatal,
+}
+
+fn classify(error: &ClientError) -> Class {
+    use tonic::Code;
+    match error {
+        ClientError::Status(status) => match status.code() {
+            Code::InvalidArgument
+            | Code::OutOfRange
+            | Code::PermissionDenied
+            | Code::FailedPrecondition
+            | Code::NotFound
+            | Code::AlreadyExists => Class::DeadLetter,
+            Code::Unauthenticated => Class::Fatal,
+            _ => Class::Retry,
+        },
+        ClientError::BadToken => Class::Fatal,
+        ClientError::Connect { .. } | ClientError::WatchEnded(_) => Class::Retry,
+    }
+}
+
+/// Every 5 s: the lag of each assigned input partition (high watermark minus the group's
+/// committed offset), as [`metrics::LAG`]. The librdkafka calls block: they run on the blocking
+/// pool.
+async fn report_lag(consumer: Arc<StreamConsumer<Context>>, topic: String) {
+    let mut tick = tokio::time::interval(Duration::from_secs(5));
+    loop {
+        tick.tick().await;
+        let (consumer, topic) = (consumer.clone(), topic.clone());
+        let lags = tokio::task::spawn_blocking(move || -> Vec<(Partition, i64)> {
+            let timeout = Duration::from_secs(2);
+            let Ok(committed) = consumer.committed(timeout) else {
+                return Vec::new();
+            };
+            committed
+                .elements_for_topic(&topic)
+                .iter()
+                .filter_map(|p| {
+                    let (low, high) = consumer
+                        .fetch_watermarks(&topic, p.partition(), timeout)
+                        .ok()?;
+                    let from = match p.offset() {
+                        Offset::Offset(o) => o,
+                        _ => low,
+                    };
+                    Some(((topic.clone(), p.partition()), (high - from).max(0)))
+                })
+                .collect()
+        })
+        .await
+        .unwrap_or_default();
+        for ((topic, partition), lag) in lags {
+            metrics::LAG
+                .with_label_values(&[topic.as_str(), &partition.to_string()])
+                .set(lag);
+        }
+    }
+}

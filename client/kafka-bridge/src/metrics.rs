@@ -1,0 +1,118 @@
+//! Prometheus metrics of the bridge, served at `/metrics` (`--metrics-listen`).
+
+use std::net::SocketAddr;
+use std::sync::LazyLock;
+
+use prometheus::{
+    Encoder, Histogram, HistogramOpts, IntCounterVec, IntGauge, IntGaugeVec, Opts, Registry,
+    TextEncoder,
+};
+
+/// The bridge's registry.
+pub static REGISTRY: LazyLock<Registry> = LazyLock::new(Registry::new);
+
+fn register<C: prometheus::core::Collector + Clone + 'static>(c: C) -> C {
+    REGISTRY
+        .register(Box::new(c.clone()))
+        .expect("unique metric");
+    c
+}
+
+/// Input messages by outcome: `submitted` (a new job), `duplicate` (a redelivered message whose
+/// job exists), `dead_letter` (published to the dead-letter topic).
+pub static MESSAGES: LazyLock<IntCounterVec> = LazyLock::new(|| {
+    register(
+        IntCounterVec::new(
+            Opts::new(
+                "symcluster_bridge_messages_total",
+                "Input messages handled, by outcome",
+            ),
+            &["outcome"],
+        )
+        .expect("valid metric"),
+    )
+});
+
+/// Results published to the output topic, by job status (`completed`, `failed`).
+pub static RESULTS: LazyLock<IntCounterVec> = LazyLock::new(|| {
+    register(
+        IntCounterVec::new(
+            Opts::new(
+                "symcluster_bridge_results_published_total",
+                "Results published to the output topic, by job status",
+            ),
+            &["status"],
+        )
+        .expect("valid metric"),
+    )
+});
+
+/// Messages taken and not yet done (result published or dead-lettered).
+pub static IN_FLIGHT: LazyLock<IntGauge> = LazyLock::new(|| {
+    register(
+        IntGauge::new(
+            "symcluster_bridge_in_flight",
+            "Input messages taken whose result is not published yet",
+        )
+        .expect("valid metric"),
+    )
+});
+
+/// Consumer lag per assigned partition: the high watermark minus the group's committed offset.
+pub static LAG: LazyLock<IntGaugeVec> = LazyLock::new(|| {
+    register(
+        IntGaugeVec::new(
+            Opts::new(
+                "symcluster_bridge_consumer_lag",
+                "Messages of the input partition not yet committed by this bridge's group",
+            ),
+            &["topic", "partition"],
+        )
+        .expect("valid metric"),
+    )
+});
+
+/// Seconds from taking a message to publishing its result.
+pub static LATENCY: LazyLock<Histogram> = LazyLock::new(|| {
+    register(
+        Histogram::with_opts(
+            HistogramOpts::new(
+                "symcluster_bridge_result_seconds",
+                "Time from taking an input message to publishing its result",
+            )
+            .buckets(prometheus::exponential_buckets(0.005, 2.0, 14).expect("valid buckets")),
+        )
+        .expect("valid metric"),
+    )
+});
+
+/// Serves `/metrics` on `addr` until the process ends.
+pub async fn serve(addr: SocketAddr) -> anyhow::Result<()> {
+    LazyLock::force(&MESSAGES);
+    LazyLock::force(&RESULTS);
+    LazyLock::force(&IN_FLIGHT);
+    LazyLock::force(&LAG);
+    LazyLock::force(&LATENCY);
+    let app = axum::Router::new().route(
+        "/metrics",
+        axum::routing::get(|| async {
+            let encoder = TextEncoder::new();
+            let mut out = Vec::new();
+            match encoder.encode(&REGISTRY.gather(), &mut out) {
+                Ok(()) => (
+                    axum::http::StatusCode::OK,
+                    [("content-type", encoder.format_type().to_owned())],
+                    out,
+                ),
+                Err(e) => (
+                    axum::http::StatusCode::INTERNAL_SERVER_ERROR,
+                    [("content-type", "text/plain".to_owned())],
+                    e.to_string().into_bytes(),
+                ),
+            }
+        }),
+    );
+    let listener = tokio::net::TcpListener::bind(addr).await?;
+    axum::serve(listener, app).await?;
+    Ok(())
+}
