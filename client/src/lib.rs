@@ -335,10 +335,21 @@ impl Client {
 
     /// Reads a job.
     pub async fn job(&mut self, job_id: &str) -> Result<api::Job, ClientError> {
+        self.get_job(job_id, false).await
+    }
+
+    /// Reads a job with its spec as submitted (`Job.spec`: the report, compressed as sent, or
+    /// the JS stack), to render the result in the report's own format.
+    pub async fn job_with_spec(&mut self, job_id: &str) -> Result<api::Job, ClientError> {
+        self.get_job(job_id, true).await
+    }
+
+    async fn get_job(&mut self, job_id: &str, spec: bool) -> Result<api::Job, ClientError> {
         let request = api::GetJobRequest {
             job_id: job_id.to_owned(),
             result_zstd: true,
             project: self.project.clone(),
+            spec,
         };
         self.on_leader(|channel| {
             let request = request.clone();
@@ -389,6 +400,7 @@ impl Client {
         let mut stream = self
             .ingest()
             .watch_job(api::GetJobRequest {
+                spec: false,
                 job_id: job_id.to_owned(),
                 result_zstd: true,
                 project: self.project.clone(),

@@ -8,4 +8,5 @@
 #![deny(missing_docs)]
 
 pub mod cluster;
+pub mod kafka;
 pub mod procstat;

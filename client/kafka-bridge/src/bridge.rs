@@ -221,7 +221,9 @@ async fn drain(
     let in_flight = lock(offsets).in_flight();
     tracing::info!(in_flight, "stopping: waiting for the messages in flight");
     let all = permits.acquire_many(config.in_flight.max(1) as u32);
-    let finished = tokio::time::timeout(config.drain_timeout, all).await.is_ok();
+    let finished = tokio::time::timeout(config.drain_timeout, all)
+        .await
+        .is_ok();
     commit(consumer, offsets, CommitMode::Sync);
     let left = lock(offsets).in_flight();
     if finished {
@@ -286,8 +288,13 @@ async fn handle(shared: &Shared, message: &OwnedMessage, position: &Position) ->
         Ok(submitted) => submitted,
         Err(e) => match classify(&e) {
             Class::DeadLetter => {
-                dead_letter(shared, message, position, &format!("refused by the master: {e}"))
-                    .await;
+                dead_letter(
+                    shared,
+                    message,
+                    position,
+                    &format!("refused by the master: {e}"),
+                )
+                .await;
                 return true;
             }
             _ => {

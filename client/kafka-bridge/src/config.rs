@@ -15,15 +15,27 @@ pub struct BridgeConfig {
     pub brokers: String,
 
     /// Consumer group: bridges of one group share the input partitions.
-    #[arg(long, env = "SYMCLUSTER_KAFKA_GROUP", default_value = "symcluster-bridge")]
+    #[arg(
+        long,
+        env = "SYMCLUSTER_KAFKA_GROUP",
+        default_value = "symcluster-bridge"
+    )]
     pub group: String,
 
     /// Topic of raw reports (see the crate docs for headers).
-    #[arg(long, env = "SYMCLUSTER_KAFKA_INPUT_TOPIC", default_value = "symcluster-reports")]
+    #[arg(
+        long,
+        env = "SYMCLUSTER_KAFKA_INPUT_TOPIC",
+        default_value = "symcluster-reports"
+    )]
     pub input_topic: String,
 
     /// Topic results are published to, keyed by job id.
-    #[arg(long, env = "SYMCLUSTER_KAFKA_OUTPUT_TOPIC", default_value = "symcluster-results")]
+    #[arg(
+        long,
+        env = "SYMCLUSTER_KAFKA_OUTPUT_TOPIC",
+        default_value = "symcluster-results"
+    )]
     pub output_topic: String,
 
     /// Topic of messages that cannot become jobs, with the reason in header `symcluster-reason`.
@@ -41,7 +53,11 @@ pub struct BridgeConfig {
 
     /// The masters' gRPC endpoints, comma-separated (any member: the bridge follows the
     /// leader).
-    #[arg(long, env = "SYMCLUSTER_MASTER", default_value = "http://127.0.0.1:7700")]
+    #[arg(
+        long,
+        env = "SYMCLUSTER_MASTER",
+        default_value = "http://127.0.0.1:7700"
+    )]
     pub master: String,
 
     /// Bearer token for the master (an `ingest` or `admin` token).
@@ -66,7 +82,11 @@ pub struct BridgeConfig {
 
     /// Results larger than this many bytes of JSON are published without the result body
     /// (`result_omitted` says so); keep it below the topic's `max.message.bytes`.
-    #[arg(long, env = "SYMCLUSTER_BRIDGE_MAX_RESULT_BYTES", default_value_t = 900_000)]
+    #[arg(
+        long,
+        env = "SYMCLUSTER_BRIDGE_MAX_RESULT_BYTES",
+        default_value_t = 900_000
+    )]
     pub max_result_bytes: usize,
 
     /// On SIGTERM, how long messages in flight may take to finish before the bridge stops
@@ -75,7 +95,11 @@ pub struct BridgeConfig {
     pub drain_timeout: Duration,
 
     /// Where to serve Prometheus metrics (`/metrics`).
-    #[arg(long, env = "SYMCLUSTER_BRIDGE_METRICS_LISTEN", default_value = "127.0.0.1:9810")]
+    #[arg(
+        long,
+        env = "SYMCLUSTER_BRIDGE_METRICS_LISTEN",
+        default_value = "127.0.0.1:9810"
+    )]
     pub metrics_listen: SocketAddr,
 }
 

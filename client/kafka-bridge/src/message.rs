@@ -197,7 +197,6 @@ pub fn spec(
         job_id,
         payload: Some(payload),
         project: project.to_owned(),
-        ..Default::default()
     })
 }
 
@@ -223,7 +222,10 @@ mod tests {
         };
         let id = job_id(&long);
         assert!(id.len() <= MAX_JOB_ID_BYTES, "{id}");
-        assert!(id.starts_with("kafka:#") && id.ends_with(":0:9223372036854775807"), "{id}");
+        assert!(
+            id.starts_with("kafka:#") && id.ends_with(":0:9223372036854775807"),
+            "{id}"
+        );
         // Stable: the same position, the same id (a redelivery dedups).
         assert_eq!(job_id(&long), id);
         assert_ne!(

@@ -172,7 +172,12 @@ mod tests {
         let out: serde_json::Value =
             serde_json::from_slice(&encode(&failed, &source(), 1000)).unwrap();
         assert_eq!(
-            (&out["status"], &out["error"], &out["crash_group"], &out["result"]),
+            (
+                &out["status"],
+                &out["error"],
+                &out["crash_group"],
+                &out["result"]
+            ),
             (
                 &serde_json::json!("failed"),
                 &serde_json::json!("the report is not JSON"),

@@ -195,8 +195,21 @@ pub struct JobArgs {
     pub master: MasterArgs,
     #[command(flatten)]
     pub project: ProjectArgs,
+    /// `json` (the job with its result), or `apple` (a native job's Apple `.crash`/`.ips`
+    /// report with its frames symbolicated, byte for byte what `symctl symbolicate --format
+    /// apple` prints for the same report and debug files).
+    #[arg(long, value_enum, default_value_t = JobFormat::Json)]
+    pub format: JobFormat,
     /// The job id.
     pub job_id: String,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum JobFormat {
+    /// The job and its result as one JSON object.
+    Json,
+    /// A native job's report in its own Apple format, frames symbolicated.
+    Apple,
 }
 
 #[derive(Debug, clap::Args)]

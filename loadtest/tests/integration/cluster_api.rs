@@ -16,6 +16,7 @@ async fn auth_health_metrics_and_status() {
         .unwrap();
     let e = api::ingest_client::IngestClient::new(channel.clone())
         .get_job(api::GetJobRequest {
+            spec: false,
             job_id: "x".into(),
             result_zstd: false,
             project: String::new(),

@@ -9,6 +9,7 @@
 mod cluster_api;
 mod drain;
 mod faults;
+mod kafka;
 mod late_files;
 mod partition;
 mod projects;

@@ -106,7 +106,7 @@ impl<'t> Applier<'t> {
         };
         match kind {
             Kind::Submit(c) => self.submit(c),
-            Kind::Lease(c) => self.update(&c.job_id, false, |job| {
+            Kind::Lease(c) => self.update(&c.job_id, |job| {
                 if job.state != JobState::Queued as i32 || c.attempt != job.attempts + 1 {
                     return false;
                 }
@@ -115,7 +115,7 @@ impl<'t> Applier<'t> {
                 job.worker_id = c.worker_id.clone();
                 true
             }),
-            Kind::Requeue(c) => self.update(&c.job_id, false, |job| {
+            Kind::Requeue(c) => self.update(&c.job_id, |job| {
                 if job.state != JobState::Running as i32 || c.attempt != job.attempts {
                     return false;
                 }
@@ -182,7 +182,7 @@ impl<'t> Applier<'t> {
 
     fn complete(&mut self, c: &pb::Complete) -> Result<Applied, IndexError> {
         let group = c.group.as_ref().filter(|g| !g.fingerprint.is_empty());
-        let (applied, before) = self.finish(&c.job_id, !c.missing.is_empty(), |job| {
+        let (applied, before) = self.finish(&c.job_id, |job| {
             job.state = JobState::Completed as i32;
             job.finished_at_ms = c.at_ms;
             job.worker_id = c.worker_id.clone();
@@ -235,7 +235,7 @@ impl<'t> Applier<'t> {
         // spec stay, so the next arrival can run it again.
         let had_result = self.results.get(c.job_id.as_str()).map_err(db)?.is_some();
         if had_result {
-            return self.update(&c.job_id, true, |job| {
+            return self.update(&c.job_id, |job| {
                 if is_terminal(job_state(job)) || job.revision <= 1 {
                     return false;
                 }
@@ -244,7 +244,7 @@ impl<'t> Applier<'t> {
                 true
             });
         }
-        let (applied, before) = self.finish(&c.job_id, !c.missing.is_empty(), |job| {
+        let (applied, before) = self.finish(&c.job_id, |job| {
             job.state = JobState::Failed as i32;
             job.finished_at_ms = c.at_ms;
             job.error = c.error.clone();
@@ -264,11 +264,10 @@ impl<'t> Applier<'t> {
     fn finish(
         &mut self,
         job_id: &str,
-        keep_spec: bool,
         f: impl FnOnce(&mut pb::JobRecord),
     ) -> Result<(Applied, Previous), IndexError> {
         let mut before = Previous::default();
-        let applied = self.update(job_id, keep_spec, |job| {
+        let applied = self.update(job_id, |job| {
             if is_terminal(job_state(job)) {
                 return false;
             }
@@ -283,7 +282,7 @@ impl<'t> Applier<'t> {
         if self.specs.get(c.job_id.as_str()).map_err(db)?.is_none() {
             return Ok(Applied::Ignored);
         }
-        self.update(&c.job_id, true, |job| {
+        self.update(&c.job_id, |job| {
             if !is_terminal(job_state(job)) || job.missing.is_empty() {
                 return false;
             }
@@ -426,12 +425,12 @@ impl<'t> Applier<'t> {
     }
 
     /// Changes job `job_id` with `f` (which says whether it changed anything) and keeps the
-    /// counts, the open jobs and the specs in step; a job that finishes loses its spec unless
-    /// `keep_spec` (it lacked a file and may run again).
+    /// counts and the open jobs in step. A finished job keeps its spec (the report, compressed
+    /// as sent: it runs again if it lacked a file, and `symctl job --format apple` renders it)
+    /// until it is purged.
     fn update(
         &mut self,
         job_id: &str,
-        keep_spec: bool,
         f: impl FnOnce(&mut pb::JobRecord) -> bool,
     ) -> Result<Applied, IndexError> {
         let Some(bytes) = self.jobs.get(job_id).map_err(db)? else {
@@ -456,12 +455,6 @@ impl<'t> Applier<'t> {
             }
             if is_terminal(after) {
                 self.open.remove(record.sequence).map_err(db)?;
-                // The report is only needed to lease the job: a finished job keeps its record
-                // and result, not the (often 100+ KB) report, so the file stays bounded; but
-                // one that lacked a file keeps it, to run again when the file arrives.
-                if !keep_spec {
-                    self.specs.remove(job_id).map_err(db)?;
-                }
             } else if is_terminal(before) {
                 self.open.insert(record.sequence, job_id).map_err(db)?;
             }

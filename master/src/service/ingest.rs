@@ -35,6 +35,23 @@ pub const MAX_UPLOADED_KEYS: usize = 100_000;
 
 type JobStream = Pin<Box<dyn tokio_stream::Stream<Item = Result<v1::Job, Status>> + Send>>;
 
+impl IngestService {
+    /// The spec job `key` was submitted with, named as its client names it (`job`'s id and
+    /// project); `None` when the index has none (a job refused as unreadable keeps its spec too,
+    /// so this is only a job purged meanwhile).
+    fn stored_spec(&self, key: &str, job: &v1::Job) -> Result<Option<v1::JobSpec>, Status> {
+        let Some(bytes) = self.scheduler.index().spec(key).map_err(index_status)? else {
+            return Ok(None);
+        };
+        let mut spec = v1::JobSpec::decode(bytes.as_slice()).map_err(|e| {
+            Status::data_loss(format!("the stored spec of {key:?} is corrupt: {e}"))
+        })?;
+        spec.job_id.clone_from(&job.job_id);
+        spec.project.clone_from(&job.project);
+        Ok(Some(spec))
+    }
+}
+
 #[tonic::async_trait]
 impl Ingest for IngestService {
     async fn submit(
@@ -67,7 +84,13 @@ impl Ingest for IngestService {
             .job_with(&key, result_form(request.result_zstd))
             .map_err(index_status)?
         {
-            Some(job) => Ok(Response::new(job_to_proto(job))),
+            Some(job) => {
+                let mut job = job_to_proto(job);
+                if request.spec {
+                    job.spec = self.stored_spec(&key, &job)?;
+                }
+                Ok(Response::new(job))
+            }
             None => Err(Status::not_found(format!("no job {id:?}"))),
         }
     }

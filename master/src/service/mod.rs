@@ -89,5 +89,6 @@ pub fn job_to_proto(job: JobView) -> v1::Job {
         revision: r.revision.max(1),
         resymbolicated_at_ms: r.resymbolicated_at_ms,
         missing: r.missing,
+        spec: None,
     }
 }

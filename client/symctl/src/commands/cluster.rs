@@ -1,13 +1,14 @@
 //! `symctl submit`, `job`, `groups`, `status`: talking to a master with the client library.
 
+use std::io::Write;
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use anyhow::Context;
 use symcluster_client::{Client, api};
 
 use crate::cli::{
-    GroupsArgs, JobArgs, ListFormat, MasterArgs, MissingArgs, ProjectArgs, StatusArgs, SubmitArgs,
-    TreeFormat,
+    GroupsArgs, JobArgs, JobFormat, ListFormat, MasterArgs, MissingArgs, ProjectArgs, StatusArgs,
+    SubmitArgs, TreeFormat,
 };
 
 async fn connect(args: &MasterArgs) -> anyhow::Result<Client> {
@@ -103,12 +104,49 @@ pub async fn submit(args: SubmitArgs) -> anyhow::Result<()> {
 }
 
 pub async fn job(args: JobArgs) -> anyhow::Result<()> {
-    let job = connect_for(&args.master, &args.project)
-        .await?
-        .job(&args.job_id)
-        .await?;
-    println!("{}", serde_json::to_string_pretty(&job_json(&job))?);
+    let mut client = connect_for(&args.master, &args.project).await?;
+    match args.format {
+        JobFormat::Json => {
+            let job = client.job(&args.job_id).await?;
+            println!("{}", serde_json::to_string_pretty(&job_json(&job))?);
+        }
+        JobFormat::Apple => {
+            let job = client.job_with_spec(&args.job_id).await?;
+            let text = render_apple(&job)?;
+            let mut out = std::io::stdout().lock();
+            out.write_all(text.as_bytes())?;
+            out.flush()?;
+        }
+    }
     Ok(())
+}
+
+/// A completed native job's report rendered with its stored result, as `symctl symbolicate
+/// --format apple` renders a report with the result it computes.
+fn render_apple(job: &api::Job) -> anyhow::Result<String> {
+    if job.state != api::JobState::Completed as i32 {
+        let state = api::JobState::try_from(job.state)
+            .map_or("unknown", |s| s.as_str_name())
+            .trim_start_matches("JOB_STATE_")
+            .to_ascii_lowercase();
+        match job.error.as_str() {
+            "" => anyhow::bail!("job {} is {state}: it has no result yet", job.job_id),
+            error => anyhow::bail!("job {} is {state}: {error}", job.job_id),
+        }
+    }
+    let Some(api::job_spec::Payload::Native(native)) =
+        job.spec.as_ref().and_then(|s| s.payload.as_ref())
+    else {
+        anyhow::bail!(
+            "job {} is not a native crash report (or its report was purged): --format apple renders native jobs",
+            job.job_id
+        );
+    };
+    let data = symcluster_client::report::report_bytes(native)?;
+    let report = symcluster_engine::parse_report(&data)?;
+    let result: symcluster_engine::result::SymbolicationResult =
+        serde_json::from_slice(&job.result_json).context("the stored result")?;
+    Ok(symcluster_engine::render::apple(&data, &report, &result)?)
 }
 
 pub async fn groups(args: GroupsArgs) -> anyhow::Result<()> {

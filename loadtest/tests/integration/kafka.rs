@@ -1,0 +1,198 @@
+//! Kafka in, Kafka out, through a real Kafka-protocol broker (Tansu) and the real bridge
+//! process: a bridge SIGKILLed half-way and restarted loses no report and makes no duplicate
+//! job; malformed messages land on the dead-letter topic with their reason.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::time::{Duration, Instant};
+
+use rdkafka::consumer::{Consumer, StreamConsumer};
+use rdkafka::message::{Header, Headers, OwnedHeaders};
+use rdkafka::producer::{FutureProducer, FutureRecord};
+use rdkafka::{ClientConfig, Message};
+use symcluster_loadtest::cluster::{Cluster, MasterOptions};
+use symcluster_loadtest::kafka::{BridgeTopics, Tansu, start_bridge};
+
+use crate::support::{fixture, upload_dsyms};
+
+const REPORTS: usize = 1_000;
+
+fn consumer(brokers: &str, group: &str, topic: &str) -> StreamConsumer {
+    let consumer: StreamConsumer = ClientConfig::new()
+        .set("bootstrap.servers", brokers)
+        .set("group.id", group)
+        .set("auto.offset.reset", "earliest")
+        .create()
+        .expect("consumer");
+    consumer.subscribe(&[topic]).expect("subscribe");
+    consumer
+}
+
+fn header<'a>(message: &'a impl Message, name: &str) -> Option<&'a str> {
+    message
+        .headers()?
+        .iter()
+        .find(|h| h.key == name)
+        .and_then(|h| std::str::from_utf8(h.value?).ok())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_bridge_killed_half_way_loses_and_duplicates_nothing() {
+    let cluster = Cluster::start(1, MasterOptions::default()).await;
+    upload_dsyms(&cluster, &[fixture("crashprobe/release/dSYMs")]);
+    let tansu = Tansu::start(cluster.dir.path());
+    let topics = BridgeTopics {
+        input: "reports".into(),
+        output: "results".into(),
+        dead_letter: "dead-letter".into(),
+        group: "symcluster-bridge".into(),
+    };
+    tansu.create_topic(&topics.input, 2);
+    tansu.create_topic(&topics.output, 1);
+    tansu.create_topic(&topics.dead_letter, 1);
+
+    // 1,000 CrashProbe reports (as the SDK's events arrive: one per message, no headers but the
+    // kind), and two messages that cannot be jobs.
+    let reports: Vec<Vec<u8>> = std::fs::read_dir(fixture("crashprobe/release/arm64"))
+        .unwrap()
+        .map(|e| std::fs::read(e.unwrap().path()).unwrap())
+        .collect();
+    let producer: FutureProducer = ClientConfig::new()
+        .set("bootstrap.servers", tansu.brokers())
+        .create()
+        .expect("producer");
+    let mut expected = BTreeSet::new();
+    for i in 0..REPORTS {
+        let key = format!("device-{}", i % 37);
+        let record = FutureRecord::to(&topics.input)
+            .key(&key)
+            .payload(&reports[i % reports.len()])
+            .headers(OwnedHeaders::new().insert(Header {
+                key: "symcluster-kind",
+                value: Some("native"),
+            }));
+        let delivered = producer
+            .send(record, Duration::from_secs(10))
+            .await
+            .map_err(|(e, _)| e)
+            .expect("produce");
+        expected.insert(format!(
+            "kafka:{}:{}:{}",
+            topics.input, delivered.partition, delivered.offset
+        ));
+    }
+    let mut malformed = BTreeMap::new();
+    for (kind, payload, reason) in [
+        (
+            "native",
+            &b""[..],
+            "the message has no report (empty value)",
+        ),
+        (
+            "banana",
+            &b"{}"[..],
+            "header symcluster-kind: \"banana\" is not `native` or `js`",
+        ),
+    ] {
+        let record = FutureRecord::<str, [u8]>::to(&topics.input)
+            .payload(payload)
+            .headers(OwnedHeaders::new().insert(Header {
+                key: "symcluster-kind",
+                value: Some(kind),
+            }));
+        let delivered = producer
+            .send(record, Duration::from_secs(10))
+            .await
+            .map_err(|(e, _)| e)
+            .expect("produce");
+        malformed.insert(
+            format!(
+                "{}:{}:{}",
+                topics.input, delivered.partition, delivered.offset
+            ),
+            reason,
+        );
+    }
+    assert_eq!(expected.len(), REPORTS);
+
+    // The bridge runs until half the results are out, is SIGKILLed, and a second one (same
+    // consumer group) takes over from the last committed offsets.
+    let (mut first, _) = start_bridge(&cluster, &tansu, &topics, "bridge-1");
+    let results = consumer(&tansu.brokers(), "test-reader", &topics.output);
+    let mut seen = BTreeSet::new();
+    let mut publications = 0usize;
+    let mut grouped = 0usize;
+    let deadline = Instant::now() + Duration::from_secs(180);
+    let mut second = None;
+    while seen.len() < REPORTS {
+        let remaining = deadline.saturating_duration_since(Instant::now());
+        let message = tokio::time::timeout(remaining, results.recv())
+            .await
+            .unwrap_or_else(|_| {
+                panic!(
+                    "{} of {REPORTS} results after 180 s\n--- bridge-1\n{}\n{}",
+                    seen.len(),
+                    first.log(),
+                    cluster.master_logs()
+                )
+            })
+            .expect("consume results");
+        let value: serde_json::Value =
+            serde_json::from_slice(message.payload().expect("result payload")).expect("JSON");
+        let job_id = value["job_id"].as_str().expect("job_id").to_owned();
+        assert_eq!(message.key(), Some(job_id.as_bytes()), "keyed by job id");
+        assert_eq!(value["status"], "completed", "{job_id}: {}", value["error"]);
+        assert_eq!(header(&message, "symcluster-status"), Some("completed"));
+        assert!(
+            value["crash_group"].is_string() || value["crash_group"].is_null(),
+            "{job_id}"
+        );
+        assert!(value["result"]["threads"].is_array(), "{job_id}");
+        if value["crash_group"].is_string() {
+            grouped += 1;
+        }
+        assert!(expected.contains(&job_id), "unexpected job {job_id}");
+        publications += 1;
+        seen.insert(job_id);
+        if seen.len() == REPORTS / 2 && second.is_none() {
+            first.kill();
+            second = Some(start_bridge(&cluster, &tansu, &topics, "bridge-2"));
+        }
+    }
+    assert_eq!(seen, expected);
+    assert!(second.is_some(), "the bridge was killed half-way");
+    assert!(grouped > 0, "no result named its crash group");
+
+    // Exactly one job per report in the master, all completed.
+    let status = cluster.status().await;
+    assert_eq!(
+        (
+            status.jobs_completed,
+            status.jobs_failed,
+            status.queue_depth,
+            status.jobs_running
+        ),
+        (REPORTS as u64, 0, 0, 0),
+        "{publications} results published for {REPORTS} reports"
+    );
+
+    // Both malformed messages are on the dead-letter topic, as they came, with their reason.
+    let dead = consumer(&tansu.brokers(), "dead-letter-reader", &topics.dead_letter);
+    let mut dead_letters = BTreeMap::new();
+    while dead_letters.len() < malformed.len() {
+        let message = tokio::time::timeout(Duration::from_secs(30), dead.recv())
+            .await
+            .expect("dead letters within 30 s")
+            .expect("consume dead letters");
+        dead_letters.insert(
+            header(&message, "symcluster-source").unwrap().to_owned(),
+            header(&message, "symcluster-reason").unwrap().to_owned(),
+        );
+    }
+    assert_eq!(
+        dead_letters,
+        malformed
+            .into_iter()
+            .map(|(k, v)| (k, v.to_owned()))
+            .collect::<BTreeMap<_, _>>()
+    );
+}
