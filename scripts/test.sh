@@ -17,6 +17,12 @@ if ! command -v garage >/dev/null || ! garage --version 2>/dev/null | grep -q '2
     cargo install garage --locked --version 2.5.0
 fi
 
+# The Kafka bridge's test runs a real Kafka-protocol broker: Tansu (Apache-2.0; in-memory
+# storage needs its `dynostore` feature; ~10 minutes to build on 2 cores, then reused).
+if ! command -v tansu >/dev/null || ! tansu --version 2>/dev/null | grep -q '0\.6\.0'; then
+    cargo install tansu --locked --version 0.6.0 --features dynostore
+fi
+
 # raft-rs's message types are generated at build time with protoc 3.x (prost-codec); the
 # master's own protos use the protoc that protoc-bin-vendored ships. The partition test needs
 # `ip` (iproute2) and root.

@@ -105,6 +105,45 @@ async fn crashprobe_demo_and_js_jobs_end_to_end() {
         ]
     );
 
+    // `symctl job --format apple` prints the stored result in the report's own format, byte for
+    // byte what `symctl symbolicate --format apple` prints for the same report and dSYM.
+    let crash = std::fs::read(repo().join("examples/ios-demo/DemoApp.crash")).unwrap();
+    client.submit_native("demo-crash", crash).await.unwrap();
+    wait(&mut client, "demo-crash").await;
+    for (id, file) in [("demo-ips", "DemoApp.ips"), ("demo-crash", "DemoApp.crash")] {
+        let from_cluster = cluster.symctl(&["job", id, "--format", "apple"]);
+        let report = repo().join("examples/ios-demo").join(file);
+        let dsym = repo().join("examples/ios-demo/DemoAppFat.dSYM");
+        let local = cluster.symctl(&[
+            "symbolicate",
+            "--debug-files",
+            &dsym.display().to_string(),
+            "--format",
+            "apple",
+            &report.display().to_string(),
+        ]);
+        for out in [&from_cluster, &local] {
+            assert!(
+                out.status.success(),
+                "{id}: {}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+        }
+        assert!(
+            String::from_utf8_lossy(&local.stdout).contains("crash_write_null"),
+            "{id}: not symbolicated"
+        );
+        assert!(
+            from_cluster.stdout == local.stdout,
+            "{id}: the cluster's rendering differs:\n{}\n---\n{}",
+            String::from_utf8_lossy(&from_cluster.stdout),
+            String::from_utf8_lossy(&local.stdout)
+        );
+    }
+    // A Sentry JSON report has no Apple rendering: a clear error, exit 1.
+    let refused = cluster.symctl(&["job", "null", "--format", "apple"]);
+    assert_eq!(refused.status.code(), Some(1));
+
     // A real Hermes crash of the React Native example, its map found by release and bundle.
     let stack = std::fs::read(repo().join("examples/rn-demo/dist/stack-hermes.txt")).unwrap();
     client

@@ -577,9 +577,9 @@ mod tests {
                 command::complete("demo/b", 1, "w", b"{}".to_vec(), Some(group("raw")), 11),
             ],
         );
-        // Finished, lacking dbg-1: the spec is kept, the missing table lists it.
+        // Finished, lacking dbg-1: the missing table lists it. Finished jobs keep their specs.
         assert_eq!(index.spec(key).unwrap(), Some(vec![7]));
-        assert_eq!(index.spec("demo/b").unwrap(), None);
+        assert_eq!(index.spec("demo/b").unwrap(), Some(vec![8]));
         assert_eq!(
             index
                 .jobs_lacking(Some("demo"), &["dbg-1".to_owned()])
@@ -647,7 +647,7 @@ mod tests {
         assert_eq!(index.counts().unwrap().queued, 1);
 
         // Symbolicated: result replaced, out of the missing table, out of the raw group (which
-        // keeps b) and into its real one; the spec goes.
+        // keeps b) and into its real one.
         apply_all(
             &index,
             &[
@@ -660,7 +660,7 @@ mod tests {
         assert!(job.record.missing.is_empty());
         assert_eq!(job.record.fingerprint, "real");
         assert!(index.missing_files(10, |_| true).unwrap().is_empty());
-        assert_eq!(index.spec(key).unwrap(), None);
+        assert_eq!(index.spec(key).unwrap(), Some(vec![7]));
         let counts: Vec<(String, u64)> = index
             .groups(10, |_| true)
             .unwrap()
@@ -798,8 +798,8 @@ mod tests {
             }
         );
         assert!(index.open_jobs().unwrap().is_empty());
-        // The report went with the lease; only the record and the result stay.
-        assert_eq!(index.spec("a").unwrap(), None);
+        // The report stays with the record and the result (until purged).
+        assert_eq!(index.spec("a").unwrap(), Some(Vec::new()));
     }
 
     #[test]
@@ -842,7 +842,7 @@ mod tests {
     }
 
     #[test]
-    fn a_failed_job_keeps_its_record_and_drops_its_report() {
+    fn a_failed_job_keeps_its_record_and_its_report() {
         let (_dir, index) = index();
         apply_all(
             &index,
@@ -856,8 +856,8 @@ mod tests {
         let job = index.job("a", false).unwrap().unwrap();
         assert_eq!(job.state(), JobState::Failed);
         assert_eq!(job.record.error, "malformed report");
-        assert_eq!(index.spec("a").unwrap(), None);
-        // The queued job still has its report.
+        assert_eq!(index.spec("a").unwrap(), Some(vec![1, 2, 3]));
+        // The queued job has its report.
         assert_eq!(index.spec("b").unwrap(), Some(vec![4]));
     }
 

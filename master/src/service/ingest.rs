@@ -37,8 +37,8 @@ type JobStream = Pin<Box<dyn tokio_stream::Stream<Item = Result<v1::Job, Status>
 
 impl IngestService {
     /// The spec job `key` was submitted with, named as its client names it (`job`'s id and
-    /// project); `None` when the index has none (a job refused as unreadable keeps its spec too,
-    /// so this is only a job purged meanwhile).
+    /// project); `None` when the index has none (a report that could not be read at all is
+    /// stored as its error only).
     fn stored_spec(&self, key: &str, job: &v1::Job) -> Result<Option<v1::JobSpec>, Status> {
         let Some(bytes) = self.scheduler.index().spec(key).map_err(index_status)? else {
             return Ok(None);
