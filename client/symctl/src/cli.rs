@@ -164,10 +164,12 @@ pub struct SubmitArgs {
     pub master: MasterArgs,
     #[command(flatten)]
     pub project: ProjectArgs,
-    /// Job id (default: the file name plus a timestamp).
+    /// Job id (default: the file name plus a timestamp). For a folder: the prefix of every
+    /// file's job id, which is its path in the folder (submitting a folder again makes no new
+    /// job).
     #[arg(long)]
     pub job_id: Option<String>,
-    /// Wait until the job is completed or failed, and print it.
+    /// Wait until the job is completed or failed, and print it (a folder: count them).
     #[arg(long)]
     pub wait: bool,
     /// The file is a JS stack (text or Hermes crash JSON); give `--debug-id` or `--release`.
@@ -185,7 +187,8 @@ pub struct SubmitArgs {
     /// JS: the bundle file name.
     #[arg(long, requires = "js")]
     pub bundle_name: Option<String>,
-    /// The report or stack file.
+    /// The report or stack file, or a folder of them (every file in it, recursively, with a
+    /// progress bar and a `submitted N, duplicates N, refused N` summary line).
     pub file: PathBuf,
 }
 

@@ -106,3 +106,54 @@ async fn http_get(addr: &str, path: &str) -> String {
     stream.read_to_string(&mut out).await.unwrap();
     out
 }
+
+/// `symctl submit DIR`: every file of a folder, a summary line, refusals with their reason;
+/// the same folder again makes no new job.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn symctl_submits_a_folder() {
+    let cluster = Cluster::start(1, MasterOptions::default()).await;
+    crate::support::upload_dsyms(
+        &cluster,
+        &[crate::support::fixture("crashprobe/release/dSYMs")],
+    );
+    let dir = cluster.dir.path().join("reports");
+    std::fs::create_dir_all(dir.join("more")).unwrap();
+    let reports = crate::support::fixture("crashprobe/release/arm64");
+    for (name, to) in [
+        ("Call abort().json", "abort.json"),
+        ("Dereference a NULL pointer.json", "null.json"),
+        ("Call __builtin_trap().json", "more/trap.json"),
+    ] {
+        std::fs::copy(reports.join(name), dir.join(to)).unwrap();
+    }
+    std::fs::write(dir.join("empty.json"), b"").unwrap();
+    let dir_arg = dir.display().to_string();
+
+    let first = cluster.symctl(&["submit", &dir_arg]);
+    assert_eq!(first.status.code(), Some(1), "a file was refused");
+    assert_eq!(
+        String::from_utf8_lossy(&first.stdout),
+        "submitted 3, duplicates 0, refused 1\n"
+    );
+    let stderr = String::from_utf8_lossy(&first.stderr);
+    assert!(
+        stderr.contains("empty.json: refused: ") && stderr.contains("the report is empty"),
+        "{stderr}"
+    );
+
+    std::fs::remove_file(dir.join("empty.json")).unwrap();
+    let again = cluster.symctl(&["submit", "--wait", &dir_arg]);
+    assert!(
+        again.status.success(),
+        "{}",
+        String::from_utf8_lossy(&again.stderr)
+    );
+    assert_eq!(
+        String::from_utf8_lossy(&again.stdout),
+        "submitted 0, duplicates 3, refused 0, completed 3, failed 0\n"
+    );
+    // Job ids are the paths in the folder.
+    let mut client = cluster.client().await;
+    let job = client.job("more/trap.json").await.unwrap();
+    assert_eq!(job.state, api::JobState::Completed as i32);
+}

@@ -62,6 +62,10 @@ fn job_json(job: &api::Job) -> serde_json::Value {
 }
 
 pub async fn submit(args: SubmitArgs) -> anyhow::Result<()> {
+    if args.file.is_dir() {
+        let client = connect_for(&args.master, &args.project).await?;
+        return super::submit_dir::run(args, client).await;
+    }
     let data = std::fs::read(&args.file)
         .with_context(|| format!("cannot read {}", args.file.display()))?;
     let job_id = args.job_id.clone().unwrap_or_else(|| {

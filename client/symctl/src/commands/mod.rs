@@ -2,6 +2,7 @@
 
 mod cluster;
 mod restore_js;
+mod submit_dir;
 mod symbolicate;
 mod upload;
 
