@@ -7,7 +7,7 @@
 #
 # State, caches and logs live in .local-cluster/ at the repository root. `start` prints the
 # environment that `symctl` needs (eval it). Ports: master i gRPC 7700+10(i-1), metrics +1
-# (7700/7701, 7710/7711, 7720/7721), S3 3900.
+# (7700/7701, 7710/7711, 7720/7721), worker i metrics and /ready 7800+i, S3 3900.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 root=$PWD/.local-cluster
@@ -70,7 +70,8 @@ for i in $(seq 1 100); do
 done
 for i in $(seq 1 "$workers"); do
     target/release/symcluster-worker --master "$endpoints" --worker-id "worker-$i" \
-        --cache-dir "$root/worker-$i-cache" > "$root/worker-$i.log" 2>&1 &
+        --cache-dir "$root/worker-$i-cache" --metrics-listen "127.0.0.1:$((7800 + i))" \
+        > "$root/worker-$i.log" 2>&1 &
     echo $! > "$root/worker-$i.pid"
 done
 sleep 1

@@ -340,6 +340,8 @@ pub struct Cluster {
     options: MasterOptions,
     /// Worker processes by index.
     pub workers: Vec<Option<Proc>>,
+    /// Each worker's `/metrics` and `/ready` address (`127.0.0.1:port`), by index.
+    pub worker_metrics: Vec<String>,
     /// Scratch space (data, caches, logs); declared last, so dropped after every process.
     pub dir: tempfile::TempDir,
 }
@@ -376,6 +378,7 @@ impl Cluster {
             masters,
             options,
             workers: Vec::new(),
+            worker_metrics: Vec::new(),
         };
         for id in 1..=cluster.masters.len() as u64 {
             cluster.start_master(id);
@@ -536,8 +539,10 @@ impl Cluster {
         let index = self.workers.len();
         let id = format!("worker-{index}");
         let log = self.dir.path().join(format!("{id}.log"));
+        let metrics = format!("127.0.0.1:{}", free_port());
         let mut command = Command::new(bin("symcluster-worker"));
         command
+            .args(["--metrics-listen", &metrics])
             .args(["--master", &self.endpoint])
             .args(["--token", TOKEN])
             .args(["--worker-id", &id])
@@ -566,6 +571,7 @@ impl Cluster {
             }
         }
         let child = command.spawn().expect("start symcluster-worker");
+        self.worker_metrics.push(metrics);
         self.workers.push(Some(Proc {
             child,
             name: id.clone(),

@@ -136,8 +136,9 @@ static QUEUE_OLDEST_AGE: LazyLock<GaugeVec> = LazyLock::new(|| {
 });
 static WORKER_SLOTS: LazyLock<IntGaugeVec> = LazyLock::new(|| {
     gauge_vec(
-        "symcluster_worker_slots",
-        "Job slots of the connected workers that take leases (draining ones excluded), busy or free",
+        "symcluster_cluster_slots",
+        "Job slots of the connected workers that take leases (draining ones excluded), busy or \
+         free, as the leader sees them",
         &["state"],
     )
 });

@@ -76,6 +76,14 @@ pub struct WorkerConfig {
     #[arg(long, env = "SYMCLUSTER_S3_TIMEOUT_MS", default_value_t = 5_000)]
     pub s3_timeout_ms: u64,
 
+    /// HTTP address of the Prometheus `/metrics` endpoint and the `/ready` probe.
+    #[arg(
+        long,
+        env = "SYMCLUSTER_WORKER_METRICS_LISTEN",
+        default_value = "127.0.0.1:7702"
+    )]
+    pub metrics_listen: std::net::SocketAddr,
+
     /// On SIGTERM/SIGINT, how long running jobs may take to finish before the worker hands
     /// them back to the master and exits (`30s`, `2m`, `0`: humantime's syntax). Keep it below
     /// the orchestrator's kill grace period (Kubernetes' `terminationGracePeriodSeconds`).

@@ -8,6 +8,7 @@
 //! - [`disk_cache`]: byte-budgeted LRU disk cache;
 //! - [`caches`]: memory (`moka`) over disk over source, with single-flight and negative caching;
 //! - [`runner`]: one job, start to end;
+//! - [`metrics`]: Prometheus `/metrics` and the `/ready` probe;
 //! - [`session`]: one connection to the master: register, lease stream, heartbeats, results,
 //!   and the drain that ends the worker;
 //! - [`shutdown`]: SIGTERM/SIGINT as a drain request (a second signal cuts the drain short);
@@ -19,6 +20,7 @@ pub mod caches;
 pub mod config;
 pub mod disk_cache;
 pub mod grouping;
+pub mod metrics;
 pub mod runner;
 pub mod session;
 pub mod shutdown;
@@ -79,12 +81,31 @@ pub async fn run_until(
         Duration::from_secs(config.negative_cache_secs),
     ));
     let jobs = session::Jobs::new(slots);
-    tracing::info!(worker = %worker_id, slots, master = %config.master, "worker starting");
+    let ready = Arc::new(metrics::Readiness::default());
+    // Bound here, so that a port in use stops the worker at once.
+    let metrics_listener = tokio::net::TcpListener::bind(config.metrics_listen)
+        .await
+        .map_err(|e| anyhow::anyhow!("cannot listen on {}: {e}", config.metrics_listen))?;
+    tokio::spawn(metrics::serve(
+        metrics_listener,
+        caches.clone(),
+        jobs.clone(),
+        ready.clone(),
+    ));
+    tracing::info!(worker = %worker_id, slots, master = %config.master, metrics = %config.metrics_listen, "worker starting");
 
     let mut backoff = Duration::from_millis(200);
     loop {
         // A session drains the worker itself when a shutdown comes while it is connected.
-        let ended = session::run(&config, &worker_id, &caches, &jobs, shutdown.clone()).await;
+        let ended = session::run(
+            &config,
+            &worker_id,
+            &caches,
+            &jobs,
+            &ready,
+            shutdown.clone(),
+        )
+        .await;
         match ended {
             Ok(session::End::Drained) => return Ok(()),
             Ok(session::End::StreamClosed) => tracing::warn!("lease stream ended; reconnecting"),

@@ -95,6 +95,7 @@ pub async fn run(
     worker_id: &str,
     caches: &Arc<Caches>,
     jobs: &Jobs,
+    ready: &crate::metrics::Readiness,
     mut shutdown: Shutdown,
 ) -> anyhow::Result<End> {
     let connected = tokio::select! {
@@ -109,7 +110,8 @@ pub async fn run(
         caches.clone(),
         Duration::from_millis(registration.heartbeat_ms.max(100)),
     ));
-    let ended = lease_loop(&client, worker_id, caches, jobs, &mut shutdown).await;
+    let ended = lease_loop(&client, worker_id, caches, jobs, ready, &mut shutdown).await;
+    ready.set(false);
     let ended = match ended {
         Ok(End::Drained) => {
             finish_drain(
@@ -194,6 +196,7 @@ async fn lease_loop(
     worker_id: &str,
     caches: &Arc<Caches>,
     jobs: &Jobs,
+    ready: &crate::metrics::Readiness,
     shutdown: &mut Shutdown,
 ) -> anyhow::Result<End> {
     let mut leases = client
@@ -203,12 +206,14 @@ async fn lease_loop(
         })
         .await?
         .into_inner();
+    ready.set(true);
     let mut draining = false;
     loop {
         let lease = tokio::select! {
             biased;
             () = shutdown.requested(), if !draining => {
                 draining = true;
+                ready.set(false);
                 match client
                     .worker_api()
                     .drain(api::DrainRequest { worker_id: worker_id.to_owned() })
@@ -250,9 +255,17 @@ async fn lease_loop(
         let mut running = jobs.lock();
         let task = tokio::spawn(async move {
             let started = std::time::Instant::now();
+            let kind = crate::metrics::kind_label(&spec);
             let outcome = runner::run(spec, &caches, lease.recheck_missing).await;
+            let completed = matches!(outcome, Outcome::Completed { .. });
+            crate::metrics::JOBS
+                .with_label_values(&[kind, if completed { "completed" } else { "failed" }])
+                .inc();
+            crate::metrics::JOB_SECONDS
+                .with_label_values(&[kind])
+                .observe(started.elapsed().as_secs_f64());
             tracing::info!(job = %job_id, attempt = lease.attempt, ms = started.elapsed().as_millis() as u64,
-                ok = matches!(outcome, Outcome::Completed { .. }), "job finished");
+                ok = completed, "job finished");
             report(&client, &worker_id, &job_id, lease.attempt, outcome).await;
             registry.lock().remove(&job_id);
             drop(permit);

@@ -4,6 +4,8 @@
 use symcluster_client::{Client, api};
 use symcluster_loadtest::cluster::{Cluster, MasterOptions};
 
+use crate::support::http_get;
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn auth_health_metrics_and_status() {
     let cluster = Cluster::start(1, MasterOptions::default()).await;
@@ -87,24 +89,12 @@ async fn auth_health_metrics_and_status() {
         "symcluster_queue_depth{kind=\"native\"} 0",
         "symcluster_queue_depth{kind=\"js\"} 0",
         "symcluster_queue_oldest_age_seconds{kind=\"native\"} 0",
-        "symcluster_worker_slots{state=\"busy\"} 0",
-        "symcluster_worker_slots{state=\"free\"} 2",
+        "symcluster_cluster_slots{state=\"busy\"} 0",
+        "symcluster_cluster_slots{state=\"free\"} 2",
         "symcluster_workers_draining 0",
     ] {
         assert!(metrics.lines().any(|l| l == line), "{line} in:\n{metrics}");
     }
-}
-
-async fn http_get(addr: &str, path: &str) -> String {
-    use tokio::io::{AsyncReadExt, AsyncWriteExt};
-    let mut stream = tokio::net::TcpStream::connect(addr).await.unwrap();
-    stream
-        .write_all(format!("GET {path} HTTP/1.0\r\nHost: {addr}\r\n\r\n").as_bytes())
-        .await
-        .unwrap();
-    let mut out = String::new();
-    stream.read_to_string(&mut out).await.unwrap();
-    out
 }
 
 /// `symctl submit DIR`: every file of a folder, a summary line, refusals with their reason;
@@ -156,4 +146,45 @@ async fn symctl_submits_a_folder() {
     let mut client = cluster.client().await;
     let job = client.job("more/trap.json").await.unwrap();
     assert_eq!(job.state, api::JobState::Completed as i32);
+}
+
+/// Every metric the Grafana dashboard queries exists in the master's and the worker's
+/// `/metrics` (the bridge's are checked by the Kafka test); the worker's `/ready` says ready.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_dashboard_queries_metrics_that_exist() {
+    let cluster = Cluster::start(1, MasterOptions::default()).await;
+    crate::support::upload_dsyms(
+        &cluster,
+        &[crate::support::fixture("crashprobe/release/dSYMs")],
+    );
+    let report = std::fs::read(crate::support::fixture(
+        "crashprobe/release/arm64/Call abort().json",
+    ))
+    .unwrap();
+    let mut client = cluster.client().await;
+    client.submit_native("one", report).await.unwrap();
+    crate::support::wait(&mut client, "one").await;
+
+    let worker = &cluster.worker_metrics[0];
+    assert_eq!(http_get(worker, "/ready").await, "ready\n");
+    let exposition = format!(
+        "{}\n{}",
+        http_get(&cluster.metrics, "/metrics").await,
+        http_get(worker, "/metrics").await
+    );
+    let wanted = crate::support::dashboard_metrics();
+    assert!(wanted.len() > 20, "{wanted:?}");
+    let absent = crate::support::absent_metrics(
+        wanted
+            .iter()
+            .filter(|n| !n.starts_with("symcluster_bridge_")),
+        &exposition,
+    );
+    assert!(absent.is_empty(), "not exported: {absent:?}\n{exposition}");
+    assert!(
+        exposition
+            .lines()
+            .any(|l| l == "symcluster_worker_jobs_total{kind=\"native\",outcome=\"completed\"} 1"),
+        "{exposition}"
+    );
 }

@@ -12,7 +12,7 @@ use rdkafka::{ClientConfig, Message};
 use symcluster_loadtest::cluster::{Cluster, MasterOptions};
 use symcluster_loadtest::kafka::{BridgeTopics, Tansu, start_bridge};
 
-use crate::support::{fixture, upload_dsyms};
+use crate::support::{absent_metrics, dashboard_metrics, fixture, http_get, upload_dsyms};
 
 const REPORTS: usize = 1_000;
 
@@ -159,7 +159,29 @@ async fn a_bridge_killed_half_way_loses_and_duplicates_nothing() {
         }
     }
     assert_eq!(seen, expected);
-    assert!(second.is_some(), "the bridge was killed half-way");
+    let Some((_second, second_metrics)) = &second else {
+        panic!("the bridge was killed half-way")
+    };
+    // The dashboard's bridge metrics exist (the lag once the bridge has read its committed
+    // offsets, within seconds).
+    let bridge_metrics: Vec<String> = dashboard_metrics()
+        .into_iter()
+        .filter(|n| n.starts_with("symcluster_bridge_"))
+        .collect();
+    assert!(bridge_metrics.len() >= 4, "{bridge_metrics:?}");
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let exposition = http_get(second_metrics, "/metrics").await;
+        let absent = absent_metrics(&bridge_metrics, &exposition);
+        if absent.is_empty() {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "not exported: {absent:?}\n{exposition}"
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
     assert!(grouped > 0, "no result named its crash group");
 
     // Exactly one job per report in the master, all completed.

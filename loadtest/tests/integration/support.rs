@@ -125,3 +125,58 @@ pub async fn groups(client: &Client, limit: u32) -> Vec<api::CrashGroup> {
         .into_inner()
         .groups
 }
+
+/// Every `symcluster_*` metric name the Grafana dashboard (`deploy/grafana/symcluster.json`)
+/// queries, with a histogram's `_bucket`/`_sum`/`_count` suffix kept as written.
+pub fn dashboard_metrics() -> std::collections::BTreeSet<String> {
+    let text = std::fs::read_to_string(repo().join("deploy/grafana/symcluster.json")).unwrap();
+    let dashboard: serde_json::Value = serde_json::from_str(&text).unwrap();
+    let mut names = std::collections::BTreeSet::new();
+    for panel in dashboard["panels"].as_array().unwrap() {
+        for target in panel["targets"].as_array().unwrap() {
+            let expr = target["expr"].as_str().unwrap();
+            let mut rest = expr;
+            while let Some(start) = rest.find("symcluster_") {
+                let tail = &rest[start..];
+                let end = tail
+                    .find(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
+                    .unwrap_or(tail.len());
+                names.insert(tail[..end].to_owned());
+                rest = &tail[end..];
+            }
+        }
+    }
+    names
+}
+
+/// The names of `names` that no sample line of the Prometheus text `exposition` has.
+pub fn absent_metrics<'a>(
+    names: impl IntoIterator<Item = &'a String>,
+    exposition: &str,
+) -> Vec<String> {
+    names
+        .into_iter()
+        .filter(|name| {
+            !exposition.lines().any(|line| {
+                line.strip_prefix(name.as_str())
+                    .is_some_and(|rest| rest.starts_with('{') || rest.starts_with(' '))
+            })
+        })
+        .cloned()
+        .collect()
+}
+
+/// `GET path` over HTTP/1.0 from `addr`: the body.
+pub async fn http_get(addr: &str, path: &str) -> String {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let mut stream = tokio::net::TcpStream::connect(addr).await.unwrap();
+    stream
+        .write_all(format!("GET {path} HTTP/1.0\r\nHost: {addr}\r\n\r\n").as_bytes())
+        .await
+        .unwrap();
+    let mut out = String::new();
+    stream.read_to_string(&mut out).await.unwrap();
+    out.split_once("\r\n\r\n")
+        .map(|(_, body)| body.to_owned())
+        .unwrap_or(out)
+}

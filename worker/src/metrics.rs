@@ -1,0 +1,205 @@
+//! The worker's Prometheus metrics at `/metrics` and its readiness at `/ready`, over HTTP on
+//! `--metrics-listen`.
+//!
+//! `/ready` answers 200 while the worker has an open lease stream to the leader and is not
+//! draining, 503 otherwise: what an orchestrator's readiness probe asks.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, LazyLock};
+
+use prometheus::{
+    Encoder, HistogramOpts, HistogramVec, IntCounterVec, IntGauge, IntGaugeVec, Opts, Registry,
+    TextEncoder,
+};
+
+use crate::caches::Caches;
+use crate::session::Jobs;
+
+/// The worker's registry.
+pub static REGISTRY: LazyLock<Registry> = LazyLock::new(Registry::new);
+
+fn register<C: prometheus::core::Collector + Clone + 'static>(c: C) -> C {
+    REGISTRY
+        .register(Box::new(c.clone()))
+        .expect("unique metric");
+    c
+}
+
+/// Jobs run to their end here, by kind (`native`, `js`) and outcome (`completed`, `failed`).
+pub static JOBS: LazyLock<IntCounterVec> = LazyLock::new(|| {
+    register(
+        IntCounterVec::new(
+            Opts::new(
+                "symcluster_worker_jobs_total",
+                "Jobs run by this worker, by kind and outcome",
+            ),
+            &["kind", "outcome"],
+        )
+        .expect("valid metric"),
+    )
+});
+
+/// Seconds from lease to outcome of one job (fetching, converting and symbolicating), by kind.
+pub static JOB_SECONDS: LazyLock<HistogramVec> = LazyLock::new(|| {
+    register(
+        HistogramVec::new(
+            HistogramOpts::new(
+                "symcluster_worker_job_seconds",
+                "Time to run one job (fetch, convert, symbolicate), by kind",
+            )
+            .buckets(prometheus::exponential_buckets(0.0005, 2.0, 16).expect("valid buckets")),
+            &["kind"],
+        )
+        .expect("valid metric"),
+    )
+});
+
+static SLOTS: LazyLock<IntGaugeVec> = LazyLock::new(|| {
+    register(
+        IntGaugeVec::new(
+            Opts::new(
+                "symcluster_worker_slots",
+                "This worker's job slots, busy or free",
+            ),
+            &["state"],
+        )
+        .expect("valid metric"),
+    )
+});
+
+static CACHE_LOOKUPS: LazyLock<IntCounterVec> = LazyLock::new(|| {
+    register(
+        IntCounterVec::new(
+            Opts::new(
+                "symcluster_worker_cache_lookups_total",
+                "Debug file and source map lookups since start: `hit` (memory, disk or the \
+                 negative cache) or `miss` (went to the source)",
+            ),
+            &["result"],
+        )
+        .expect("valid metric"),
+    )
+});
+
+static CACHE_BYTES: LazyLock<IntGaugeVec> = LazyLock::new(|| {
+    register(
+        IntGaugeVec::new(
+            Opts::new(
+                "symcluster_worker_cache_bytes",
+                "Bytes held by the memory and disk caches",
+            ),
+            &["layer"],
+        )
+        .expect("valid metric"),
+    )
+});
+
+static READY: LazyLock<IntGauge> = LazyLock::new(|| {
+    register(
+        IntGauge::new(
+            "symcluster_worker_ready",
+            "1 while the worker has a lease stream open and is not draining",
+        )
+        .expect("valid metric"),
+    )
+});
+
+/// The job kind label of a lease's spec.
+pub fn kind_label(spec: &symcluster_client::api::JobSpec) -> &'static str {
+    match spec.payload {
+        Some(symcluster_client::api::job_spec::Payload::Js(_)) => "js",
+        _ => "native",
+    }
+}
+
+/// Whether the worker takes leases now (set by the session, read by `/ready`).
+#[derive(Debug, Default)]
+pub struct Readiness(AtomicBool);
+
+impl Readiness {
+    /// Sets it.
+    pub fn set(&self, ready: bool) {
+        self.0.store(ready, Ordering::Relaxed);
+        READY.set(i64::from(ready));
+    }
+
+    /// Reads it.
+    pub fn get(&self) -> bool {
+        self.0.load(Ordering::Relaxed)
+    }
+}
+
+/// Serves `/metrics` and `/ready` on `listener` until the process ends.
+pub async fn serve(
+    listener: tokio::net::TcpListener,
+    caches: Arc<Caches>,
+    jobs: Jobs,
+    ready: Arc<Readiness>,
+) {
+    LazyLock::force(&JOBS);
+    LazyLock::force(&JOB_SECONDS);
+    LazyLock::force(&READY);
+    let app = axum::Router::new()
+        .route(
+            "/metrics",
+            axum::routing::get(move || {
+                let (caches, jobs) = (caches.clone(), jobs.clone());
+                async move {
+                    let busy = jobs.running_ids().len() as i64;
+                    let slots = i64::from(jobs.slots());
+                    SLOTS.with_label_values(&["busy"]).set(busy);
+                    SLOTS
+                        .with_label_values(&["free"])
+                        .set((slots - busy).max(0));
+                    // The caches count; the counters follow them (both only grow).
+                    for (label, count) in [
+                        ("hit", &caches.counters.hits),
+                        ("miss", &caches.counters.misses),
+                    ] {
+                        let counter = CACHE_LOOKUPS.with_label_values(&[label]);
+                        let now = count.load(Ordering::Relaxed);
+                        counter.inc_by(now.saturating_sub(counter.get()));
+                    }
+                    CACHE_BYTES
+                        .with_label_values(&["memory"])
+                        .set(caches.memory_bytes() as i64);
+                    CACHE_BYTES
+                        .with_label_values(&["disk"])
+                        .set(caches.disk_bytes() as i64);
+                    let encoder = TextEncoder::new();
+                    let mut out = Vec::new();
+                    match encoder.encode(&REGISTRY.gather(), &mut out) {
+                        Ok(()) => (
+                            axum::http::StatusCode::OK,
+                            [("content-type", encoder.format_type().to_owned())],
+                            out,
+                        ),
+                        Err(e) => (
+                            axum::http::StatusCode::INTERNAL_SERVER_ERROR,
+                            [("content-type", "text/plain".to_owned())],
+                            e.to_string().into_bytes(),
+                        ),
+                    }
+                }
+            }),
+        )
+        .route(
+            "/ready",
+            axum::routing::get(move || {
+                let ready = ready.get();
+                async move {
+                    if ready {
+                        (axum::http::StatusCode::OK, "ready\n")
+                    } else {
+                        (
+                            axum::http::StatusCode::SERVICE_UNAVAILABLE,
+                            "not connected to the leader, or draining\n",
+                        )
+                    }
+                }
+            }),
+        );
+    if let Err(e) = axum::serve(listener, app).await {
+        tracing::error!(error = %e, "metrics endpoint failed");
+    }
+}
