@@ -34,6 +34,10 @@ fi
 cargo build --workspace --release --locked --bins --lib
 cargo test --workspace --release --locked
 
+# deploy/: Kubernetes manifests, compose file, systemd units, launchd plist and dashboard,
+# validated offline.
+bash deploy/validate.sh
+
 # The SDK's Apple backend (Mach, dyld) cannot be linked or run here: type-check it.
 cargo check --release --locked -p symcluster-sdk-ios --features apple-typecheck
 
