@@ -198,11 +198,16 @@ pub struct JobArgs {
     pub master: MasterArgs,
     #[command(flatten)]
     pub project: ProjectArgs,
-    /// `json` (the job with its result), or `apple` (a native job's Apple `.crash`/`.ips`
-    /// report with its frames symbolicated, byte for byte what `symctl symbolicate --format
-    /// apple` prints for the same report and debug files).
+    /// `json` (the job with its result); `apple` (a native job's Apple `.crash`/`.ips` report
+    /// with its frames symbolicated, byte for byte what `symctl symbolicate --format apple`
+    /// prints for the same report and debug files); `text` (a JS job as metro-symbolicate
+    /// prints it, as `symctl restore-js --format text` does; a text stack needs the bucket to
+    /// read its source map).
     #[arg(long, value_enum, default_value_t = JobFormat::Json)]
     pub format: JobFormat,
+    /// With `--format text`: the bucket holding the job's source map.
+    #[command(flatten)]
+    pub bucket: BucketArgs,
     /// The job id.
     pub job_id: String,
 }
@@ -213,6 +218,8 @@ pub enum JobFormat {
     Json,
     /// A native job's report in its own Apple format, frames symbolicated.
     Apple,
+    /// A JS job's stack as metro-symbolicate prints it.
+    Text,
 }
 
 #[derive(Debug, clap::Args)]

@@ -159,6 +159,37 @@ async fn crashprobe_demo_and_js_jobs_end_to_end() {
         .await
         .unwrap();
     let js = result(&wait(&mut client, "hermes").await);
+    // `symctl job --format text` prints it as `symctl restore-js --format text` does (the map
+    // read back from the bucket).
+    let map = repo().join("examples/rn-demo/dist/index.android.bundle.hbc.map");
+    let stack_file = repo().join("examples/rn-demo/dist/stack-hermes.txt");
+    let from_cluster = cluster.symctl(&["job", "hermes", "--format", "text"]);
+    let local = cluster.symctl(&[
+        "restore-js",
+        "--sourcemap",
+        &map.display().to_string(),
+        "--format",
+        "text",
+        &stack_file.display().to_string(),
+    ]);
+    for out in [&from_cluster, &local] {
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    assert!(
+        String::from_utf8_lossy(&local.stdout).contains("pricing.js:22:"),
+        "{}",
+        String::from_utf8_lossy(&local.stdout)
+    );
+    assert!(
+        from_cluster.stdout == local.stdout,
+        "the cluster's rendering differs:\n{}\n---\n{}",
+        String::from_utf8_lossy(&from_cluster.stdout),
+        String::from_utf8_lossy(&local.stdout)
+    );
     let top = &js["frames"][0];
     assert_eq!(top["filename"], "/Users/dev/DemoApp/src/pricing.js");
     assert_eq!(top["lineno"], 22);

@@ -114,9 +114,13 @@ pub async fn job(args: JobArgs) -> anyhow::Result<()> {
             let job = client.job(&args.job_id).await?;
             println!("{}", serde_json::to_string_pretty(&job_json(&job))?);
         }
-        JobFormat::Apple => {
+        JobFormat::Apple | JobFormat::Text => {
             let job = client.job_with_spec(&args.job_id).await?;
-            let text = render_apple(&job)?;
+            let text = if args.format == JobFormat::Apple {
+                render_apple(&job)?
+            } else {
+                render_metro(&job, &args.bucket).await?
+            };
             let mut out = std::io::stdout().lock();
             out.write_all(text.as_bytes())?;
             out.flush()?;
@@ -125,19 +129,92 @@ pub async fn job(args: JobArgs) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// Fails unless `job` completed (its state and error otherwise).
+fn require_completed(job: &api::Job) -> anyhow::Result<()> {
+    if job.state == api::JobState::Completed as i32 {
+        return Ok(());
+    }
+    let state = api::JobState::try_from(job.state)
+        .map_or("unknown", |s| s.as_str_name())
+        .trim_start_matches("JOB_STATE_")
+        .to_ascii_lowercase();
+    match job.error.as_str() {
+        "" => anyhow::bail!("job {} is {state}: it has no result yet", job.job_id),
+        error => anyhow::bail!("job {} is {state}: {error}", job.job_id),
+    }
+}
+
+/// A completed JS job as `symctl restore-js --format text` prints it: a Hermes crash JSON from
+/// the stored result; a text stack rewritten line by line with metro-symbolicate's pattern,
+/// which reads every position through the job's source map (from `bucket`, under the job's
+/// project, as the worker found it), so its lines match restore-js's byte for byte.
+async fn render_metro(
+    job: &api::Job,
+    bucket: &symcluster_sources::BucketArgs,
+) -> anyhow::Result<String> {
+    use symcluster_engine::js::stack::JsStackKind;
+    use symcluster_engine::js::{JsSourceMap, parse_stack, render};
+    require_completed(job)?;
+    let Some(api::job_spec::Payload::Js(js)) = job.spec.as_ref().and_then(|s| s.payload.as_ref())
+    else {
+        anyhow::bail!(
+            "job {} is not a JS job (or its stack was purged): --format text renders JS jobs",
+            job.job_id
+        );
+    };
+    // The worker reads stacks with 1-based columns.
+    let stack = parse_stack(&js.stack, 1)?;
+    let result: symcluster_engine::js::JsRestoreResult =
+        serde_json::from_slice(&job.result_json).context("the stored result")?;
+    let map = if stack.kind == JsStackKind::HermesCrash {
+        // Rendered from the result alone; the renderer still takes a map.
+        JsSourceMap::parse(
+            br#"{"version":3,"sources":[],"names":[],"mappings":""}"#,
+            None,
+        )?
+    } else {
+        let Some(bucket_name) = bucket.s3_bucket.clone() else {
+            anyhow::bail!(
+                "--format text of a JS text stack reads its source map from the bucket: give --s3-bucket (SYMCLUSTER_S3_BUCKET)"
+            );
+        };
+        let source = symcluster_sources::Source::s3(&symcluster_sources::S3Settings {
+            bucket: bucket_name,
+            endpoint: bucket.s3_endpoint.clone(),
+            region: bucket.s3_region.clone(),
+            attempts: 3,
+            timeout_ms: 60_000,
+        })
+        .await;
+        let prefix = symcluster_sources::Scope::Project(&job.project).prefix(&bucket.s3_prefix);
+        let (map_key, bundle_key) = if js.debug_id.is_empty() {
+            symcluster_sources::layout::sourcemap_keys_by_release(
+                &prefix,
+                &js.release,
+                &js.dist,
+                &js.bundle,
+            )
+        } else {
+            symcluster_sources::layout::sourcemap_keys_by_debug_id(&prefix, &js.debug_id)
+        };
+        let map = source
+            .fetch(&map_key)
+            .await?
+            .with_context(|| format!("the source map {map_key} is not in the bucket"))?;
+        let bundle = source
+            .fetch(&bundle_key)
+            .await?
+            .and_then(|b| String::from_utf8(b).ok());
+        JsSourceMap::parse(&map, bundle.as_deref()).context(map_key)?
+    };
+    let input = String::from_utf8_lossy(&js.stack);
+    Ok(render::metro_text(&input, &stack, &result, &map, 1))
+}
+
 /// A completed native job's report rendered with its stored result, as `symctl symbolicate
 /// --format apple` renders a report with the result it computes.
 fn render_apple(job: &api::Job) -> anyhow::Result<String> {
-    if job.state != api::JobState::Completed as i32 {
-        let state = api::JobState::try_from(job.state)
-            .map_or("unknown", |s| s.as_str_name())
-            .trim_start_matches("JOB_STATE_")
-            .to_ascii_lowercase();
-        match job.error.as_str() {
-            "" => anyhow::bail!("job {} is {state}: it has no result yet", job.job_id),
-            error => anyhow::bail!("job {} is {state}: {error}", job.job_id),
-        }
-    }
+    require_completed(job)?;
     let Some(api::job_spec::Payload::Native(native)) =
         job.spec.as_ref().and_then(|s| s.payload.as_ref())
     else {
