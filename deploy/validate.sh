@@ -15,8 +15,15 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
+# A fresh Debian machine may lack venv support or systemd-analyze.
+if ! python3 -c 'import ensurepip, venv' 2>/dev/null; then
+    apt-get update -qq && apt-get install -y -qq python3-venv
+fi
+command -v systemd-analyze >/dev/null || { apt-get update -qq && apt-get install -y -qq systemd; }
+
 venv=${XDG_CACHE_HOME:-$HOME/.cache}/symcluster-deploy-venv
 if [ ! -x "$venv/bin/kubernetes-validate" ] || [ ! -f "$venv/compose_spec.json" ]; then
+    rm -rf "$venv"
     python3 -m venv "$venv"
     "$venv/bin/pip" install -q 'kubernetes-validate==1.37.0' 'pyyaml>=6' 'jsonschema>=4'
     wheel_dir=$(mktemp -d)
