@@ -11,5 +11,9 @@ async fn main() -> anyhow::Result<()> {
         .with_writer(std::io::stderr)
         .init();
     let config = symcluster_worker::config::WorkerConfig::parse();
-    symcluster_worker::run(config).await
+    symcluster_worker::run(config).await?;
+    // Drained. A job stopped at the drain timeout may still be computing on the blocking pool
+    // (a SymCache conversion cannot be interrupted), and dropping the runtime would wait for
+    // it: its lease is handed back already, so exit now.
+    std::process::exit(0)
 }

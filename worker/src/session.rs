@@ -14,7 +14,7 @@
 use std::collections::HashMap;
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use symcluster_client::{Client, api};
 use tokio::sync::Semaphore;
@@ -30,7 +30,8 @@ use crate::shutdown::Shutdown;
 pub struct Jobs {
     slots: u32,
     permits: Arc<Semaphore>,
-    running: Arc<Mutex<HashMap<String, AbortHandle>>>,
+    /// By job id and attempt: an attempt that ended late never unregisters a newer one.
+    running: Arc<Mutex<HashMap<(String, u32), AbortHandle>>>,
 }
 
 impl Jobs {
@@ -48,13 +49,15 @@ impl Jobs {
         self.slots
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, AbortHandle>> {
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<(String, u32), AbortHandle>> {
         self.running.lock().unwrap_or_else(|e| e.into_inner())
     }
 
     /// Ids of the jobs running now.
     pub fn running_ids(&self) -> Vec<String> {
-        self.lock().keys().cloned().collect()
+        let mut ids: Vec<String> = self.lock().keys().map(|(id, _)| id.clone()).collect();
+        ids.dedup();
+        ids
     }
 
     /// Waits until every job has ended, or `within` passed, or `shutdown` turns urgent; returns
@@ -69,7 +72,7 @@ impl Jobs {
 
     /// Stops every job still running (their outcomes are never reported); returns how many.
     fn abort_all(&self) -> usize {
-        let running: Vec<(String, AbortHandle)> = self.lock().drain().collect();
+        let running: Vec<((String, u32), AbortHandle)> = self.lock().drain().collect();
         for (_, job) in &running {
             job.abort();
         }
@@ -113,18 +116,13 @@ pub async fn run(
     let ended = lease_loop(&client, worker_id, caches, jobs, ready, &mut shutdown).await;
     ready.set(false);
     let ended = match ended {
-        Ok(End::Drained) => {
-            finish_drain(
-                &client,
-                worker_id,
-                jobs,
-                config.drain_timeout,
-                &mut shutdown,
-            )
-            .await;
+        Ok(Loop::Draining(started)) => {
+            let left = config.drain_timeout.saturating_sub(started.elapsed());
+            finish_drain(&client, worker_id, jobs, left, &mut shutdown).await;
             Ok(End::Drained)
         }
-        other => other,
+        Ok(Loop::Closed) => Ok(End::StreamClosed),
+        Err(e) => Err(e),
     };
     heartbeat.abort();
     ended
@@ -189,8 +187,16 @@ async fn heartbeats(
     }
 }
 
+/// How the lease loop ended.
+enum Loop {
+    /// The master closed the stream.
+    Closed,
+    /// A stop was asked at this instant; the stream was read to its end.
+    Draining(Instant),
+}
+
 /// Reads the lease stream and starts each job; on `shutdown`, sends `Drain` and reads the
-/// stream to its end (`Drained`).
+/// stream to its end.
 async fn lease_loop(
     client: &Client,
     worker_id: &str,
@@ -198,7 +204,7 @@ async fn lease_loop(
     jobs: &Jobs,
     ready: &crate::metrics::Readiness,
     shutdown: &mut Shutdown,
-) -> anyhow::Result<End> {
+) -> anyhow::Result<Loop> {
     let mut leases = client
         .worker_api()
         .lease_jobs(api::LeaseJobsRequest {
@@ -208,11 +214,13 @@ async fn lease_loop(
         .into_inner();
     ready.set(true);
     let mut draining = false;
+    let mut drain_started = Instant::now();
     loop {
         let lease = tokio::select! {
             biased;
             () = shutdown.requested(), if !draining => {
                 draining = true;
+                drain_started = Instant::now();
                 ready.set(false);
                 match client
                     .worker_api()
@@ -223,7 +231,7 @@ async fn lease_loop(
                     // The stream is dropped below: a lease sent meanwhile waits for its expiry.
                     Err(e) => {
                         tracing::warn!(error = %e, "the master did not take the drain; leaving the lease stream");
-                        return Ok(End::Drained);
+                        return Ok(Loop::Draining(drain_started));
                     }
                 }
                 continue;
@@ -232,16 +240,30 @@ async fn lease_loop(
         };
         let lease = match lease {
             Ok(Some(lease)) => lease,
-            Ok(None) if draining => return Ok(End::Drained),
-            Ok(None) => return Ok(End::StreamClosed),
+            Ok(None) if draining => return Ok(Loop::Draining(drain_started)),
+            Ok(None) => return Ok(Loop::Closed),
             Err(e) if draining => {
                 tracing::warn!(error = %e, "lease stream failed while draining");
-                return Ok(End::Drained);
+                return Ok(Loop::Draining(drain_started));
             }
             Err(e) => return Err(e.into()),
         };
         let Some(spec) = lease.job else { continue };
-        let permit = jobs.permits.clone().acquire_owned().await?;
+        // The master sends a lease only for a free slot, but a job it believes over (a lease
+        // that expired while the job ran on) may still hold one. A stop asked meanwhile wins:
+        // the lease is not started, and `Deregister` hands it back.
+        let permit = if draining {
+            match jobs.permits.clone().try_acquire_owned() {
+                Ok(permit) => permit,
+                Err(_) => continue,
+            }
+        } else {
+            tokio::select! {
+                biased;
+                permit = jobs.permits.clone().acquire_owned() => permit?,
+                () = shutdown.requested() => continue,
+            }
+        };
         let job_id = spec.job_id.clone();
         let (client, caches, worker_id, registry) = (
             client.clone(),
@@ -251,7 +273,7 @@ async fn lease_loop(
         );
         // Registered under the lock its end takes, so that its removal always follows this
         // insert.
-        let key = job_id.clone();
+        let key = (job_id.clone(), lease.attempt);
         let mut running = jobs.lock();
         let task = tokio::spawn(async move {
             let started = std::time::Instant::now();
@@ -267,10 +289,53 @@ async fn lease_loop(
             tracing::info!(job = %job_id, attempt = lease.attempt, ms = started.elapsed().as_millis() as u64,
                 ok = completed, "job finished");
             report(&client, &worker_id, &job_id, lease.attempt, outcome).await;
-            registry.lock().remove(&job_id);
+            registry.lock().remove(&(job_id, lease.attempt));
             drop(permit);
         });
         running.insert(key, task.abort_handle());
+    }
+}
+
+/// How long a stopping worker tries to hand its leases back.
+pub const DEREGISTER_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// `Deregister` on the leader; a leader that does not know this worker (a failover since it
+/// registered) gets a `Register` first, so that only the worker's own token can end it.
+async fn deregister(
+    client: &Client,
+    worker_id: &str,
+    reason: String,
+    slots: u32,
+) -> anyhow::Result<api::DeregisterResponse> {
+    let request = api::DeregisterRequest {
+        worker_id: worker_id.to_owned(),
+        reason,
+    };
+    let call = || {
+        client.on_leader(|channel| {
+            let request = request.clone();
+            async move {
+                api::worker_api_client::WorkerApiClient::new(channel)
+                    .deregister(request)
+                    .await
+                    .map(|r| r.into_inner())
+            }
+        })
+    };
+    match call().await {
+        Err(symcluster_client::ClientError::Status(status))
+            if status.code() == tonic::Code::FailedPrecondition =>
+        {
+            client
+                .worker_api()
+                .register(api::RegisterRequest {
+                    worker_id: worker_id.to_owned(),
+                    slots,
+                })
+                .await?;
+            Ok(call().await?)
+        }
+        other => Ok(other?),
     }
 }
 
@@ -289,21 +354,12 @@ async fn finish_drain(
     } else {
         format!("stopping; {stopped} jobs did not finish within the drain timeout")
     };
-    let request = api::DeregisterRequest {
-        worker_id: worker_id.to_owned(),
-        reason,
-    };
-    let deregistered = client
-        .on_leader(|channel| {
-            let request = request.clone();
-            async move {
-                api::worker_api_client::WorkerApiClient::new(channel)
-                    .deregister(request)
-                    .await
-                    .map(|r| r.into_inner())
-            }
-        })
-        .await;
+    let deregistered = tokio::time::timeout(
+        DEREGISTER_TIMEOUT,
+        deregister(client, worker_id, reason, jobs.slots()),
+    )
+    .await
+    .unwrap_or_else(|_| Err(anyhow::anyhow!("no answer within {DEREGISTER_TIMEOUT:?}")));
     match deregistered {
         Ok(r) => tracing::info!(
             stopped,
@@ -328,9 +384,18 @@ pub async fn drain_disconnected(
 ) {
     let mut shutdown = shutdown.clone();
     let client = match tls(config) {
-        Ok(tls) => Client::connect_with(&config.master, &config.token, tls)
-            .await
-            .map_err(anyhow::Error::from),
+        Ok(tls) => tokio::time::timeout(
+            DEREGISTER_TIMEOUT,
+            Client::connect_with(&config.master, &config.token, tls),
+        )
+        .await
+        .unwrap_or_else(|_| {
+            Err(symcluster_client::ClientError::Connect {
+                endpoint: config.master.clone(),
+                message: format!("no answer within {DEREGISTER_TIMEOUT:?}"),
+            })
+        })
+        .map_err(anyhow::Error::from),
         Err(e) => Err(e),
     };
     match client {

@@ -44,14 +44,31 @@ impl ClientContext for Context {}
 impl ConsumerContext for Context {
     fn pre_rebalance(
         &self,
-        _consumer: &rdkafka::consumer::BaseConsumer<Self>,
+        consumer: &rdkafka::consumer::BaseConsumer<Self>,
         rebalance: &Rebalance<'_>,
     ) {
         match rebalance {
             Rebalance::Revoke(partitions) => {
+                // What is done is committed before the partitions go, so that their next
+                // consumer starts after it.
                 let mut offsets = lock(&self.offsets);
-                for p in partitions.elements() {
-                    offsets.forget(&(p.topic().to_owned(), p.partition()));
+                let revoked: Vec<Partition> = partitions
+                    .elements()
+                    .iter()
+                    .map(|p| (p.topic().to_owned(), p.partition()))
+                    .collect();
+                let mut list = TopicPartitionList::new();
+                for (partition, point) in offsets.points(&revoked) {
+                    let _ =
+                        list.add_partition_offset(&partition.0, partition.1, Offset::Offset(point));
+                }
+                if list.count() > 0
+                    && let Err(e) = consumer.commit(&list, CommitMode::Sync)
+                {
+                    tracing::warn!(error = %e, "committing revoked partitions failed");
+                }
+                for partition in &revoked {
+                    offsets.forget(partition);
                 }
                 tracing::info!(partitions = partitions.count(), "partitions revoked");
             }
@@ -62,13 +79,13 @@ impl ConsumerContext for Context {
         }
     }
 
-    fn commit_callback(
-        &self,
-        result: rdkafka::error::KafkaResult<()>,
-        _offsets: &TopicPartitionList,
-    ) {
+    fn commit_callback(&self, result: rdkafka::error::KafkaResult<()>, list: &TopicPartitionList) {
         if let Err(e) = result {
             tracing::warn!(error = %e, "offset commit failed; retried at the next interval");
+            let mut offsets = lock(&self.offsets);
+            for p in list.elements() {
+                offsets.retry_commit(&(p.topic().to_owned(), p.partition()));
+            }
         }
     }
 }
@@ -133,6 +150,7 @@ pub async fn run(
     let client = Client::connect_with(&config.master, &config.token, tls)
         .await?
         .with_project(&config.project);
+    check_token(&client).await?;
     let (fatal_tx, mut fatal) = mpsc::unbounded_channel();
     let shared = Arc::new(Shared {
         stream: client.submit_stream(),
@@ -169,6 +187,10 @@ pub async fn run(
                 let received = tokio::select! {
                     received = consumer.recv() => received,
                     () = &mut shutdown => break,
+                    error = fatal.recv() => {
+                        failed = error;
+                        break;
+                    }
                     _ = commits.tick() => {
                         commit(&consumer, &offsets, CommitMode::Async);
                         continue;
@@ -208,6 +230,47 @@ pub async fn run(
     }
     drain(&config, &permits, &consumer, &offsets).await;
     Ok(())
+}
+
+/// Fails unless the token may submit and read jobs (an `ingest` or `admin` token): a token
+/// the master refuses for every call would otherwise dead-letter every message.
+async fn check_token(client: &Client) -> anyhow::Result<()> {
+    let request = symcluster_client::api::ListJobsRequest {
+        limit: 1,
+        project: client.project().to_owned(),
+        ..Default::default()
+    };
+    let listed = client
+        .on_leader(|channel| {
+            let request = request.clone();
+            async move {
+                symcluster_client::api::ingest_client::IngestClient::new(channel)
+                    .list_jobs(request)
+                    .await
+            }
+        })
+        .await;
+    match listed {
+        Ok(_) => Ok(()),
+        Err(ClientError::Status(status))
+            if matches!(
+                status.code(),
+                tonic::Code::Unauthenticated
+                    | tonic::Code::PermissionDenied
+                    | tonic::Code::InvalidArgument
+            ) =>
+        {
+            anyhow::bail!(
+                "the bridge needs an ingest or admin token serving its project: {}",
+                status.message()
+            )
+        }
+        // Unreachable masters are retried per message.
+        Err(e) => {
+            tracing::warn!(error = %e, "cannot check the token now");
+            Ok(())
+        }
+    }
 }
 
 /// After a shutdown: waits for the messages in flight (at most `--drain-timeout`), then commits
@@ -325,10 +388,21 @@ async fn handle(shared: &Shared, message: &OwnedMessage, position: &Position) ->
             let client = shared.client.clone().with_project(&project);
             let waited = (|| async { client.clone().wait(&spec.job_id).await })
                 .retry(backoff())
-                .when(|e| !matches!(classify(e), Class::Fatal))
+                .when(|e| matches!(classify(e), Class::Retry))
                 .await;
             match waited {
                 Ok(job) => job,
+                Err(e) if matches!(classify(&e), Class::DeadLetter) => {
+                    // E.g. purged before it was read: nothing to publish for it.
+                    dead_letter(
+                        shared,
+                        message,
+                        position,
+                        &format!("cannot read job {}: {e}", spec.job_id),
+                    )
+                    .await;
+                    return true;
+                }
                 Err(e) => {
                     let _ = shared
                         .fatal
@@ -338,7 +412,7 @@ async fn handle(shared: &Shared, message: &OwnedMessage, position: &Position) ->
             }
         }
     };
-    let payload = output::encode(&job, position, shared.config.max_result_bytes);
+    let payload = output::encode(&job, position, shared.config.max_message_bytes);
     let status = output::status(&job);
     let headers = OwnedHeaders::new()
         .insert(Header {
@@ -384,11 +458,29 @@ async fn dead_letter(shared: &Shared, message: &OwnedMessage, position: &Positio
             key: header::SOURCE,
             value: Some(position.to_string().as_str()),
         });
+    // A value too large for the topic would be refused forever: it is left out, and said so.
+    let value = message.payload().unwrap_or_default();
+    let (value, headers) = if value.len() > shared.config.max_message_bytes {
+        let note = format!(
+            "the value ({} bytes, over --max-message-bytes {}) is left out; it is at {position}",
+            value.len(),
+            shared.config.max_message_bytes
+        );
+        (
+            &[][..],
+            headers.insert(Header {
+                key: header::REASON,
+                value: Some(note.as_str()),
+            }),
+        )
+    } else {
+        (value, headers)
+    };
     publish(
         shared,
         &shared.config.dead_letter_topic,
         message.key(),
-        message.payload().unwrap_or_default(),
+        value,
         headers,
     )
     .await;
@@ -445,7 +537,9 @@ fn classify(error: &ClientError) -> Class {
             | Code::PermissionDenied
             | Code::FailedPrecondition
             | Code::NotFound
-            | Code::AlreadyExists => Class::DeadLetter,
+            | Code::AlreadyExists
+            | Code::DataLoss
+            | Code::Unimplemented => Class::DeadLetter,
             Code::Unauthenticated => Class::Fatal,
             _ => Class::Retry,
         },

@@ -80,14 +80,15 @@ pub struct BridgeConfig {
     #[arg(long, env = "SYMCLUSTER_BRIDGE_COMMIT_INTERVAL", value_parser = humantime::parse_duration, default_value = "1s")]
     pub commit_interval: Duration,
 
-    /// Results larger than this many bytes of JSON are published without the result body
-    /// (`result_omitted` says so); keep it below the topic's `max.message.bytes`.
+    /// Largest message value published, bytes: a result message over it goes without the
+    /// result body (`result_omitted` says so), a dead letter without the original value (a
+    /// header says so). Keep it below the topics' `max.message.bytes` (1 MB by default).
     #[arg(
         long,
-        env = "SYMCLUSTER_BRIDGE_MAX_RESULT_BYTES",
+        env = "SYMCLUSTER_BRIDGE_MAX_MESSAGE_BYTES",
         default_value_t = 900_000
     )]
-    pub max_result_bytes: usize,
+    pub max_message_bytes: usize,
 
     /// On SIGTERM, how long messages in flight may take to finish before the bridge stops
     /// (their offsets stay uncommitted: the next consumer submits them again, deduplicated).

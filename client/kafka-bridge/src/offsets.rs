@@ -68,6 +68,14 @@ impl Offsets {
         out
     }
 
+    /// The commit points of `partitions` (those taken from at all), whether moved or not.
+    pub fn points(&self, partitions: &[Partition]) -> Vec<(Partition, i64)> {
+        partitions
+            .iter()
+            .filter_map(|p| self.partitions.get(p).map(|s| (p.clone(), s.point())))
+            .collect()
+    }
+
     /// The commit of `partition` failed: hand its point out again at the next
     /// [`Self::to_commit`].
     pub fn retry_commit(&mut self, partition: &Partition) {

@@ -12,8 +12,8 @@
 //! `status` is `completed` or `failed` (then `error` says why, one line). `crash_group` is the
 //! crash group's fingerprint (`symctl groups`), null when the job has none. `result` is the
 //! engine's result (the `symctl symbolicate --format json` shape for native jobs,
-//! `symctl restore-js --format json` for JS), or null with `result_omitted` saying why when it is
-//! larger than `--max-result-bytes`.
+//! `symctl restore-js --format json` for JS), or null with `result_omitted` saying why when the
+//! message would be larger than `--max-message-bytes`.
 
 use serde::Serialize;
 use serde_json::value::RawValue;
@@ -68,29 +68,50 @@ pub fn status(job: &api::Job) -> &'static str {
     }
 }
 
-/// The output message of finished `job`, read from `source`; the result is left out when its
-/// JSON is over `max_result_bytes`. Returns the JSON bytes.
-pub fn encode(job: &api::Job, source: &Position, max_result_bytes: usize) -> Vec<u8> {
-    let (result, result_omitted) = if job.result_json.is_empty() {
-        (None, None)
-    } else if job.result_json.len() > max_result_bytes {
-        (
-            None,
-            Some(format!(
-                "the result is {} bytes, over --max-result-bytes {max_result_bytes}: read it with `symctl job {}`",
-                job.result_json.len(),
-                job.job_id
-            )),
-        )
+/// The output message of finished `job`, read from `source`, as JSON bytes of at most
+/// `max_bytes` when it can be: with the result, or, when that is over `max_bytes`, without it
+/// (`result_omitted` says why).
+pub fn encode(job: &api::Job, source: &Position, max_bytes: usize) -> Vec<u8> {
+    let result = if job.result_json.is_empty() {
+        Ok(None)
     } else {
-        match String::from_utf8(job.result_json.clone())
+        String::from_utf8(job.result_json.clone())
             .map_err(|e| e.to_string())
             .and_then(|s| RawValue::from_string(s).map_err(|e| e.to_string()))
-        {
-            Ok(raw) => (Some(raw), None),
-            Err(e) => (None, Some(format!("the stored result is not JSON: {e}"))),
-        }
+            .map(Some)
     };
+    match result {
+        Ok(result) => {
+            let with = message(job, source, result, None);
+            if with.len() <= max_bytes {
+                return with;
+            }
+            message(
+                job,
+                source,
+                None,
+                Some(format!(
+                    "the result message would be {} bytes, over --max-message-bytes {max_bytes}: read it with `symctl job {}`",
+                    with.len(),
+                    job.job_id
+                )),
+            )
+        }
+        Err(e) => message(
+            job,
+            source,
+            None,
+            Some(format!("the stored result is not JSON: {e}")),
+        ),
+    }
+}
+
+fn message(
+    job: &api::Job,
+    source: &Position,
+    result: Option<Box<RawValue>>,
+    result_omitted: Option<String>,
+) -> Vec<u8> {
     let message = ResultMessage {
         job_id: &job.job_id,
         project: &job.project,
@@ -159,7 +180,7 @@ mod tests {
         assert_eq!(out["result"], serde_json::Value::Null);
         assert_eq!(
             out["result_omitted"],
-            "the result is 14 bytes, over --max-result-bytes 5: read it with `symctl job kafka:r:0:5`"
+            "the result message would be 195 bytes, over --max-message-bytes 5: read it with `symctl job kafka:r:0:5`"
         );
     }
 

@@ -84,7 +84,8 @@ async fn sigterm_hands_unfinished_jobs_back_at_once() {
     let exit = cluster.stop_worker(a, Duration::from_secs(20)).await;
     let exit = exit.expect("worker-0 did not exit within 20 s of SIGTERM");
     assert!(exit.success(), "worker-0 exited with {exit}");
-    // Handed back, not expired: both jobs are leased to worker-1 already.
+    // Handed back, not expired: worker-0 is gone, and both jobs go to worker-1 (a lease is
+    // granted by a commit right after the hand-back: waited for, bounded).
     let status = cluster.status().await;
     assert_eq!(
         status
@@ -95,13 +96,27 @@ async fn sigterm_hands_unfinished_jobs_back_at_once() {
         ["worker-1"],
         "worker-0 deregistered"
     );
+    let deadline = Instant::now() + Duration::from_secs(10);
     for id in ids {
-        let job = client.job(id).await.unwrap();
-        assert_eq!(
-            (job.state, job.worker_id.as_str(), job.attempts),
-            (api::JobState::Running as i32, "worker-1", 2),
-            "{id}: {job:?}"
-        );
+        loop {
+            let job = client.job(id).await.unwrap();
+            if job.state == api::JobState::Running as i32 {
+                assert_eq!(
+                    (job.worker_id.as_str(), job.attempts),
+                    ("worker-1", 2),
+                    "{id}"
+                );
+                break;
+            }
+            assert_eq!(job.state, api::JobState::Queued as i32, "{id}: {job:?}");
+            assert!(
+                job.error.contains("worker worker-0 left"),
+                "{id} was handed back: {}",
+                job.error
+            );
+            assert!(Instant::now() < deadline, "{id} not leased again: {job:?}");
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
     }
 
     cluster.garage.resume();

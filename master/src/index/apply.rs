@@ -106,7 +106,7 @@ impl<'t> Applier<'t> {
         };
         match kind {
             Kind::Submit(c) => self.submit(c),
-            Kind::Lease(c) => self.update(&c.job_id, |job| {
+            Kind::Lease(c) => self.update(&c.job_id, true, |job| {
                 if job.state != JobState::Queued as i32 || c.attempt != job.attempts + 1 {
                     return false;
                 }
@@ -115,7 +115,7 @@ impl<'t> Applier<'t> {
                 job.worker_id = c.worker_id.clone();
                 true
             }),
-            Kind::Requeue(c) => self.update(&c.job_id, |job| {
+            Kind::Requeue(c) => self.update(&c.job_id, true, |job| {
                 if job.state != JobState::Running as i32 || c.attempt != job.attempts {
                     return false;
                 }
@@ -182,15 +182,16 @@ impl<'t> Applier<'t> {
 
     fn complete(&mut self, c: &pb::Complete) -> Result<Applied, IndexError> {
         let group = c.group.as_ref().filter(|g| !g.fingerprint.is_empty());
-        let (applied, before) = self.finish(&c.job_id, |job| {
-            job.state = JobState::Completed as i32;
-            job.finished_at_ms = c.at_ms;
-            job.worker_id = c.worker_id.clone();
-            job.error.clear();
-            job.fingerprint = group.map(|g| g.fingerprint.clone()).unwrap_or_default();
-            job.missing = c.missing.clone();
-            job.call_tree = c.call_tree.clone();
-        })?;
+        let (applied, before) =
+            self.finish(&c.job_id, c.keep_spec || !c.missing.is_empty(), |job| {
+                job.state = JobState::Completed as i32;
+                job.finished_at_ms = c.at_ms;
+                job.worker_id = c.worker_id.clone();
+                job.error.clear();
+                job.fingerprint = group.map(|g| g.fingerprint.clone()).unwrap_or_default();
+                job.missing = c.missing.clone();
+                job.call_tree = c.call_tree.clone();
+            })?;
         if let Applied::Changed { .. } = applied {
             let blob = if c.result_zstd.is_empty() {
                 compress(&c.result_json)
@@ -235,7 +236,7 @@ impl<'t> Applier<'t> {
         // spec stay, so the next arrival can run it again.
         let had_result = self.results.get(c.job_id.as_str()).map_err(db)?.is_some();
         if had_result {
-            return self.update(&c.job_id, |job| {
+            return self.update(&c.job_id, true, |job| {
                 if is_terminal(job_state(job)) || job.revision <= 1 {
                     return false;
                 }
@@ -244,12 +245,13 @@ impl<'t> Applier<'t> {
                 true
             });
         }
-        let (applied, before) = self.finish(&c.job_id, |job| {
-            job.state = JobState::Failed as i32;
-            job.finished_at_ms = c.at_ms;
-            job.error = c.error.clone();
-            job.missing = c.missing.clone();
-        })?;
+        let (applied, before) =
+            self.finish(&c.job_id, c.keep_spec || !c.missing.is_empty(), |job| {
+                job.state = JobState::Failed as i32;
+                job.finished_at_ms = c.at_ms;
+                job.error = c.error.clone();
+                job.missing = c.missing.clone();
+            })?;
         if let Applied::Changed { .. } = applied {
             self.unrecord_missing(&c.job_id, &before.missing)?;
             self.record_missing(&c.job_id, &c.missing, c.at_ms, "")?;
@@ -264,10 +266,11 @@ impl<'t> Applier<'t> {
     fn finish(
         &mut self,
         job_id: &str,
+        keep_spec: bool,
         f: impl FnOnce(&mut pb::JobRecord),
     ) -> Result<(Applied, Previous), IndexError> {
         let mut before = Previous::default();
-        let applied = self.update(job_id, |job| {
+        let applied = self.update(job_id, keep_spec, |job| {
             if is_terminal(job_state(job)) {
                 return false;
             }
@@ -282,7 +285,7 @@ impl<'t> Applier<'t> {
         if self.specs.get(c.job_id.as_str()).map_err(db)?.is_none() {
             return Ok(Applied::Ignored);
         }
-        self.update(&c.job_id, |job| {
+        self.update(&c.job_id, true, |job| {
             if !is_terminal(job_state(job)) || job.missing.is_empty() {
                 return false;
             }
@@ -425,12 +428,15 @@ impl<'t> Applier<'t> {
     }
 
     /// Changes job `job_id` with `f` (which says whether it changed anything) and keeps the
-    /// counts and the open jobs in step. A finished job keeps its spec (the report, compressed
-    /// as sent: it runs again if it lacked a file, and `symctl job --format apple` renders it)
-    /// until it is purged.
+    /// counts and the open jobs in step. A job that finishes keeps its spec (the report,
+    /// compressed as sent: it runs again if it lacked a file, and `symctl job --format apple`
+    /// renders it) until it is purged when `keep_spec`, which the finishing command says;
+    /// commands of older leaders do not, and their rule applies on replay: the spec goes unless
+    /// the job lacked a file.
     fn update(
         &mut self,
         job_id: &str,
+        keep_spec: bool,
         f: impl FnOnce(&mut pb::JobRecord) -> bool,
     ) -> Result<Applied, IndexError> {
         let Some(bytes) = self.jobs.get(job_id).map_err(db)? else {
@@ -455,6 +461,9 @@ impl<'t> Applier<'t> {
             }
             if is_terminal(after) {
                 self.open.remove(record.sequence).map_err(db)?;
+                if !keep_spec {
+                    self.specs.remove(job_id).map_err(db)?;
+                }
             } else if is_terminal(before) {
                 self.open.insert(record.sequence, job_id).map_err(db)?;
             }
@@ -857,8 +866,14 @@ mod tests {
         assert_eq!(job.state(), JobState::Failed);
         assert_eq!(job.record.error, "malformed report");
         assert_eq!(index.spec("a").unwrap(), Some(vec![1, 2, 3]));
-        // The queued job has its report.
-        assert_eq!(index.spec("b").unwrap(), Some(vec![4]));
+        // A finishing command of an older leader (no `keep_spec`) applies that leader's rule on
+        // replay: the report goes, as it went then.
+        let mut old = command::fail("b", 1, "malformed report", 4);
+        if let Some(pb::command::Kind::Fail(c)) = &mut old.kind {
+            c.keep_spec = false;
+        }
+        apply_all(&index, &[command::lease("b", "w1", 1, 3), old]);
+        assert_eq!(index.spec("b").unwrap(), None);
     }
 
     #[test]

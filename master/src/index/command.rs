@@ -117,6 +117,7 @@ pub fn complete_zstd(
         result_zstd,
         missing: Vec::new(),
         call_tree: Vec::new(),
+        keep_spec: true,
     }))
 }
 
@@ -128,6 +129,7 @@ pub fn fail(job_id: &str, attempt: u32, error: &str, at_ms: u64) -> Command {
         error: error.to_owned(),
         at_ms,
         missing: Vec::new(),
+        keep_spec: true,
     }))
 }
 

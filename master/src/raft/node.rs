@@ -163,7 +163,8 @@ impl Node {
             .raft
             .prs()
             .iter()
-            .filter(|(id, _)| **id != me)
+            // A follower that is down would stall the transfer until it times out.
+            .filter(|(id, progress)| **id != me && progress.recent_active)
             .max_by_key(|(_, progress)| progress.matched)
             .map(|(id, _)| *id);
         if let Some(transferee) = best {

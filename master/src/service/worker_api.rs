@@ -221,6 +221,14 @@ impl WorkerApi for WorkerApiService {
         self.act_as(&request, &request.get_ref().worker_id)?;
         let r = request.into_inner();
         let id = worker_id(&r.worker_id)?;
+        // Only a registered worker (checked against the token that registered it) is ended:
+        // right after a failover no worker is known, and another token must not hand back a
+        // worker's jobs. The worker registers again and retries.
+        if self.scheduler.worker_owner(id).is_none() {
+            return Err(Status::failed_precondition(
+                "unknown worker: register first",
+            ));
+        }
         let reason = if r.reason.is_empty() {
             format!("worker {id} left")
         } else {
