@@ -165,8 +165,8 @@ pub struct SubmitArgs {
     #[command(flatten)]
     pub project: ProjectArgs,
     /// Job id (default: the file name plus a timestamp). For a folder: the prefix of every
-    /// file's job id, which is its path in the folder (submitting a folder again makes no new
-    /// job).
+    /// file's job id, which is its path in the folder (default prefix: the folder's name and
+    /// `/`; submitting a folder again makes no new job).
     #[arg(long)]
     pub job_id: Option<String>,
     /// Wait until the job is completed or failed, and print it (a folder: count them).

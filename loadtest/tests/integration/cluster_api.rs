@@ -142,9 +142,9 @@ async fn symctl_submits_a_folder() {
         String::from_utf8_lossy(&again.stdout),
         "submitted 0, duplicates 3, refused 0, completed 3, failed 0\n"
     );
-    // Job ids are the paths in the folder.
+    // Job ids are the folder's name and the paths in it.
     let mut client = cluster.client().await;
-    let job = client.job("more/trap.json").await.unwrap();
+    let job = client.job("reports/more/trap.json").await.unwrap();
     assert_eq!(job.state, api::JobState::Completed as i32);
 }
 

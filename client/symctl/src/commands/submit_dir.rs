@@ -1,8 +1,9 @@
 //! `symctl submit DIR`: every report (or JS stack) in a folder, over one `SubmitStream`, with
 //! a progress bar and a summary line.
 //!
-//! Each file's job id is its path relative to the folder (`--job-id` is then a prefix), so
-//! submitting the same folder again makes no new job: those count as duplicates. The summary
+//! Each file's job id is the folder's name and the file's path in it (`reports/a/crash.ips`;
+//! `--job-id` replaces the folder's name as the prefix), so submitting the same folder again
+//! makes no new job: those count as duplicates. The summary
 //! line on stdout reads `submitted N, duplicates N, refused N` (with `--wait`, also
 //! `completed N, failed N`); every refusal is printed on stderr with its reason, and symctl
 //! exits 1 when any file was refused (or, with `--wait`, any job failed).
@@ -107,7 +108,18 @@ pub async fn run(args: SubmitArgs, client: Client) -> anyhow::Result<()> {
     if files.is_empty() {
         anyhow::bail!("{} holds no file to submit", dir.display());
     }
-    let prefix = args.job_id.clone().unwrap_or_default();
+    // Default: the folder's own name, so that two folders' `crash.ips` are two jobs.
+    let prefix = args.job_id.clone().unwrap_or_else(|| {
+        let name = std::fs::canonicalize(&dir)
+            .ok()
+            .and_then(|d| d.file_name().map(|n| n.to_string_lossy().into_owned()))
+            .unwrap_or_default();
+        if name.is_empty() {
+            name
+        } else {
+            format!("{name}/")
+        }
+    });
     let bar = ProgressBar::new(files.len() as u64).with_style(
         ProgressStyle::with_template("{bar:40} {pos}/{len} {msg}").expect("valid template"),
     );
