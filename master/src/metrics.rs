@@ -158,12 +158,18 @@ static WORKERS: LazyLock<IntGauge> = LazyLock::new(|| {
         "Workers with an open lease stream",
     )
 });
-static LEASES: LazyLock<IntGauge> =
-    LazyLock::new(|| gauge("symcluster_leases_total", "Leases granted since start"));
-static AFFINE_LEASES: LazyLock<IntGauge> = LazyLock::new(|| {
-    gauge(
+/// Leases granted by this master while it led.
+pub static LEASES: LazyLock<IntCounter> = LazyLock::new(|| {
+    counter(
+        "symcluster_leases_total",
+        "Leases granted by this master while it led",
+    )
+});
+/// Of those, leases given to the job's preferred (cache-affine) worker.
+pub static AFFINE_LEASES: LazyLock<IntCounter> = LazyLock::new(|| {
+    counter(
         "symcluster_affine_leases_total",
-        "Leases given to the job's preferred worker",
+        "Leases given to the job's preferred worker by this master while it led",
     )
 });
 
@@ -200,16 +206,19 @@ pub async fn serve(addr: SocketAddr, scheduler: Arc<Scheduler>) -> anyhow::Resul
         LazyLock::force(h);
     }
     LazyLock::force(&RAFT_LEADER_CHANGES);
+    LazyLock::force(&LEASES);
+    LazyLock::force(&AFFINE_LEASES);
     LazyLock::force(&RAFT_PROPOSALS);
     let app = axum::Router::new().route(
         "/metrics",
         axum::routing::get(move || {
             let scheduler = scheduler.clone();
             async move {
+                let encoder = TextEncoder::new();
                 let Ok(status) = scheduler.status() else {
                     return (
                         axum::http::StatusCode::SERVICE_UNAVAILABLE,
-                        [("content-type", "text/plain; version=0.0.4")],
+                        [("content-type", "text/plain".to_owned())],
                         "index unreadable\n".to_owned(),
                     );
                 };
@@ -231,19 +240,23 @@ pub async fn serve(addr: SocketAddr, scheduler: Arc<Scheduler>) -> anyhow::Resul
                 JOBS_RUNNING.set(status.jobs_running as i64);
                 JOBS_FAILED.set(status.jobs_failed as i64);
                 WORKERS.set(status.workers.iter().filter(|w| w.connected).count() as i64);
-                LEASES.set(status.total_leases as i64);
-                AFFINE_LEASES.set(status.affine_leases as i64);
                 if let Ok(missing) = scheduler.index().missing_files(usize::MAX, |_| true) {
                     MISSING_FILES.set(missing.len() as i64);
                     MISSING_FILE_JOBS.set(missing.iter().map(|m| m.jobs).sum::<u64>() as i64);
                 }
                 let mut out = Vec::new();
-                let _ = TextEncoder::new().encode(&REGISTRY.gather(), &mut out);
-                (
-                    axum::http::StatusCode::OK,
-                    [("content-type", "text/plain; version=0.0.4")],
-                    String::from_utf8_lossy(&out).into_owned(),
-                )
+                match encoder.encode(&REGISTRY.gather(), &mut out) {
+                    Ok(()) => (
+                        axum::http::StatusCode::OK,
+                        [("content-type", encoder.format_type().to_owned())],
+                        String::from_utf8_lossy(&out).into_owned(),
+                    ),
+                    Err(e) => (
+                        axum::http::StatusCode::INTERNAL_SERVER_ERROR,
+                        [("content-type", "text/plain".to_owned())],
+                        format!("cannot encode the metrics: {e}\n"),
+                    ),
+                }
             }
         }),
     );

@@ -94,7 +94,18 @@ pub async fn run_until(
     ));
     tracing::info!(worker = %worker_id, slots, master = %config.master, metrics = %config.metrics_listen, "worker starting");
 
-    let mut backoff = Duration::from_millis(200);
+    // Reconnecting: 200 ms doubling to 5 s, with jitter (workers cut off together do not
+    // return together), and afresh after a session that held a lease stream.
+    use backon::BackoffBuilder as _;
+    let reconnect = || {
+        backon::ExponentialBuilder::default()
+            .with_min_delay(Duration::from_millis(200))
+            .with_max_delay(Duration::from_secs(5))
+            .with_jitter()
+            .without_max_times()
+            .build()
+    };
+    let mut delays = reconnect();
     loop {
         // A session drains the worker itself when a shutdown comes while it is connected.
         let ended = session::run(
@@ -108,7 +119,10 @@ pub async fn run_until(
         .await;
         match ended {
             Ok(session::End::Drained) => return Ok(()),
-            Ok(session::End::StreamClosed) => tracing::warn!("lease stream ended; reconnecting"),
+            Ok(session::End::StreamClosed) => {
+                tracing::warn!("lease stream ended; reconnecting");
+                delays = reconnect();
+            }
             Err(e) => tracing::warn!(error = %e, "master session failed; reconnecting"),
         }
         if shutdown.is_requested() {
@@ -116,11 +130,11 @@ pub async fn run_until(
             session::drain_disconnected(&config, &worker_id, &jobs, &shutdown).await;
             return Ok(());
         }
+        let wait = delays.next().unwrap_or(Duration::from_secs(5));
         tokio::select! {
-            () = tokio::time::sleep(backoff) => {}
+            () = tokio::time::sleep(wait) => {}
             () = shutdown.requested() => {}
         }
-        backoff = (backoff * 2).min(Duration::from_secs(5));
     }
 }
 

@@ -146,6 +146,21 @@ async fn symctl_submits_a_folder() {
     let mut client = cluster.client().await;
     let job = client.job("reports/more/trap.json").await.unwrap();
     assert_eq!(job.state, api::JobState::Completed as i32);
+
+    // `submit --wait` of a report that is no report: printed FAILED with its error, exit 1.
+    let garbage = cluster.dir.path().join("garbage.txt");
+    std::fs::write(&garbage, b"this is not a crash report").unwrap();
+    let failed = cluster.symctl(&[
+        "submit",
+        "--wait",
+        "--job-id",
+        "garbage",
+        &garbage.display().to_string(),
+    ]);
+    assert_eq!(failed.status.code(), Some(1));
+    let printed: serde_json::Value = serde_json::from_slice(&failed.stdout).unwrap();
+    assert_eq!(printed["state"], "failed");
+    assert!(printed["error"].is_string(), "{printed}");
 }
 
 /// Every metric the Grafana dashboard queries exists in the master's and the worker's

@@ -687,6 +687,10 @@ impl Scheduler {
             }
             core.total_leases += 1;
             core.affine_leases += u64::from(affine);
+            crate::metrics::LEASES.inc();
+            if affine {
+                crate::metrics::AFFINE_LEASES.inc();
+            }
             leases.push(command::lease(&job_id, &worker_id, attempt, now_ms()));
         }
     }

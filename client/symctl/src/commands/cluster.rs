@@ -104,6 +104,10 @@ pub async fn submit(args: SubmitArgs) -> anyhow::Result<()> {
     let project = response.job.map(|j| j.project).unwrap_or_default();
     let job = client.with_project(&project).wait(&job_id).await?;
     println!("{}", serde_json::to_string_pretty(&job_json(&job))?);
+    if job.state != api::JobState::Completed as i32 {
+        // Printed above with its error; a script sees the failure in the exit status.
+        std::process::exit(1);
+    }
     Ok(())
 }
 
