@@ -4,8 +4,7 @@ use std::net::SocketAddr;
 use std::sync::{Arc, LazyLock};
 
 use prometheus::{
-    Encoder, GaugeVec, Histogram, HistogramOpts, IntCounter, IntGauge, IntGaugeVec, Opts, Registry,
-    TextEncoder,
+    GaugeVec, Histogram, HistogramOpts, IntCounter, IntGauge, IntGaugeVec, Opts, Registry,
 };
 use symcluster_proto::v1::JobKind;
 
@@ -16,27 +15,18 @@ pub static REGISTRY: LazyLock<Registry> = LazyLock::new(Registry::new);
 
 fn counter(name: &str, help: &str) -> IntCounter {
     let c = IntCounter::new(name, help).expect("valid metric");
-    REGISTRY
-        .register(Box::new(c.clone()))
-        .expect("unique metric");
-    c
+    symcluster_telemetry::register(&REGISTRY, c)
 }
 
 fn gauge(name: &str, help: &str) -> IntGauge {
     let g = IntGauge::new(name, help).expect("valid metric");
-    REGISTRY
-        .register(Box::new(g.clone()))
-        .expect("unique metric");
-    g
+    symcluster_telemetry::register(&REGISTRY, g)
 }
 
 fn histogram(name: &str, help: &str, buckets: Vec<f64>) -> Histogram {
     let h = Histogram::with_opts(HistogramOpts::new(name, help).buckets(buckets))
         .expect("valid metric");
-    REGISTRY
-        .register(Box::new(h.clone()))
-        .expect("unique metric");
-    h
+    symcluster_telemetry::register(&REGISTRY, h)
 }
 
 /// Raft: current term.
@@ -103,10 +93,7 @@ pub static JOBS_COMPLETED: LazyLock<IntCounter> =
     LazyLock::new(|| counter("symcluster_jobs_completed_total", "Jobs completed"));
 fn gauge_vec(name: &str, help: &str, labels: &[&str]) -> IntGaugeVec {
     let g = IntGaugeVec::new(Opts::new(name, help), labels).expect("valid metric");
-    REGISTRY
-        .register(Box::new(g.clone()))
-        .expect("unique metric");
-    g
+    symcluster_telemetry::register(&REGISTRY, g)
 }
 
 /// The job kinds, as `kind` label values.
@@ -129,10 +116,7 @@ static QUEUE_OLDEST_AGE: LazyLock<GaugeVec> = LazyLock::new(|| {
         &["kind"],
     )
     .expect("valid metric");
-    REGISTRY
-        .register(Box::new(g.clone()))
-        .expect("unique metric");
-    g
+    symcluster_telemetry::register(&REGISTRY, g)
 });
 static WORKER_SLOTS: LazyLock<IntGaugeVec> = LazyLock::new(|| {
     gauge_vec(
@@ -214,12 +198,11 @@ pub async fn serve(addr: SocketAddr, scheduler: Arc<Scheduler>) -> anyhow::Resul
         axum::routing::get(move || {
             let scheduler = scheduler.clone();
             async move {
-                let encoder = TextEncoder::new();
                 let Ok(status) = scheduler.status() else {
                     return (
                         axum::http::StatusCode::SERVICE_UNAVAILABLE,
                         [("content-type", "text/plain".to_owned())],
-                        "index unreadable\n".to_owned(),
+                        b"index unreadable\n".to_vec(),
                     );
                 };
                 let queue = scheduler.queue_stats();
@@ -244,23 +227,11 @@ pub async fn serve(addr: SocketAddr, scheduler: Arc<Scheduler>) -> anyhow::Resul
                     MISSING_FILES.set(missing.len() as i64);
                     MISSING_FILE_JOBS.set(missing.iter().map(|m| m.jobs).sum::<u64>() as i64);
                 }
-                let mut out = Vec::new();
-                match encoder.encode(&REGISTRY.gather(), &mut out) {
-                    Ok(()) => (
-                        axum::http::StatusCode::OK,
-                        [("content-type", encoder.format_type().to_owned())],
-                        String::from_utf8_lossy(&out).into_owned(),
-                    ),
-                    Err(e) => (
-                        axum::http::StatusCode::INTERNAL_SERVER_ERROR,
-                        [("content-type", "text/plain".to_owned())],
-                        format!("cannot encode the metrics: {e}\n"),
-                    ),
-                }
+                symcluster_telemetry::exposition(&REGISTRY)
             }
         }),
     );
     let listener = tokio::net::TcpListener::bind(addr).await?;
-    axum::serve(listener, app).await?;
+    symcluster_telemetry::serve(listener, app).await;
     Ok(())
 }

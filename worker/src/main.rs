@@ -4,12 +4,7 @@ use clap::Parser;
 
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
-    tracing_subscriber::fmt()
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "info".into()),
-        )
-        .with_writer(std::io::stderr)
-        .init();
+    symcluster_telemetry::init_logs();
     let config = symcluster_worker::config::WorkerConfig::parse();
     symcluster_worker::run(config).await?;
     // Drained. A job stopped at the drain timeout may still be computing on the blocking pool

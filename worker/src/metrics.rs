@@ -8,8 +8,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, LazyLock};
 
 use prometheus::{
-    Encoder, HistogramOpts, HistogramVec, IntCounterVec, IntGauge, IntGaugeVec, Opts, Registry,
-    TextEncoder,
+    HistogramOpts, HistogramVec, IntCounterVec, IntGauge, IntGaugeVec, Opts, Registry,
 };
 
 use crate::caches::Caches;
@@ -19,10 +18,7 @@ use crate::session::Jobs;
 pub static REGISTRY: LazyLock<Registry> = LazyLock::new(Registry::new);
 
 fn register<C: prometheus::core::Collector + Clone + 'static>(c: C) -> C {
-    REGISTRY
-        .register(Box::new(c.clone()))
-        .expect("unique metric");
-    c
+    symcluster_telemetry::register(&REGISTRY, c)
 }
 
 /// Jobs run to their end here, by kind (`native`, `js`) and outcome (`completed`, `failed`).
@@ -166,20 +162,7 @@ pub async fn serve(
                     CACHE_BYTES
                         .with_label_values(&["disk"])
                         .set(caches.disk_bytes() as i64);
-                    let encoder = TextEncoder::new();
-                    let mut out = Vec::new();
-                    match encoder.encode(&REGISTRY.gather(), &mut out) {
-                        Ok(()) => (
-                            axum::http::StatusCode::OK,
-                            [("content-type", encoder.format_type().to_owned())],
-                            out,
-                        ),
-                        Err(e) => (
-                            axum::http::StatusCode::INTERNAL_SERVER_ERROR,
-                            [("content-type", "text/plain".to_owned())],
-                            e.to_string().into_bytes(),
-                        ),
-                    }
+                    symcluster_telemetry::exposition(&REGISTRY)
                 }
             }),
         )
@@ -199,7 +182,5 @@ pub async fn serve(
                 }
             }),
         );
-    if let Err(e) = axum::serve(listener, app).await {
-        tracing::error!(error = %e, "metrics endpoint failed");
-    }
+    symcluster_telemetry::serve(listener, app).await;
 }

@@ -3,19 +3,13 @@
 use std::net::SocketAddr;
 use std::sync::LazyLock;
 
-use prometheus::{
-    Encoder, Histogram, HistogramOpts, IntCounterVec, IntGauge, IntGaugeVec, Opts, Registry,
-    TextEncoder,
-};
+use prometheus::{Histogram, HistogramOpts, IntCounterVec, IntGauge, IntGaugeVec, Opts, Registry};
 
 /// The bridge's registry.
 pub static REGISTRY: LazyLock<Registry> = LazyLock::new(Registry::new);
 
 fn register<C: prometheus::core::Collector + Clone + 'static>(c: C) -> C {
-    REGISTRY
-        .register(Box::new(c.clone()))
-        .expect("unique metric");
-    c
+    symcluster_telemetry::register(&REGISTRY, c)
 }
 
 /// Input messages by outcome: `submitted` (a new job), `duplicate` (a redelivered message whose
@@ -95,24 +89,9 @@ pub async fn serve(addr: SocketAddr) -> anyhow::Result<()> {
     LazyLock::force(&LATENCY);
     let app = axum::Router::new().route(
         "/metrics",
-        axum::routing::get(|| async {
-            let encoder = TextEncoder::new();
-            let mut out = Vec::new();
-            match encoder.encode(&REGISTRY.gather(), &mut out) {
-                Ok(()) => (
-                    axum::http::StatusCode::OK,
-                    [("content-type", encoder.format_type().to_owned())],
-                    out,
-                ),
-                Err(e) => (
-                    axum::http::StatusCode::INTERNAL_SERVER_ERROR,
-                    [("content-type", "text/plain".to_owned())],
-                    e.to_string().into_bytes(),
-                ),
-            }
-        }),
+        axum::routing::get(|| async { symcluster_telemetry::exposition(&REGISTRY) }),
     );
     let listener = tokio::net::TcpListener::bind(addr).await?;
-    axum::serve(listener, app).await?;
+    symcluster_telemetry::serve(listener, app).await;
     Ok(())
 }
