@@ -56,6 +56,7 @@ impl Jobs {
     /// Ids of the jobs running now.
     pub fn running_ids(&self) -> Vec<String> {
         let mut ids: Vec<String> = self.lock().keys().map(|(id, _)| id.clone()).collect();
+        ids.sort_unstable();
         ids.dedup();
         ids
     }

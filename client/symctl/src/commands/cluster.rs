@@ -170,13 +170,10 @@ async fn render_metro(
     let stack = parse_stack(&js.stack, 1)?;
     let result: symcluster_engine::js::JsRestoreResult =
         serde_json::from_slice(&job.result_json).context("the stored result")?;
-    let map = if stack.kind == JsStackKind::HermesCrash {
-        // Rendered from the result alone; the renderer still takes a map.
-        JsSourceMap::parse(
-            br#"{"version":3,"sources":[],"names":[],"mappings":""}"#,
-            None,
-        )?
-    } else {
+    if stack.kind == JsStackKind::HermesCrash {
+        return Ok(render::hermes_crash_json(&result));
+    }
+    let map = {
         let Some(bucket_name) = bucket.s3_bucket.clone() else {
             anyhow::bail!(
                 "--format text of a JS text stack reads its source map from the bucket: give --s3-bucket (SYMCLUSTER_S3_BUCKET)"

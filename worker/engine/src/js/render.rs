@@ -36,12 +36,7 @@ pub fn metro_text(
     column_base: u32,
 ) -> String {
     match stack.kind {
-        JsStackKind::HermesCrash => {
-            let frames: Vec<Value> = result.frames.iter().map(hermes_json).collect();
-            let mut out = serde_json::to_string_pretty(&frames).unwrap_or_default();
-            out.push('\n');
-            out
-        }
+        JsStackKind::HermesCrash => hermes_crash_json(result),
         JsStackKind::Text => {
             let mut out = String::with_capacity(input.len());
             for line in input.lines() {
@@ -51,6 +46,15 @@ pub fn metro_text(
             out
         }
     }
+}
+
+/// A restored Hermes crash as metro-symbolicate's `--hermes-crash` JSON array (pretty, with a
+/// final newline): it needs the result alone, not the map.
+pub fn hermes_crash_json(result: &JsRestoreResult) -> String {
+    let frames: Vec<Value> = result.frames.iter().map(hermes_json).collect();
+    let mut out = serde_json::to_string_pretty(&frames).unwrap_or_default();
+    out.push('\n');
+    out
 }
 
 fn rewrite_line(line: &str, map: &JsSourceMap, column_base: u32) -> String {
