@@ -147,18 +147,6 @@ pub fn crash_reason(exception: Option<&str>, signal: Option<&str>) -> Option<Str
     }
 }
 
-/// The JSON type of a value, for error messages.
-pub fn json_type(value: &Value) -> &'static str {
-    match value {
-        Value::Null => "null",
-        Value::Bool(_) => "a boolean",
-        Value::Number(_) => "a number",
-        Value::String(_) => "a string",
-        Value::Array(_) => "an array",
-        Value::Object(_) => "an object",
-    }
-}
-
 /// A string field, if present and a string.
 pub fn str_field<'a>(value: &'a Value, key: &str) -> Option<&'a str> {
     value.get(key)?.as_str()

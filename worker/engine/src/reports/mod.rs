@@ -13,6 +13,7 @@ mod apple_ips;
 mod apple_text;
 mod fields;
 mod kscrash;
+mod lenient;
 pub mod routing;
 mod sentry;
 mod symbolicator;
@@ -20,6 +21,7 @@ mod symbolicator;
 use serde_json::Value;
 
 use crate::model::{NativeReport, ReportFormat};
+use lenient::TopLevel;
 
 pub use apple_ips::split_header as split_ips_header;
 pub use fields::{arch_from_macho_cpu, parse_addr};
@@ -92,8 +94,8 @@ pub fn detect_format(data: &[u8]) -> Option<ReportFormat> {
                 .ok()
                 .map(|_| ReportFormat::AppleIps);
         }
-        let value: Value = serde_json::from_str(text).ok()?;
-        return json_shape(&value).ok();
+        let top: TopLevel = serde_json::from_str(text).ok()?;
+        return json_shape(&top).ok();
     }
     apple_text::looks_like_apple_text(text).then_some(ReportFormat::AppleText)
 }
@@ -107,25 +109,33 @@ fn parse_json_report(text: &str) -> Result<NativeReport, ReportError> {
             .map_err(|e| ReportError::InvalidJson(format!("ips body: {e}")))?;
         return apple_ips::parse(Some(&header), &body);
     }
+    // The top-level keys first (a scan that builds nothing), then each reader parses what it
+    // uses: the Sentry reader only its four fields, typed; the others a `Value` of the whole.
+    let top: TopLevel =
+        serde_json::from_str(text).map_err(|e| ReportError::InvalidJson(e.to_string()))?;
+    let format = json_shape(&top)?;
+    if format == ReportFormat::SentryEvent {
+        return sentry::parse(&top);
+    }
     let value: Value =
         serde_json::from_str(text).map_err(|e| ReportError::InvalidJson(e.to_string()))?;
-    match json_shape(&value)? {
+    match format {
         ReportFormat::KsCrash => kscrash::parse(&value),
-        ReportFormat::SentryEvent => sentry::parse(&value),
         ReportFormat::SymbolicatorRequest => symbolicator::parse(&value),
         ReportFormat::AppleIps => apple_ips::parse(None, &value),
-        ReportFormat::AppleText => unreachable!("json_shape never yields AppleText"),
+        ReportFormat::SentryEvent | ReportFormat::AppleText => {
+            unreachable!("handled above; json_shape never yields AppleText")
+        }
     }
 }
 
-fn json_shape(value: &Value) -> Result<ReportFormat, ReportError> {
-    let Some(obj) = value.as_object() else {
+fn json_shape(top: &TopLevel<'_>) -> Result<ReportFormat, ReportError> {
+    if let TopLevel::NotObject(kind) = top {
         return Err(ReportError::UnknownJson(format!(
-            "top level is {}, expected an object",
-            fields::json_type(value)
+            "top level is {kind}, expected an object"
         )));
-    };
-    let has = |k: &str| obj.contains_key(k);
+    }
+    let has = |k: &str| top.has(k);
     if has("binary_images") && has("crash") {
         Ok(ReportFormat::KsCrash)
     } else if has("usedImages") && has("threads") {
@@ -135,7 +145,7 @@ fn json_shape(value: &Value) -> Result<ReportFormat, ReportError> {
     } else if has("debug_meta") || has("exception") {
         Ok(ReportFormat::SentryEvent)
     } else {
-        let mut keys: Vec<&str> = obj.keys().map(String::as_str).take(6).collect();
+        let mut keys: Vec<&str> = top.keys().take(6).collect();
         keys.sort_unstable();
         Err(ReportError::UnknownJson(format!(
             "top-level keys [{}]; expected an .ips report, KSCrash, a Sentry event or a \

@@ -3,28 +3,192 @@
 //! Format: <https://develop.sentry.dev/sdk/data-model/event-payloads/> (stack traces list frames
 //! outermost first; we reverse them). The exception's stack trace becomes the crashed thread; the
 //! `threads` entry with the same id only lends it its name.
+//!
+//! Read with the typed, borrowing readers of [`super::lenient`] from the raw text of the four
+//! top-level fields it uses (the image list is most of an event: 106 KB of CrashProbe's 125 KB),
+//! so nothing else of the event is built.
 
-use serde_json::Value;
+use serde::Deserialize;
 
 use super::ReportError;
 use super::fields::{
-    arch_from_macho_cpu, crash_reason, ip_register, parse_addr, parse_arch, parse_debug_id,
-    signal_in_text, str_field,
+    arch_from_macho_cpu, crash_reason, ip_register_names, parse_arch, parse_debug_id,
+    signal_in_text,
 };
+use super::lenient::TopLevel;
+use super::lenient::{Field, Listed, Scalar};
 use crate::model::{Image, NativeReport, RawFrame, ReportFormat, Thread};
 
 const FORMAT: ReportFormat = ReportFormat::SentryEvent;
 
-pub fn parse(event: &Value) -> Result<NativeReport, ReportError> {
-    let arch = event
-        .pointer("/contexts/device/arch")
-        .and_then(Value::as_str)
+#[derive(Deserialize, Default)]
+struct Contexts<'a> {
+    #[serde(default, borrow)]
+    device: Field<Device<'a>>,
+}
+
+#[derive(Deserialize, Default)]
+struct Device<'a> {
+    #[serde(default, borrow)]
+    arch: Scalar<'a>,
+}
+
+#[derive(Deserialize, Default)]
+struct DebugMeta<'a> {
+    #[serde(default, borrow)]
+    images: Field<SentryImage<'a>>,
+}
+
+#[derive(Deserialize, Default)]
+struct SentryImage<'a> {
+    #[serde(default, borrow)]
+    image_addr: Scalar<'a>,
+    #[serde(default, borrow)]
+    image_size: Scalar<'a>,
+    #[serde(default, borrow)]
+    debug_id: Scalar<'a>,
+    #[serde(default, borrow)]
+    uuid: Scalar<'a>,
+    #[serde(default, borrow)]
+    arch: Scalar<'a>,
+    #[serde(default, borrow)]
+    cpu_type: Scalar<'a>,
+    #[serde(default, borrow)]
+    cpu_subtype: Scalar<'a>,
+    #[serde(default, borrow)]
+    code_file: Scalar<'a>,
+    #[serde(default, borrow)]
+    name: Scalar<'a>,
+}
+
+#[derive(Deserialize, Default)]
+struct Exception<'a> {
+    #[serde(default, borrow)]
+    stacktrace: Field<Stack<'a>>,
+    #[serde(default, borrow)]
+    mechanism: Field<Mechanism<'a>>,
+    #[serde(default, borrow, rename = "type")]
+    kind: Scalar<'a>,
+    #[serde(default, borrow)]
+    thread_id: Scalar<'a>,
+}
+
+#[derive(Deserialize, Default)]
+struct Mechanism<'a> {
+    #[serde(default, borrow)]
+    posix_signal: Field<Signal<'a>>,
+    #[serde(default, borrow)]
+    mach_exception: Field<MachException<'a>>,
+    #[serde(default, borrow)]
+    meta: Field<Meta<'a>>,
+}
+
+#[derive(Deserialize, Default)]
+struct Signal<'a> {
+    #[serde(default, borrow)]
+    signal: Scalar<'a>,
+    #[serde(default, borrow)]
+    number: Scalar<'a>,
+    #[serde(default, borrow)]
+    name: Scalar<'a>,
+}
+
+#[derive(Deserialize, Default)]
+struct MachException<'a> {
+    #[serde(default, borrow)]
+    exception_name: Scalar<'a>,
+    #[serde(default, borrow)]
+    name: Scalar<'a>,
+}
+
+#[derive(Deserialize, Default)]
+struct Meta<'a> {
+    #[serde(default, borrow)]
+    signal: Field<Signal<'a>>,
+    #[serde(default, borrow)]
+    mach_exception: Field<MachException<'a>>,
+}
+
+#[derive(Deserialize, Default)]
+struct SentryThread<'a> {
+    #[serde(default, borrow)]
+    id: Scalar<'a>,
+    #[serde(default, borrow)]
+    crashed: Scalar<'a>,
+    #[serde(default, borrow)]
+    name: Scalar<'a>,
+    #[serde(default, borrow)]
+    stacktrace: Field<Stack<'a>>,
+}
+
+#[derive(Deserialize, Default)]
+struct Stack<'a> {
+    #[serde(default, borrow)]
+    frames: Field<Frame<'a>>,
+    #[serde(default, borrow)]
+    registers: Field<Registers<'a>>,
+}
+
+#[derive(Deserialize, Default)]
+struct Frame<'a> {
+    #[serde(default, borrow)]
+    instruction_addr: Scalar<'a>,
+    #[serde(default, borrow)]
+    function: Scalar<'a>,
+    #[serde(default, borrow)]
+    symbol: Scalar<'a>,
+}
+
+#[derive(Deserialize, Default)]
+struct Registers<'a> {
+    #[serde(default, borrow)]
+    pc: Scalar<'a>,
+    #[serde(default, borrow)]
+    rip: Scalar<'a>,
+    #[serde(default, borrow)]
+    eip: Scalar<'a>,
+}
+
+impl Registers<'_> {
+    fn get(&self, name: &str) -> &Scalar<'_> {
+        match name {
+            "pc" => &self.pc,
+            "rip" => &self.rip,
+            _ => &self.eip,
+        }
+    }
+}
+
+/// Reads one top-level field (absent reads as the type's default).
+fn field<'a, T: Deserialize<'a> + Default>(
+    top: &TopLevel<'a>,
+    name: &str,
+) -> Result<T, ReportError> {
+    match top.raw(name) {
+        None => Ok(T::default()),
+        Some(raw) => serde_json::from_str(raw)
+            .map_err(|e| ReportError::InvalidJson(format!("`{name}`: {e}"))),
+    }
+}
+
+/// Reads a Sentry event from its top-level fields.
+pub(super) fn parse(top: &TopLevel<'_>) -> Result<NativeReport, ReportError> {
+    let contexts: Field<Contexts> = field(top, "contexts")?;
+    let arch = contexts
+        .object()
+        .and_then(|c| c.device.object())
+        .and_then(|d| d.arch.as_str())
         .map(parse_arch)
         .unwrap_or(symbolic_common::Arch::Unknown);
 
-    let images = match event.pointer("/debug_meta/images") {
-        None | Some(Value::Null) => Vec::new(),
-        Some(Value::Array(list)) => list.iter().filter_map(|i| image(i, arch)).collect(),
+    let debug_meta: Field<DebugMeta> = field(top, "debug_meta")?;
+    let images = match debug_meta.object().map(|d| &d.images) {
+        None | Some(Field::Absent) => Vec::new(),
+        Some(Field::Array(list)) => list
+            .iter()
+            .flatten()
+            .filter_map(|i| image(i, arch))
+            .collect(),
         Some(_) => {
             return Err(ReportError::malformed(
                 FORMAT,
@@ -33,54 +197,58 @@ pub fn parse(event: &Value) -> Result<NativeReport, ReportError> {
         }
     };
 
-    let exceptions = values(event.get("exception"), "exception")?;
+    let exceptions: Vec<Exception> = values(field(top, "exception")?, "exception")?;
     // The last exception is the one that ended the process (Sentry orders them oldest first).
     let exception = exceptions
         .iter()
         .rev()
-        .find(|e| e.get("stacktrace").is_some_and(|s| !s.is_null()))
+        .find(|e| !matches!(e.stacktrace, Field::Absent))
         .or(exceptions.last());
-    let listed_threads = values(event.get("threads"), "threads")?;
+    let listed_threads: Vec<SentryThread> = values(field(top, "threads")?, "threads")?;
 
-    let mechanism = exception.and_then(|e| e.get("mechanism"));
-    let signal = mechanism
-        .and_then(|m| {
-            m.pointer("/posix_signal/signal")
-                .or_else(|| m.pointer("/meta/signal/number"))
-        })
-        .and_then(Value::as_u64)
+    let mechanism = exception.and_then(|e| e.mechanism.object());
+    let meta = mechanism.and_then(|m| m.meta.object());
+    let posix = mechanism.and_then(|m| m.posix_signal.object());
+    let meta_signal = meta.and_then(|m| m.signal.object());
+    let signal = posix
+        .map(|p| &p.signal)
+        .filter(|s| s.is_present())
+        .or_else(|| meta_signal.map(|s| &s.number))
+        .and_then(Scalar::as_u64)
         .map(|s| s as u32);
-    let signal_name = mechanism.and_then(|m| {
-        m.pointer("/posix_signal/name")
-            .or_else(|| m.pointer("/meta/signal/name"))
-            .and_then(Value::as_str)
-    });
-    let mach_name = mechanism.and_then(|m| {
-        m.pointer("/mach_exception/exception_name")
-            .or_else(|| m.pointer("/meta/mach_exception/name"))
-            .and_then(Value::as_str)
-    });
-    let exception_type = exception.and_then(|e| str_field(e, "type"));
+    let signal_name = posix
+        .map(|p| &p.name)
+        .filter(|s| s.is_present())
+        .or_else(|| meta_signal.map(|s| &s.name))
+        .and_then(Scalar::as_str);
+    let mach_name = mechanism
+        .and_then(|m| m.mach_exception.object())
+        .map(|m| &m.exception_name)
+        .filter(|s| s.is_present())
+        .or_else(|| {
+            meta.and_then(|m| m.mach_exception.object())
+                .map(|m| &m.name)
+        })
+        .and_then(Scalar::as_str);
+    let exception_type = exception.and_then(|e| e.kind.as_str());
     let crash_reason =
         crash_reason(mach_name, signal_name).or_else(|| exception_type.map(str::to_owned));
     let signal = signal.or_else(|| crash_reason.as_deref().and_then(signal_in_text));
 
     let mut threads = Vec::new();
     let crashed_stack = exception
-        .and_then(|e| e.get("stacktrace"))
-        .filter(|s| !s.is_null());
-    let crashed_id = exception
-        .and_then(|e| e.get("thread_id"))
-        .and_then(thread_id);
+        .map(|e| &e.stacktrace)
+        .filter(|s| !matches!(s, Field::Absent));
+    let crashed_id = exception.and_then(|e| e.thread_id.addr());
     let mut crashed_placed = crashed_stack.is_none();
 
     for (index, t) in listed_threads.iter().enumerate() {
-        let id = t.get("id").and_then(thread_id).unwrap_or(index as u64);
+        let id = t.id.addr().unwrap_or(index as u64);
         let is_crash_thread = match crashed_id {
             Some(cid) => cid == id,
-            None => t.get("crashed").and_then(Value::as_bool).unwrap_or(false),
+            None => t.crashed.as_bool().unwrap_or(false),
         };
-        let name = str_field(t, "name").map(str::to_owned);
+        let name = t.name.as_str().map(str::to_owned);
         if is_crash_thread
             && !crashed_placed
             && let Some(stack) = crashed_stack
@@ -90,17 +258,17 @@ pub fn parse(event: &Value) -> Result<NativeReport, ReportError> {
             continue;
         }
         let crashed = crashed_stack.is_none()
-            && t.get("crashed").and_then(Value::as_bool).unwrap_or(false)
+            && t.crashed.as_bool().unwrap_or(false)
             && !threads.iter().any(|t: &Thread| t.crashed);
-        match t.get("stacktrace").filter(|s| !s.is_null()) {
-            Some(stack) => threads.push(thread(id, name, crashed, stack, arch)?),
-            None => threads.push(Thread {
+        match &t.stacktrace {
+            Field::Absent => threads.push(Thread {
                 id,
                 name,
                 crashed,
                 ip_register: None,
                 frames: Vec::new(),
             }),
+            stack => threads.push(thread(id, name, crashed, stack, arch)?),
         }
     }
     if !crashed_placed {
@@ -126,40 +294,35 @@ pub fn parse(event: &Value) -> Result<NativeReport, ReportError> {
     })
 }
 
-/// `{"values": [...]}` or a bare array (older events); absent means empty.
-fn values<'a>(field: Option<&'a Value>, name: &str) -> Result<&'a [Value], ReportError> {
+/// `{"values": [...]}` or a bare array (older events); absent means empty. Elements that are
+/// not objects read as all fields absent.
+fn values<T: Default>(field: Listed<T>, name: &str) -> Result<Vec<T>, ReportError> {
     match field {
-        None | Some(Value::Null) => Ok(&[]),
-        Some(Value::Array(list)) => Ok(list),
-        Some(Value::Object(obj)) => match obj.get("values") {
-            Some(Value::Array(list)) => Ok(list),
-            None | Some(Value::Null) => Ok(&[]),
-            Some(_) => Err(ReportError::malformed(
-                FORMAT,
-                format!("`{name}.values` is not an array"),
-            )),
-        },
-        Some(_) => Err(ReportError::malformed(
+        Listed::Absent => Ok(Vec::new()),
+        Listed::List(list) => Ok(list.into_iter().map(Option::unwrap_or_default).collect()),
+        Listed::ValuesWrong => Err(ReportError::malformed(
+            FORMAT,
+            format!("`{name}.values` is not an array"),
+        )),
+        Listed::Wrong => Err(ReportError::malformed(
             FORMAT,
             format!("`{name}` is neither an object nor an array"),
         )),
     }
 }
 
-fn thread_id(v: &Value) -> Option<u64> {
-    parse_addr(v)
-}
-
 fn thread(
     id: u64,
     name: Option<String>,
     crashed: bool,
-    stack: &Value,
+    stack: &Field<Stack<'_>>,
     arch: symbolic_common::Arch,
 ) -> Result<Thread, ReportError> {
-    let frames = match stack.get("frames") {
-        None | Some(Value::Null) => &[][..],
-        Some(Value::Array(frames)) => frames.as_slice(),
+    // A stack trace that is not an object has no frames (as an absent `frames`).
+    let stack = stack.object();
+    let frames = match stack.map(|s| &s.frames) {
+        None | Some(Field::Absent) => &[][..],
+        Some(Field::Array(frames)) => frames.as_slice(),
         Some(_) => {
             return Err(ReportError::malformed(
                 FORMAT,
@@ -167,49 +330,64 @@ fn thread(
             ));
         }
     };
+    let registers = stack.and_then(|s| s.registers.object());
+    let ip_register = registers.and_then(|r| {
+        ip_register_names(arch)
+            .iter()
+            .find_map(|name| r.get(name).addr())
+    });
     Ok(Thread {
         id,
         name,
         crashed,
-        ip_register: ip_register(stack.get("registers"), arch),
+        ip_register,
         // Sentry lists frames outermost first.
         frames: frames
             .iter()
             .rev()
-            .map(|f| RawFrame {
-                instruction_addr: f.get("instruction_addr").and_then(parse_addr).unwrap_or(0),
-                function: str_field(f, "function")
-                    .or_else(|| str_field(f, "symbol"))
-                    .map(str::to_owned),
-                image_index: None,
+            .map(|f| match f {
+                Some(f) => RawFrame {
+                    instruction_addr: f.instruction_addr.addr().unwrap_or(0),
+                    function: f
+                        .function
+                        .as_str()
+                        .or_else(|| f.symbol.as_str())
+                        .map(str::to_owned),
+                    image_index: None,
+                },
+                None => RawFrame {
+                    instruction_addr: 0,
+                    function: None,
+                    image_index: None,
+                },
             })
             .collect(),
     })
 }
 
-fn image(v: &Value, report_arch: symbolic_common::Arch) -> Option<Image> {
-    let image_addr = v.get("image_addr").and_then(parse_addr)?;
-    let debug_id = str_field(v, "debug_id")
-        .or_else(|| str_field(v, "uuid"))
+fn image(v: &SentryImage<'_>, report_arch: symbolic_common::Arch) -> Option<Image> {
+    let image_addr = v.image_addr.addr()?;
+    let debug_id = v
+        .debug_id
+        .as_str()
+        .or_else(|| v.uuid.as_str())
         .and_then(parse_debug_id);
-    let arch = match (
-        str_field(v, "arch"),
-        v.get("cpu_type").and_then(Value::as_u64),
-    ) {
+    let arch = match (v.arch.as_str(), v.cpu_type.as_u64()) {
         (Some(a), _) => parse_arch(a),
-        (None, Some(cpu_type)) => arch_from_macho_cpu(
-            cpu_type,
-            v.get("cpu_subtype").and_then(Value::as_u64).unwrap_or(0),
-        ),
+        (None, Some(cpu_type)) => {
+            arch_from_macho_cpu(cpu_type, v.cpu_subtype.as_u64().unwrap_or(0))
+        }
         (None, None) => report_arch,
     };
     Some(Image {
-        code_file: str_field(v, "code_file")
-            .or_else(|| str_field(v, "name"))
+        code_file: v
+            .code_file
+            .as_str()
+            .or_else(|| v.name.as_str())
             .map(str::to_owned),
         debug_id,
         arch,
         image_addr,
-        image_size: v.get("image_size").and_then(parse_addr).unwrap_or(0),
+        image_size: v.image_size.addr().unwrap_or(0),
     })
 }
