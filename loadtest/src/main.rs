@@ -19,6 +19,7 @@ use hdrhistogram::Histogram;
 use symcluster_client::api;
 use symcluster_loadtest::cluster::{Cluster, MasterOptions, WorkerOptions, repo};
 use symcluster_loadtest::procstat;
+use symcluster_engine::reports::routing::routing_image;
 use tokio::sync::{Mutex, Semaphore};
 
 /// Load test options.
@@ -49,6 +50,12 @@ struct Args {
     /// on the device and the ingestion service passes it on), or `plain`, uncompressed.
     #[arg(long, value_parser = ["zstd", "plain"], default_value = "zstd")]
     reports: String,
+    /// Who reads each report's cache-affinity key: `sender`, the load generator once per
+    /// distinct report before the run (as the client library, symctl or a Kafka producer's
+    /// header give it with the job: `NativeJob.routing_key`), or `master`, the leader on every
+    /// submit (it decompresses and scans the report).
+    #[arg(long, value_parser = ["sender", "master"], default_value = "sender")]
+    routing_key: String,
     /// SIGKILL the leader after this many acknowledged submits (and count lost and duplicated
     /// jobs, and the failover time).
     #[arg(long)]
@@ -85,24 +92,36 @@ async fn main() -> anyhow::Result<()> {
         for entry in std::fs::read_dir(args.fixtures.join("crashprobe").join(build).join("arm64"))?
         {
             let report = std::fs::read(entry?.path())?;
+            let routing_key = if args.routing_key == "sender" {
+                routing_image(&report)?
+                    .map(|id| id.to_string())
+                    .unwrap_or_default()
+            } else {
+                String::new()
+            };
             reports.push(if args.reports == "zstd" {
-                symcluster_client::report::compressed_job(&report)
+                api::NativeJob {
+                    routing_key,
+                    ..symcluster_client::report::compressed_job(&report)
+                }
             } else {
                 api::NativeJob {
                     report,
                     report_zstd: Vec::new(),
+                    routing_key,
                 }
             });
         }
     }
     let reports = Arc::new(reports);
     println!(
-        "{} jobs per run, {} in flight ({} submits), CrashProbe reports ({} distinct, {}), {} slots per worker",
+        "{} jobs per run, {} in flight ({} submits), CrashProbe reports ({} distinct, {}, routing key read by the {}), {} slots per worker",
         args.jobs,
         args.concurrency,
         args.submit,
         reports.len(),
         args.reports,
+        args.routing_key,
         args.slots
     );
     println!(

@@ -3,7 +3,8 @@
 //! Native jobs route by the debug id of the image holding most frames of the crashed thread
 //! (the app's own binary, whose debug file is the big one to keep cached; read by the engine's
 //! `reports::routing`, which skips most of a KSCrash report); JS jobs by their source map key
-//! (debug id, or release/dist/bundle).
+//! (debug id, or release/dist/bundle). A native job whose sender gives the key
+//! (`NativeJob.routing_key`) is not decompressed here at all.
 
 use symcluster_engine::reports::routing::routing_image;
 use symcluster_proto::{report, v1};
@@ -38,6 +39,18 @@ pub fn check(spec: &v1::JobSpec) -> Result<Checked, String> {
     }
     match &spec.payload {
         None => Err("the job has neither a native report nor a JS stack".into()),
+        Some(v1::job_spec::Payload::Native(native)) if !native.routing_key.is_empty() => {
+            // The sender named the key: only the frame header is read (size limit and shape);
+            // a report that turns out unreadable fails on the worker with the reader's error.
+            if native.routing_key.len() > 128 {
+                return Err("routing_key must be at most 128 bytes".into());
+            }
+            report::checked_len(native).map_err(|e| e.to_string())?;
+            Ok(Checked::Runnable {
+                kind: JobKind::Native,
+                routing_key: native.routing_key.trim().to_ascii_lowercase(),
+            })
+        }
         Some(v1::job_spec::Payload::Native(native)) => {
             // Decompressed once here, to route; the compressed bytes are what is stored.
             let report = report::report_bytes(native).map_err(|e| e.to_string())?;

@@ -46,6 +46,7 @@ pub fn compressed_job(report: &[u8]) -> NativeJob {
     NativeJob {
         report: Vec::new(),
         report_zstd: compress(report),
+        routing_key: String::new(),
     }
 }
 
@@ -89,6 +90,7 @@ mod tests {
         NativeJob {
             report: report.to_vec(),
             report_zstd: Vec::new(),
+            routing_key: String::new(),
         }
     }
 
@@ -116,6 +118,7 @@ mod tests {
         let not_zstd = NativeJob {
             report: Vec::new(),
             report_zstd: report.clone(),
+            routing_key: String::new(),
         };
         assert_eq!(
             report_bytes(&not_zstd).unwrap_err().to_string(),
@@ -142,6 +145,7 @@ mod tests {
         let unsized_job = NativeJob {
             report: Vec::new(),
             report_zstd: unsized_frame,
+            routing_key: String::new(),
         };
         assert_eq!(
             checked_len(&unsized_job).unwrap_err().to_string(),

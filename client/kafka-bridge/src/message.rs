@@ -34,6 +34,9 @@ pub mod header {
     pub const DIST: &str = "symcluster-dist";
     /// JS: the bundle file name.
     pub const BUNDLE: &str = "symcluster-bundle";
+    /// Native, optional: the cache-affinity key (`NativeJob.routing_key`), when the producer
+    /// knows it; without it the master reads it from the report.
+    pub const ROUTING_KEY: &str = "symcluster-routing-key";
     /// Dead-letter and output messages: why a message was not submitted.
     pub const REASON: &str = "symcluster-reason";
     /// Dead-letter and output messages: the input message's topic, partition and offset
@@ -147,22 +150,28 @@ pub fn spec(
     let job_id = job_id(position);
     let payload = match header(headers, header::KIND)?.unwrap_or("native") {
         "native" => {
+            let routing_key = header(headers, header::ROUTING_KEY)?.unwrap_or("").to_owned();
             let native = if zstd {
                 api::NativeJob {
                     report: Vec::new(),
                     report_zstd: value.to_vec(),
+                    routing_key,
                 }
             } else {
                 api::NativeJob {
                     report: value.to_vec(),
                     report_zstd: Vec::new(),
+                    routing_key,
                 }
             };
             report::checked_len(&native).map_err(|e| Malformed::Report(e.to_string()))?;
             api::job_spec::Payload::Native(if zstd {
                 native
             } else {
-                report::compressed_job(value)
+                api::NativeJob {
+                    routing_key: native.routing_key,
+                    ..report::compressed_job(value)
+                }
             })
         }
         "js" => {
@@ -172,6 +181,7 @@ pub fn spec(
                 let frame = api::NativeJob {
                     report: Vec::new(),
                     report_zstd: value.to_vec(),
+                    routing_key: String::new(),
                 };
                 report::report_bytes(&frame)
                     .map_err(|e| Malformed::Report(e.to_string()))?

@@ -17,6 +17,7 @@ fn native(job_id: &str, report: Vec<u8>) -> api::JobSpec {
         payload: Some(api::job_spec::Payload::Native(api::NativeJob {
             report,
             report_zstd: Vec::new(),
+            routing_key: String::new(),
         })),
         project: String::new(),
     }

@@ -93,7 +93,8 @@ pub async fn submit(args: SubmitArgs) -> anyhow::Result<()> {
             )
             .await?
     } else {
-        client.submit_native(&job_id, data).await?
+        let spec = super::native_spec(&job_id, &data).map_err(anyhow::Error::msg)?;
+        client.submit(spec).await?
     };
     if !args.wait {
         let job = response.job.unwrap_or_default();

@@ -22,6 +22,20 @@ pub fn run(command: Command) -> anyhow::Result<()> {
     }
 }
 
+/// The spec of native job `job_id`: `report` compressed, with its cache-affinity key read here
+/// (`NativeJob.routing_key`), so that the master need not decompress it to place it. A report
+/// this reader cannot read goes without a key: the master then reads it and gives the precise
+/// status.
+fn native_spec(job_id: &str, report: &[u8]) -> Result<symcluster_client::api::JobSpec, String> {
+    let mut spec = symcluster_client::native_spec(job_id, report).map_err(|e| e.to_string())?;
+    if let Some(symcluster_client::api::job_spec::Payload::Native(native)) = &mut spec.payload
+        && let Ok(Some(id)) = symcluster_engine::reports::routing::routing_image(report)
+    {
+        native.routing_key = id.to_string();
+    }
+    Ok(spec)
+}
+
 /// Runs a cluster command on a small runtime (the local commands need none).
 fn block_on<F: std::future::Future<Output = anyhow::Result<()>>>(f: F) -> anyhow::Result<()> {
     tokio::runtime::Builder::new_current_thread()

@@ -63,7 +63,7 @@ fn spec(args: &SubmitArgs, job_id: String, data: Vec<u8>) -> Result<api::JobSpec
             project: String::new(),
         })
     } else {
-        symcluster_client::native_spec(&job_id, &data).map_err(|e| e.to_string())
+        super::native_spec(&job_id, &data)
     }
 }
 
