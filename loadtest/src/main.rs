@@ -17,9 +17,9 @@ use std::time::{Duration, Instant};
 use clap::Parser;
 use hdrhistogram::Histogram;
 use symcluster_client::api;
+use symcluster_engine::reports::routing::routing_image;
 use symcluster_loadtest::cluster::{Cluster, MasterOptions, WorkerOptions, repo};
 use symcluster_loadtest::procstat;
-use symcluster_engine::reports::routing::routing_image;
 use tokio::sync::{Mutex, Semaphore};
 
 /// Load test options.

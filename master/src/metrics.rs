@@ -4,7 +4,8 @@ use std::net::SocketAddr;
 use std::sync::{Arc, LazyLock};
 
 use prometheus::{
-    GaugeVec, Histogram, HistogramOpts, IntCounter, IntGauge, IntGaugeVec, Opts, Registry,
+    GaugeVec, Histogram, HistogramOpts, IntCounter, IntCounterVec, IntGauge, IntGaugeVec, Opts,
+    Registry,
 };
 use symcluster_proto::v1::JobKind;
 
@@ -75,6 +76,19 @@ pub static RAFT_FSYNC_SECONDS: LazyLock<Histogram> = LazyLock::new(|| {
         "Duration of one fsynced write transaction (apply + append + HardState)",
         prometheus::exponential_buckets(0.0001, 2.0, 16).expect("valid buckets"),
     )
+});
+/// Raft: write transactions of the node thread, fsynced (new entries, term or vote) and not
+/// (applying committed entries, a new commit index).
+pub static RAFT_WRITES: LazyLock<IntCounterVec> = LazyLock::new(|| {
+    let c = IntCounterVec::new(
+        prometheus::Opts::new(
+            "symcluster_raft_write_transactions_total",
+            "Write transactions of the Raft node thread, by durability (fsynced or not)",
+        ),
+        &["durability"],
+    )
+    .expect("valid metric");
+    symcluster_telemetry::register(&REGISTRY, c)
 });
 /// Raft: proposal to applied, on the proposer.
 pub static RAFT_COMMIT_SECONDS: LazyLock<Histogram> = LazyLock::new(|| {
@@ -193,6 +207,9 @@ pub async fn serve(addr: SocketAddr, scheduler: Arc<Scheduler>) -> anyhow::Resul
     LazyLock::force(&LEASES);
     LazyLock::force(&AFFINE_LEASES);
     LazyLock::force(&RAFT_PROPOSALS);
+    for durability in ["fsync", "none"] {
+        RAFT_WRITES.with_label_values(&[durability]);
+    }
     let app = axum::Router::new().route(
         "/metrics",
         axum::routing::get(move || {

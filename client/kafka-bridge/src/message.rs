@@ -150,7 +150,9 @@ pub fn spec(
     let job_id = job_id(position);
     let payload = match header(headers, header::KIND)?.unwrap_or("native") {
         "native" => {
-            let routing_key = header(headers, header::ROUTING_KEY)?.unwrap_or("").to_owned();
+            let routing_key = header(headers, header::ROUTING_KEY)?
+                .unwrap_or("")
+                .to_owned();
             let native = if zstd {
                 api::NativeJob {
                     report: Vec::new(),

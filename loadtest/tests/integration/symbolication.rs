@@ -224,21 +224,56 @@ async fn crashprobe_demo_and_js_jobs_end_to_end() {
     assert_eq!(bad.state, api::JobState::Failed as i32);
     assert!(bad.error.starts_with("not a crash report"), "{}", bad.error);
 
+    // The same report sent with its routing key: the master does not read it, so it is
+    // accepted and the worker fails it, with the same message.
+    let routed = api::JobSpec {
+        job_id: "garbage-routed".into(),
+        payload: Some(api::job_spec::Payload::Native(api::NativeJob {
+            routing_key: "54039061-a983-3323-a49d-837a894d667f".into(),
+            ..symcluster_client::report::compressed_job(b"hello, this is not a crash")
+        })),
+        project: String::new(),
+    };
+    let routed = client.submit(routed).await.unwrap().job.unwrap();
+    assert_eq!(routed.state, api::JobState::Queued as i32);
+    let routed = wait(&mut client, "garbage-routed").await;
+    assert_eq!(routed.state, api::JobState::Failed as i32);
+    assert!(
+        routed.error.starts_with("not a crash report"),
+        "{}",
+        routed.error
+    );
+
     // The master's own checks of `report_zstd` (the client library's would refuse these first,
-    // so they are sent as raw specs): not a frame, and a 2 KB frame of 17 MiB of zeros.
-    for (id, report_zstd, message) in [
+    // so they are sent as raw specs): not a frame, and a 2 KB frame of 17 MiB of zeros, both
+    // also with a routing key (the frame header is read all the same); and a routing key over
+    // 128 bytes.
+    let key = "54039061-a983-3323-a49d-837a894d667f";
+    let bomb = symcluster_client::report::compress(&vec![0; 17 << 20]);
+    let bomb_message = format!(
+        "the report is {} bytes; at most 16777216 are accepted",
+        17 << 20
+    );
+    for (id, report_zstd, routing_key, message) in [
         (
             "not-zstd",
             b"plain text".to_vec(),
+            "",
             "report_zstd is not a zstd frame".to_owned(),
         ),
         (
-            "zstd-bomb",
-            symcluster_client::report::compress(&vec![0; 17 << 20]),
-            format!(
-                "the report is {} bytes; at most 16777216 are accepted",
-                17 << 20
-            ),
+            "not-zstd-routed",
+            b"plain text".to_vec(),
+            key,
+            "report_zstd is not a zstd frame".to_owned(),
+        ),
+        ("zstd-bomb", bomb.clone(), "", bomb_message.clone()),
+        ("zstd-bomb-routed", bomb, key, bomb_message),
+        (
+            "long-routing-key",
+            symcluster_client::report::compress(b"{}"),
+            &"k".repeat(129),
+            "routing_key must be at most 128 bytes".to_owned(),
         ),
     ] {
         let spec = api::JobSpec {
@@ -246,6 +281,7 @@ async fn crashprobe_demo_and_js_jobs_end_to_end() {
             payload: Some(api::job_spec::Payload::Native(api::NativeJob {
                 report: Vec::new(),
                 report_zstd,
+                routing_key: routing_key.to_owned(),
             })),
             project: String::new(),
         };

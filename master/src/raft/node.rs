@@ -9,7 +9,10 @@
 //! `redb` write transaction, fsynced only when raft-rs says the Ready must be synced (new
 //! entries, a new term or vote). Applying alone is written without fsync: it can always be
 //! replayed from the durable log after a crash, and the applied index is stored in the same
-//! transaction as its effects.
+//! transaction as its effects. A follower lets such apply-only writes wait (at most one tick)
+//! for its next append from the leader, so that it writes once per append
+//! ([`Node::write_or_defer`]); `symcluster_raft_write_transactions_total{durability}` counts
+//! both kinds.
 
 use std::collections::HashMap;
 use std::sync::mpsc::{Receiver, RecvTimeoutError};
@@ -51,7 +54,15 @@ pub struct Node {
     leader_id: u64,
     applied: u64,
     addresses: HashMap<u64, String>,
+    /// Committed entries a follower has not applied yet, and the commit index (HardState)
+    /// that came with them: see [`Node::write_or_defer`].
+    deferred: Vec<Entry>,
+    deferred_hard_state: Option<raft::prelude::HardState>,
+    deferred_since: Option<Instant>,
 }
+
+/// At most this many committed entries wait on a follower for a write that is due anyway.
+const MAX_DEFERRED: usize = 1024;
 
 impl Node {
     /// A node over `raw` (whose storage holds `index`'s database).
@@ -84,6 +95,9 @@ impl Node {
             leader_id: 0,
             applied,
             addresses,
+            deferred: Vec::new(),
+            deferred_hard_state: None,
+            deferred_since: None,
         }
     }
 
@@ -93,7 +107,7 @@ impl Node {
         loop {
             let wait = TICK.saturating_sub(last_tick.elapsed());
             match self.inputs.recv_timeout(wait) {
-                Ok(Input::Stop) => return,
+                Ok(Input::Stop) => return self.stop(),
                 Ok(input) => self.handle(input),
                 Err(RecvTimeoutError::Timeout) => {}
                 Err(RecvTimeoutError::Disconnected) => return,
@@ -101,7 +115,7 @@ impl Node {
             // Group commit: take everything that is waiting before the next Ready.
             while let Ok(input) = self.inputs.try_recv() {
                 if matches!(input, Input::Stop) {
-                    return;
+                    return self.stop();
                 }
                 self.handle(input);
             }
@@ -109,7 +123,17 @@ impl Node {
                 self.raw.tick();
                 last_tick = Instant::now();
             }
-            if let Err(e) = self.on_ready() {
+            let overdue = self
+                .deferred_since
+                .is_some_and(|since| since.elapsed() >= TICK);
+            let result = self.on_ready().and_then(|()| {
+                if overdue {
+                    self.apply_deferred()
+                } else {
+                    Ok(())
+                }
+            });
+            if let Err(e) = result {
                 // The log cannot be written: stop taking part rather than diverge.
                 tracing::error!(error = %e, "raft storage failed; this master stops replicating");
                 self.fail_waiters(ProposeError::Storage(e.to_string()));
@@ -243,7 +267,7 @@ impl Node {
         let committed = ready.take_committed_entries();
         let entries = ready.take_entries();
         let hard_state = ready.hs().cloned();
-        self.write(&committed, &entries, hard_state.as_ref(), ready.must_sync())?;
+        self.write_or_defer(committed, &entries, hard_state, ready.must_sync())?;
         if !ready.persisted_messages().is_empty() {
             self.transport.send(ready.take_persisted_messages());
         }
@@ -260,13 +284,17 @@ impl Node {
         let committed = light.take_committed_entries();
         if !committed.is_empty() || hard_state.is_some() {
             // A new commit index needs no fsync: it can be learnt again from the leader.
-            self.write(&committed, &[], hard_state.as_ref(), false)?;
+            self.write_or_defer(committed, &[], hard_state, false)?;
         }
         self.raw.advance_apply();
         Ok(())
     }
 
     fn role_changed(&mut self, role: StateRole, leader_id: u64) {
+        // A new leader schedules from the applied state: everything committed must be in it.
+        if let Err(e) = self.apply_deferred() {
+            tracing::error!(error = %e, "applying deferred entries failed");
+        }
         let was_leader = self.role == StateRole::Leader;
         self.role = role;
         if self.leader_id != leader_id {
@@ -292,11 +320,77 @@ impl Node {
             bytes = snapshot.data.len(),
             "restoring a snapshot from the leader"
         );
+        // The snapshot holds everything up to its index, deferred entries included.
+        self.deferred.clear();
+        self.deferred_hard_state = None;
+        self.deferred_since = None;
         self.index.restore(&snapshot.data, meta.index, meta.term)?;
         self.raw.mut_store().apply_snapshot(meta)?;
         self.applied = meta.index;
         self.hooks.restored();
         Ok(())
+    }
+
+    /// Writes as [`Node::write`] does, except on a follower for a write that needs no fsync
+    /// (committed entries and a commit index, no new entries): those wait, at most one tick
+    /// or [`MAX_DEFERRED`] entries, for the next write that is due anyway, so a follower makes
+    /// one write transaction per append from the leader instead of two. Nothing waits on a
+    /// follower's apply (clients are answered by the leader), the entries are already durable
+    /// in the log (a restart applies them again from there), and a follower that becomes
+    /// leader applies them first ([`Node::role_changed`]).
+    fn write_or_defer(
+        &mut self,
+        committed: Vec<Entry>,
+        entries: &[Entry],
+        hard_state: Option<raft::prelude::HardState>,
+        must_sync: bool,
+    ) -> Result<(), IndexError> {
+        let durable = must_sync || !entries.is_empty();
+        if !durable
+            && self.role != StateRole::Leader
+            && self.deferred.len() + committed.len() <= MAX_DEFERRED
+        {
+            self.deferred.extend(committed);
+            if hard_state.is_some() {
+                self.deferred_hard_state = hard_state;
+            }
+            if self.deferred_since.is_none()
+                && (!self.deferred.is_empty() || self.deferred_hard_state.is_some())
+            {
+                self.deferred_since = Some(Instant::now());
+            }
+            return Ok(());
+        }
+        let mut all = std::mem::take(&mut self.deferred);
+        all.extend(committed);
+        // A newer HardState supersedes the deferred one (it carries the same or a later commit).
+        let deferred_hard_state = self.deferred_hard_state.take();
+        self.deferred_since = None;
+        self.write(
+            &all,
+            entries,
+            hard_state.or(deferred_hard_state).as_ref(),
+            must_sync,
+        )
+    }
+
+    /// Applies what [`Node::write_or_defer`] let wait.
+    fn apply_deferred(&mut self) -> Result<(), IndexError> {
+        if self.deferred.is_empty() && self.deferred_hard_state.is_none() {
+            self.deferred_since = None;
+            return Ok(());
+        }
+        let all = std::mem::take(&mut self.deferred);
+        let hard_state = self.deferred_hard_state.take();
+        self.deferred_since = None;
+        self.write(&all, &[], hard_state.as_ref(), false)
+    }
+
+    /// Applies what waits, then ends the thread.
+    fn stop(&mut self) {
+        if let Err(e) = self.apply_deferred() {
+            tracing::warn!(error = %e, "applying deferred entries at stop failed");
+        }
     }
 
     /// One write transaction: apply `committed`, append `entries`, store `hard_state`.
@@ -354,6 +448,9 @@ impl Node {
             self.raw.mut_store().maybe_compact(&txn, last.index)?;
         }
         txn.commit().map_err(crate::index::db)?;
+        metrics::RAFT_WRITES
+            .with_label_values(&[if durable { "fsync" } else { "none" }])
+            .inc();
         if durable {
             metrics::RAFT_FSYNC_SECONDS.observe(started.elapsed().as_secs_f64());
             metrics::RAFT_ENTRIES_PER_FSYNC.observe(entries.len() as f64);
