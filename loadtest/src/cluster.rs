@@ -243,6 +243,10 @@ pub struct MasterOptions {
     /// Give the masters the bucket and look in it for missing files this often
     /// (`--missing-check-interval`).
     pub missing_check: Option<Duration>,
+    /// More flags for every master (e.g. `--log-format json`).
+    pub args: Vec<String>,
+    /// More environment variables for every master (e.g. `RUST_LOG`).
+    pub env: Vec<(String, String)>,
 }
 
 /// PEM files for a TLS test cluster.
@@ -270,6 +274,8 @@ impl Default for MasterOptions {
             tokens_file: None,
             tls: None,
             missing_check: None,
+            args: Vec::new(),
+            env: Vec::new(),
         }
     }
 }
@@ -313,6 +319,8 @@ pub struct WorkerOptions {
     pub s3_timeout_ms: u64,
     /// More flags (e.g. `--drain-timeout 1s`).
     pub args: Vec<String>,
+    /// More environment variables (e.g. `RUST_LOG`).
+    pub env: Vec<(String, String)>,
 }
 
 impl Default for WorkerOptions {
@@ -323,6 +331,7 @@ impl Default for WorkerOptions {
             disk_cache_bytes: 1 << 30,
             s3_timeout_ms: 1000,
             args: Vec::new(),
+            env: Vec::new(),
         }
     }
 }
@@ -438,6 +447,9 @@ impl Cluster {
         if self.masters.len() > 1 {
             command.args(["--peers", &peers]);
         }
+        command
+            .args(&self.options.args)
+            .envs(self.options.env.iter().cloned());
         if let Some(every) = self.options.missing_check {
             command
                 .args([
@@ -484,6 +496,23 @@ impl Cluster {
         self.kill_master(1);
         self.start_master(1);
         self.wait_for_leader().await;
+    }
+
+    /// Worker `index`'s log so far (empty once it was stopped).
+    pub fn worker_log(&self, index: usize) -> String {
+        self.workers[index]
+            .as_ref()
+            .map(Proc::log)
+            .unwrap_or_default()
+    }
+
+    /// Every running master's log, concatenated as written (no headers).
+    pub fn master_logs_raw(&self) -> String {
+        self.masters
+            .iter()
+            .filter_map(|m| m.proc.as_ref())
+            .map(Proc::log)
+            .collect()
     }
 
     /// Every running master's log, for failure messages.
@@ -558,6 +587,7 @@ impl Cluster {
             ])
             .args(["--disk-cache-bytes", &options.disk_cache_bytes.to_string()])
             .envs(self.garage.env.iter().cloned())
+            .envs(options.env.iter().cloned())
             .stdout(Stdio::null())
             .stderr(std::fs::File::create(&log).expect("log file"));
         if let Some(tls) = &self.options.tls {

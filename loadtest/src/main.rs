@@ -75,18 +75,16 @@ struct Args {
     /// The shared fixtures folder.
     #[arg(long, default_value_os_t = repo().join("../shared/fixtures"))]
     fixtures: std::path::PathBuf,
+    /// Log output on stderr (`RUST_LOG` chooses what; default `warn`).
+    #[command(flatten)]
+    log: symcluster_telemetry::LogArgs,
 }
 
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
-    // The client library's warnings (h2 connection errors, failovers) go to stderr.
-    tracing_subscriber::fmt()
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "warn".into()),
-        )
-        .with_writer(std::io::stderr)
-        .init();
     let args = Args::parse();
+    // The client library's warnings (h2 connection errors, failovers) go to stderr.
+    symcluster_telemetry::init_logs_with(args.log.log_format, "warn");
     let mut reports = Vec::new();
     for build in ["release", "debug"] {
         for entry in std::fs::read_dir(args.fixtures.join("crashprobe").join(build).join("arm64"))?

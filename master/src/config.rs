@@ -9,6 +9,10 @@ use clap::Parser;
 #[derive(Debug, Clone, Parser)]
 #[command(name = "symcluster-master", version, about)]
 pub struct MasterConfig {
+    /// Log output (`--log-format text|json`).
+    #[command(flatten)]
+    pub log: symcluster_telemetry::LogArgs,
+
     /// gRPC address (Ingest, WorkerApi, Admin, health, reflection).
     #[arg(
         long,

@@ -201,6 +201,9 @@ pub async fn run(
         server = server.tls_config(server_tls(&config)?)?;
     }
     let served = server
+        // A `grpc` span per request (method, path; the status and latency when it ends), at
+        // debug level: `RUST_LOG=info,tower_http=debug` shows every call.
+        .layer(tower_http::trace::TraceLayer::new_for_grpc())
         .add_service(health)
         .add_service(reflection)
         .add_service(InterceptedService::new(

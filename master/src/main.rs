@@ -10,8 +10,8 @@ static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
-    symcluster_telemetry::init_logs();
     let config = symcluster_master::config::MasterConfig::parse();
+    symcluster_telemetry::init_logs(config.log.log_format);
     symcluster_master::run(config, shutdown_signal()).await
 }
 

@@ -125,6 +125,7 @@ impl Caches {
     /// shared one ([`layout::native_scopes`]); any answer but "missing" from the project ends
     /// the search. With `recheck`, a file the negative cache remembers as not found is looked
     /// up again (it may have just been uploaded).
+    #[tracing::instrument(name = "debug_file", level = "debug", skip_all, fields(debug_id = %debug_id))]
     pub async fn symcache(&self, project: &str, debug_id: DebugId, recheck: bool) -> ModuleLoad {
         for scope in layout::native_scopes(project) {
             match self.symcache_in(scope, debug_id, recheck).await {
@@ -185,15 +186,26 @@ impl Caches {
         .ok()
         .flatten();
         if let Some(symcache) = cached {
+            tracing::debug!(%key, "SymCache read from the disk cache");
             return Ok(Arc::new(symcache));
         }
+        let fetch_started = std::time::Instant::now();
         let object = match self.source.fetch(&key).await {
             Ok(Some(bytes)) => bytes,
-            Ok(None) => return Err(SymCacheLoadError::Missing),
-            Err(e) => return Err(SymCacheLoadError::Fetch(e.to_string())),
+            Ok(None) => {
+                tracing::debug!(%key, "debug file not in the bucket");
+                return Err(SymCacheLoadError::Missing);
+            }
+            Err(e) => {
+                tracing::warn!(%key, error = %e, "fetching the debug file failed");
+                return Err(SymCacheLoadError::Fetch(e.to_string()));
+            }
         };
+        tracing::debug!(%key, bytes = object.len(), ms = fetch_started.elapsed().as_millis() as u64,
+            "debug file fetched");
+        let convert_started = std::time::Instant::now();
         let disk = self.disk.clone();
-        tokio::task::spawn_blocking(move || {
+        let converted = tokio::task::spawn_blocking(move || {
             match SymCacheFile::from_object_file(&object, debug_id) {
                 Ok(symcache) => {
                     disk.put(&disk_key, symcache.bytes());
@@ -206,7 +218,16 @@ impl Caches {
             }
         })
         .await
-        .map_err(|e| SymCacheLoadError::Malformed(format!("conversion task failed: {e}")))?
+        .map_err(|e| SymCacheLoadError::Malformed(format!("conversion task failed: {e}")))?;
+        match &converted {
+            Ok(symcache) => tracing::debug!(
+                bytes = symcache.bytes().len(),
+                ms = convert_started.elapsed().as_millis() as u64,
+                "SymCache converted"
+            ),
+            Err(e) => tracing::warn!(error = ?e, "SymCache conversion failed"),
+        }
+        converted
     }
 
     /// The layout prefix (the bucket's `--s3-prefix`) the caches read under.

@@ -9,6 +9,10 @@ pub use symcluster_sources::BucketArgs;
 #[derive(Debug, Clone, Parser)]
 #[command(name = "symcluster-worker", version, about)]
 pub struct WorkerConfig {
+    /// Log output (`--log-format text|json`).
+    #[command(flatten)]
+    pub log: symcluster_telemetry::LogArgs,
+
     /// The masters' gRPC endpoints, comma-separated (any member of the group: the worker
     /// finds the leader and follows it).
     #[arg(

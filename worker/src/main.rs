@@ -10,8 +10,8 @@ static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
-    symcluster_telemetry::init_logs();
     let config = symcluster_worker::config::WorkerConfig::parse();
+    symcluster_telemetry::init_logs(config.log.log_format);
     symcluster_worker::run(config).await?;
     // Drained. A job stopped at the drain timeout may still be computing on the blocking pool
     // (a SymCache conversion cannot be interrupted), and dropping the runtime would wait for

@@ -19,6 +19,7 @@ use std::time::{Duration, Instant};
 use symcluster_client::{Client, api};
 use tokio::sync::Semaphore;
 use tokio::task::AbortHandle;
+use tracing::Instrument;
 
 use crate::caches::Caches;
 use crate::config::WorkerConfig;
@@ -276,23 +277,31 @@ async fn lease_loop(
         // insert.
         let key = (job_id.clone(), lease.attempt);
         let mut running = jobs.lock();
-        let task = tokio::spawn(async move {
-            let started = std::time::Instant::now();
-            let kind = crate::metrics::kind_label(&spec);
-            let outcome = runner::run(spec, &caches, lease.recheck_missing).await;
-            let completed = matches!(outcome, Outcome::Completed { .. });
-            crate::metrics::JOBS
-                .with_label_values(&[kind, if completed { "completed" } else { "failed" }])
-                .inc();
-            crate::metrics::JOB_SECONDS
-                .with_label_values(&[kind])
-                .observe(started.elapsed().as_secs_f64());
-            tracing::info!(job = %job_id, attempt = lease.attempt, ms = started.elapsed().as_millis() as u64,
-                ok = completed, "job finished");
-            report(&client, &worker_id, &job_id, lease.attempt, outcome).await;
-            registry.lock().remove(&(job_id, lease.attempt));
-            drop(permit);
-        });
+        let span = tracing::info_span!("job", job_id = %job_id, attempt = lease.attempt,
+            worker_id = %worker_id);
+        let task = tokio::spawn(
+            async move {
+                let started = std::time::Instant::now();
+                let kind = crate::metrics::kind_label(&spec);
+                let outcome = runner::run(spec, &caches, lease.recheck_missing).await;
+                let completed = matches!(outcome, Outcome::Completed { .. });
+                crate::metrics::JOBS
+                    .with_label_values(&[kind, if completed { "completed" } else { "failed" }])
+                    .inc();
+                crate::metrics::JOB_SECONDS
+                    .with_label_values(&[kind])
+                    .observe(started.elapsed().as_secs_f64());
+                tracing::info!(
+                    ms = started.elapsed().as_millis() as u64,
+                    ok = completed,
+                    "job finished"
+                );
+                report(&client, &worker_id, &job_id, lease.attempt, outcome).await;
+                registry.lock().remove(&(job_id, lease.attempt));
+                drop(permit);
+            }
+            .instrument(span),
+        );
         running.insert(key, task.abort_handle());
     }
 }

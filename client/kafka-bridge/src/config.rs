@@ -10,6 +10,10 @@ use clap::Parser;
 #[derive(Debug, Clone, Parser)]
 #[command(name = "symcluster-kafka-bridge", version, about)]
 pub struct BridgeConfig {
+    /// Log output (`--log-format text|json`).
+    #[command(flatten)]
+    pub log: symcluster_telemetry::LogArgs,
+
     /// Kafka bootstrap servers, comma-separated `host:port`.
     #[arg(long, env = "SYMCLUSTER_KAFKA_BROKERS")]
     pub brokers: String,

@@ -4,8 +4,8 @@ use clap::Parser;
 
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
-    symcluster_telemetry::init_logs();
     let config = symcluster_kafka_bridge::config::BridgeConfig::parse();
+    symcluster_telemetry::init_logs(config.log.log_format);
     symcluster_kafka_bridge::bridge::run(config, shutdown_signal()).await
 }
 

@@ -10,6 +10,9 @@ use clap::{Parser, Subcommand, ValueEnum};
 pub struct Cli {
     #[command(subcommand)]
     pub command: Command,
+    /// Log output on stderr (`RUST_LOG` chooses what; default `warn`).
+    #[command(flatten)]
+    pub log: symcluster_telemetry::LogArgs,
 }
 
 #[derive(Debug, Subcommand)]

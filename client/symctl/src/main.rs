@@ -12,6 +12,7 @@ use clap::Parser;
 
 fn main() -> ExitCode {
     let cli = cli::Cli::parse();
+    symcluster_telemetry::init_logs_with(cli.log.log_format, "warn");
     match commands::run(cli.command) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {

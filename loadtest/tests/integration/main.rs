@@ -11,6 +11,7 @@ mod drain;
 mod faults;
 mod kafka;
 mod late_files;
+mod logs;
 mod partition;
 mod projects;
 mod replication;

@@ -691,6 +691,7 @@ impl Scheduler {
             if affine {
                 crate::metrics::AFFINE_LEASES.inc();
             }
+            tracing::debug!(job_id = %job_id, attempt, worker_id = %worker_id, affine, "job leased");
             leases.push(command::lease(&job_id, &worker_id, attempt, now_ms()));
         }
     }

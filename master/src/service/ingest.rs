@@ -325,6 +325,7 @@ pub(super) async fn submit_spec(
     };
     let (job, created) = outcome.map_err(schedule_status)?;
     crate::metrics::JOBS_SUBMITTED.inc_by(u64::from(created));
+    tracing::debug!(job_id = %job.record.job_id, created, "job submitted");
     let mut job = job_to_proto(job);
     if !may_read(caller) {
         // A resubmitted id must not hand a device the stored result of a finished job.

@@ -159,6 +159,7 @@ impl WorkerApi for WorkerApiService {
         if accepted {
             crate::metrics::JOBS_COMPLETED.inc();
         }
+        tracing::debug!(job_id = %r.job_id, attempt = r.attempt, worker_id = %r.worker_id, accepted, "job completed");
         Ok(Response::new(v1::CompleteJobResponse { accepted }))
     }
 
@@ -182,6 +183,8 @@ impl WorkerApi for WorkerApiService {
             )
             .await
             .map_err(schedule_status)?;
+        tracing::debug!(job_id = %r.job_id, attempt = r.attempt, worker_id = %r.worker_id,
+            retryable = r.retryable, error = %r.error, accepted, "job failed");
         Ok(Response::new(v1::FailJobResponse { accepted }))
     }
 

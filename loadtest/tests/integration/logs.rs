@@ -1,0 +1,119 @@
+//! Operators' view: a job followed by its id through the JSON logs of the master and the
+//! worker (`--log-format json`).
+
+use symcluster_loadtest::cluster::{Cluster, MasterOptions, WorkerOptions};
+
+use crate::support::{fixture, upload_dsyms, wait};
+
+/// Every line of `log` as JSON: a line that is not JSON fails the test.
+fn json_lines(log: &str, who: &str) -> Vec<serde_json::Value> {
+    log.lines()
+        .filter(|l| !l.trim().is_empty())
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{who}: not JSON ({e}): {l}")))
+        .collect()
+}
+
+/// The span named `name` among an event's open spans.
+fn span<'a>(event: &'a serde_json::Value, name: &str) -> Option<&'a serde_json::Value> {
+    event["spans"]
+        .as_array()?
+        .iter()
+        .find(|s| s["name"] == name)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_job_is_followed_by_its_id_through_json_logs() {
+    let json = vec!["--log-format".to_owned(), "json".to_owned()];
+    let mut cluster = Cluster::start(
+        0,
+        MasterOptions {
+            args: json.clone(),
+            env: vec![("RUST_LOG".into(), "info,symcluster_master=debug".into())],
+            ..Default::default()
+        },
+    )
+    .await;
+    cluster
+        .add_worker_with(WorkerOptions {
+            args: json,
+            env: vec![("RUST_LOG".into(), "info,symcluster_worker=debug".into())],
+            ..Default::default()
+        })
+        .await;
+    upload_dsyms(&cluster, &[fixture("crashprobe/release/dSYMs")]);
+    let report = std::fs::read(fixture("crashprobe/release/arm64/Call abort().json")).unwrap();
+    let mut client = cluster.client().await;
+    client.submit_native("traced", report).await.unwrap();
+    let job = wait(&mut client, "traced").await;
+    assert_eq!(
+        job.state,
+        symcluster_client::api::JobState::Completed as i32
+    );
+    // The debug files the result found: each must show in the worker's log.
+    let found: std::collections::BTreeSet<String> = crate::support::result(&job)["modules"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|m| m["status"] == "found")
+        .map(|m| m["debug_id"].as_str().unwrap().to_owned())
+        .collect();
+    assert!(!found.is_empty());
+    let key = "default/traced";
+
+    // The master: submitted, leased to the worker at attempt 1, completed last. (The lease is
+    // made when the submit is applied, so it may be logged before the submit's answer.)
+    let master = json_lines(&cluster.master_logs_raw(), "master");
+    let about_job: Vec<&serde_json::Value> = master.iter().filter(|e| e["job_id"] == key).collect();
+    let event = |message: &str| {
+        let found: Vec<&&serde_json::Value> = about_job
+            .iter()
+            .filter(|e| e["message"] == message)
+            .collect();
+        assert_eq!(found.len(), 1, "{message}: {about_job:#?}");
+        *found[0]
+    };
+    assert_eq!(about_job.len(), 3, "{about_job:#?}");
+    assert_eq!(event("job submitted")["created"], true);
+    assert_eq!(event("job leased")["attempt"], 1);
+    assert_eq!(event("job leased")["worker_id"], "worker-0");
+    assert_eq!(about_job[2]["message"], "job completed");
+    assert_eq!(about_job[2]["accepted"], true);
+    assert!(about_job.iter().all(|e| {
+        e["level"] == "DEBUG"
+            && e["target"]
+                .as_str()
+                .unwrap()
+                .starts_with("symcluster_master")
+            && e["timestamp"].is_string()
+    }));
+
+    // The worker: every event of the job carries the job's span, with the same id; the debug
+    // file of the app image was fetched and converted inside its own span.
+    let worker = json_lines(&cluster.worker_log(0), "worker");
+    let in_job: Vec<&serde_json::Value> = worker
+        .iter()
+        .filter(|e| span(e, "job").is_some_and(|s| s["job_id"] == key))
+        .collect();
+    let job_span = span(in_job[0], "job").unwrap();
+    assert_eq!(job_span["attempt"], 1);
+    assert_eq!(job_span["worker_id"], "worker-0");
+    let debug_ids = |message: &str| -> std::collections::BTreeSet<String> {
+        in_job
+            .iter()
+            .filter(|e| e["message"] == message)
+            .map(|e| {
+                let id = span(e, "debug_file").expect("in the debug file's span")["debug_id"]
+                    .as_str()
+                    .unwrap()
+                    .to_owned();
+                assert!(e["bytes"].as_u64() > Some(0), "{e:#}");
+                id
+            })
+            .collect()
+    };
+    assert_eq!(debug_ids("debug file fetched"), found);
+    assert_eq!(debug_ids("SymCache converted"), found);
+    let finished = in_job.last().unwrap();
+    assert_eq!(finished["message"], "job finished");
+    assert_eq!(finished["ok"], true);
+}
