@@ -425,8 +425,8 @@ impl Cluster {
             .arg("--data-dir")
             .arg(self.dir.path().join(format!("master-{id}-data")))
             .args(["--token", TOKEN])
-            .args(["--lease-ms", &self.options.lease_ms.to_string()])
-            .args(["--heartbeat-ms", &self.options.heartbeat_ms.to_string()])
+            .args(["--lease", &format!("{}ms", self.options.lease_ms)])
+            .args(["--heartbeat", &format!("{}ms", self.options.heartbeat_ms)])
             .args(["--routing", self.options.routing])
             .args(["--id", &id.to_string()]);
         if let Some(tokens) = &self.options.tokens_file {
@@ -578,14 +578,14 @@ impl Cluster {
             .args(["--slots", &slots.to_string()])
             .arg("--cache-dir")
             .arg(self.dir.path().join(format!("{id}-cache")))
-            .args(["--s3-attempts", "2", "--s3-timeout-ms"])
-            .arg(options.s3_timeout_ms.to_string())
+            .args(["--s3-attempts", "2", "--s3-timeout"])
+            .arg(format!("{}ms", options.s3_timeout_ms))
             .args(&options.args)
             .args([
-                "--memory-cache-bytes",
-                &options.memory_cache_bytes.to_string(),
+                "--memory-cache",
+                &format!("{}B", options.memory_cache_bytes),
             ])
-            .args(["--disk-cache-bytes", &options.disk_cache_bytes.to_string()])
+            .args(["--disk-cache", &format!("{}B", options.disk_cache_bytes)])
             .envs(self.garage.env.iter().cloned())
             .envs(options.env.iter().cloned())
             .stdout(Stdio::null())

@@ -63,11 +63,13 @@ struct Args {
     /// Slots per worker.
     #[arg(long, default_value_t = 2)]
     slots: u32,
-    /// Memory cache per worker, bytes.
-    #[arg(long, default_value_t = 512 << 20)]
+    /// Memory cache per worker (`512MiB`, `200KB`; a bare number is bytes).
+    #[arg(long = "memory-cache", alias = "memory-cache-bytes", value_name = "SIZE",
+        value_parser = symcluster_telemetry::flags::bytes, default_value = "512MiB")]
     memory_cache_bytes: u64,
-    /// Disk cache per worker, bytes.
-    #[arg(long, default_value_t = 1 << 30)]
+    /// Disk cache per worker (`1GiB`, `400KB`; a bare number is bytes).
+    #[arg(long = "disk-cache", alias = "disk-cache-bytes", value_name = "SIZE",
+        value_parser = symcluster_telemetry::flags::bytes, default_value = "1GiB")]
     disk_cache_bytes: u64,
     /// Print the leader's RSS after every this many completed jobs (0: never).
     #[arg(long, default_value_t = 0)]

@@ -44,12 +44,17 @@ pub struct MasterConfig {
     #[arg(long, env = "SYMCLUSTER_TOKENS_FILE")]
     pub tokens_file: Option<PathBuf>,
 
-    /// Lease duration without a heartbeat, in milliseconds.
-    #[arg(long, env = "SYMCLUSTER_LEASE_MS", default_value_t = 30_000)]
+    /// How long a lease lasts without a heartbeat (`30s`, `2m`; a bare number is milliseconds,
+    /// as the former `--lease-ms` took). Held in milliseconds.
+    #[arg(long = "lease", alias = "lease-ms", env = "SYMCLUSTER_LEASE", value_name = "DURATION",
+        value_parser = symcluster_telemetry::flags::millis, default_value = "30s")]
     pub lease_ms: u64,
 
-    /// Heartbeat interval asked of workers, in milliseconds.
-    #[arg(long, env = "SYMCLUSTER_HEARTBEAT_MS", default_value_t = 5_000)]
+    /// How often workers are asked to send a heartbeat (`5s`; a bare number is milliseconds, as
+    /// the former `--heartbeat-ms` took). Held in milliseconds.
+    #[arg(long = "heartbeat", alias = "heartbeat-ms", env = "SYMCLUSTER_HEARTBEAT",
+        value_name = "DURATION", value_parser = symcluster_telemetry::flags::millis,
+        default_value = "5s")]
     pub heartbeat_ms: u64,
 
     /// Attempts before a job fails for good.
@@ -97,7 +102,7 @@ pub struct MasterConfig {
 
     /// How long finished jobs and their results are kept (`7d`, `12h`, `30m`; `0` keeps them
     /// forever). Purged through the replicated log, so every master deletes the same jobs.
-    #[arg(long, env = "SYMCLUSTER_RESULT_RETENTION", value_parser = parse_duration, default_value = "7d")]
+    #[arg(long, env = "SYMCLUSTER_RESULT_RETENTION", value_name = "DURATION", value_parser = symcluster_telemetry::flags::duration, default_value = "7d")]
     pub result_retention: std::time::Duration,
 
     /// The bucket the workers read (optional): with it, the leader looks there every
@@ -108,7 +113,7 @@ pub struct MasterConfig {
 
     /// How often the leader looks in the bucket for missing files (`5m`, `30s`; `0`: never);
     /// with `--s3-bucket` only.
-    #[arg(long, env = "SYMCLUSTER_MISSING_CHECK_INTERVAL", value_parser = parse_duration, default_value = "5m")]
+    #[arg(long, env = "SYMCLUSTER_MISSING_CHECK_INTERVAL", value_name = "DURATION", value_parser = symcluster_telemetry::flags::duration, default_value = "5m")]
     pub missing_check_interval: std::time::Duration,
 }
 
@@ -161,12 +166,4 @@ fn parse_peer(s: &str) -> Result<(u64, String), String> {
     }
     // Without a scheme, `members` adds `http://` or `https://` (with TLS).
     Ok((id, address.to_owned()))
-}
-
-/// `7d`, `12h`, `30m`, `90s`, `0` (humantime's syntax).
-fn parse_duration(s: &str) -> Result<std::time::Duration, String> {
-    if s.trim() == "0" {
-        return Ok(std::time::Duration::ZERO);
-    }
-    humantime::parse_duration(s).map_err(|e| format!("{s:?}: {e}"))
 }

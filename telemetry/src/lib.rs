@@ -1,7 +1,10 @@
-//! What every symcluster service shares to be observed: log set-up ([`init_logs`]) and the
-//! Prometheus text endpoint ([`register`], [`exposition`], [`serve`]).
+//! What every symcluster binary shares to be run and observed: log set-up ([`init_logs`],
+//! [`LogArgs`]), flag values in human units ([`flags`]), and the Prometheus text endpoint
+//! ([`register`], [`exposition`], [`serve`]).
 
 #![deny(missing_docs)]
+
+pub mod flags;
 
 use prometheus::{Encoder, Registry, TextEncoder};
 

@@ -52,16 +52,25 @@ pub struct WorkerConfig {
     #[arg(long, env = "SYMCLUSTER_CACHE_DIR", default_value = "symcluster-cache")]
     pub cache_dir: PathBuf,
 
-    /// Disk cache budget in bytes (never exceeded; least recently used files go first).
-    #[arg(long, env = "SYMCLUSTER_DISK_CACHE_BYTES", default_value_t = 10 << 30)]
+    /// Disk cache budget (`10GiB`, `500MB`; a bare number is bytes), never exceeded: least
+    /// recently used files go first. Held in bytes.
+    #[arg(long = "disk-cache", alias = "disk-cache-bytes", env = "SYMCLUSTER_DISK_CACHE",
+        value_name = "SIZE", value_parser = symcluster_telemetry::flags::bytes,
+        default_value = "10GiB")]
     pub disk_cache_bytes: u64,
 
-    /// Memory cache budget in bytes (parsed SymCaches and source maps).
-    #[arg(long, env = "SYMCLUSTER_MEMORY_CACHE_BYTES", default_value_t = 2 << 30)]
+    /// Memory cache budget for parsed SymCaches and source maps (`2GiB`; a bare number is
+    /// bytes). Held in bytes.
+    #[arg(long = "memory-cache", alias = "memory-cache-bytes", env = "SYMCLUSTER_MEMORY_CACHE",
+        value_name = "SIZE", value_parser = symcluster_telemetry::flags::bytes,
+        default_value = "2GiB")]
     pub memory_cache_bytes: u64,
 
-    /// How long a "not found" is remembered, in seconds.
-    #[arg(long, env = "SYMCLUSTER_NEGATIVE_CACHE_SECS", default_value_t = 60)]
+    /// How long a "not found" is remembered (`60s`, `5m`; a bare number is seconds, as the
+    /// former `--negative-cache-secs` took). Held in seconds.
+    #[arg(long = "negative-cache", alias = "negative-cache-secs",
+        env = "SYMCLUSTER_NEGATIVE_CACHE", value_name = "DURATION",
+        value_parser = symcluster_telemetry::flags::secs, default_value = "60s")]
     pub negative_cache_secs: u64,
 
     /// Debug files from a local directory instead of S3 (same layout as the bucket).
@@ -76,8 +85,11 @@ pub struct WorkerConfig {
     #[arg(long, env = "SYMCLUSTER_S3_ATTEMPTS", default_value_t = 3)]
     pub s3_attempts: u32,
 
-    /// Timeout of one S3 request attempt, in milliseconds.
-    #[arg(long, env = "SYMCLUSTER_S3_TIMEOUT_MS", default_value_t = 5_000)]
+    /// Timeout of one S3 request attempt (`5s`; a bare number is milliseconds, as the former
+    /// `--s3-timeout-ms` took). Held in milliseconds.
+    #[arg(long = "s3-timeout", alias = "s3-timeout-ms", env = "SYMCLUSTER_S3_TIMEOUT",
+        value_name = "DURATION", value_parser = symcluster_telemetry::flags::millis,
+        default_value = "5s")]
     pub s3_timeout_ms: u64,
 
     /// HTTP address of the Prometheus `/metrics` endpoint and the `/ready` probe.
@@ -91,14 +103,6 @@ pub struct WorkerConfig {
     /// On SIGTERM/SIGINT, how long running jobs may take to finish before the worker hands
     /// them back to the master and exits (`30s`, `2m`, `0`: humantime's syntax). Keep it below
     /// the orchestrator's kill grace period (Kubernetes' `terminationGracePeriodSeconds`).
-    #[arg(long, env = "SYMCLUSTER_DRAIN_TIMEOUT", value_parser = parse_duration, default_value = "30s")]
+    #[arg(long, env = "SYMCLUSTER_DRAIN_TIMEOUT", value_name = "DURATION", value_parser = symcluster_telemetry::flags::duration, default_value = "30s")]
     pub drain_timeout: std::time::Duration,
-}
-
-/// `30s`, `2m`, `0` (humantime's syntax).
-fn parse_duration(s: &str) -> Result<std::time::Duration, String> {
-    if s == "0" {
-        return Ok(std::time::Duration::ZERO);
-    }
-    humantime::parse_duration(s).map_err(|e| format!("{s:?}: {e}"))
 }

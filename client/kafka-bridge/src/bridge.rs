@@ -462,7 +462,7 @@ async fn dead_letter(shared: &Shared, message: &OwnedMessage, position: &Positio
     let value = message.payload().unwrap_or_default();
     let (value, headers) = if value.len() > shared.config.max_message_bytes {
         let note = format!(
-            "the value ({} bytes, over --max-message-bytes {}) is left out; it is at {position}",
+            "the value ({} bytes, over --max-message-size {} bytes) is left out; it is at {position}",
             value.len(),
             shared.config.max_message_bytes
         );

@@ -81,22 +81,21 @@ pub struct BridgeConfig {
     pub in_flight: usize,
 
     /// How often done offsets are committed (`1s`, `500ms`: humantime's syntax).
-    #[arg(long, env = "SYMCLUSTER_BRIDGE_COMMIT_INTERVAL", value_parser = humantime::parse_duration, default_value = "1s")]
+    #[arg(long, env = "SYMCLUSTER_BRIDGE_COMMIT_INTERVAL", value_name = "DURATION", value_parser = symcluster_telemetry::flags::duration, default_value = "1s")]
     pub commit_interval: Duration,
 
-    /// Largest message value published, bytes: a result message over it goes without the
-    /// result body (`result_omitted` says so), a dead letter without the original value (a
-    /// header says so). Keep it below the topics' `max.message.bytes` (1 MB by default).
-    #[arg(
-        long,
-        env = "SYMCLUSTER_BRIDGE_MAX_MESSAGE_BYTES",
-        default_value_t = 900_000
-    )]
+    /// Largest message value published (`900KB`; a bare number is bytes): a result message
+    /// over it goes without the result body (`result_omitted` says so), a dead letter without
+    /// the original value (a header says so). Keep it below the topics' `max.message.bytes`
+    /// (1 MB by default). Held in bytes.
+    #[arg(long = "max-message-size", alias = "max-message-bytes",
+        env = "SYMCLUSTER_BRIDGE_MAX_MESSAGE_SIZE", value_name = "SIZE",
+        value_parser = symcluster_telemetry::flags::bytes_usize, default_value = "900KB")]
     pub max_message_bytes: usize,
 
     /// On SIGTERM, how long messages in flight may take to finish before the bridge stops
     /// (their offsets stay uncommitted: the next consumer submits them again, deduplicated).
-    #[arg(long, env = "SYMCLUSTER_BRIDGE_DRAIN_TIMEOUT", value_parser = humantime::parse_duration, default_value = "30s")]
+    #[arg(long, env = "SYMCLUSTER_BRIDGE_DRAIN_TIMEOUT", value_name = "DURATION", value_parser = symcluster_telemetry::flags::duration, default_value = "30s")]
     pub drain_timeout: Duration,
 
     /// Where to serve Prometheus metrics (`/metrics`).

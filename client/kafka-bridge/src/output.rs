@@ -13,7 +13,7 @@
 //! crash group's fingerprint (`symctl groups`), null when the job has none. `result` is the
 //! engine's result (the `symctl symbolicate --format json` shape for native jobs,
 //! `symctl restore-js --format json` for JS), or null with `result_omitted` saying why when the
-//! message would be larger than `--max-message-bytes`.
+//! message would be larger than `--max-message-size`.
 
 use serde::Serialize;
 use serde_json::value::RawValue;
@@ -91,7 +91,7 @@ pub fn encode(job: &api::Job, source: &Position, max_bytes: usize) -> Vec<u8> {
                 source,
                 None,
                 Some(format!(
-                    "the result message would be {} bytes, over --max-message-bytes {max_bytes}: read it with `symctl job {}`",
+                    "the result message would be {} bytes, over --max-message-size {max_bytes} bytes: read it with `symctl job {}`",
                     with.len(),
                     job.job_id
                 )),
@@ -180,7 +180,7 @@ mod tests {
         assert_eq!(out["result"], serde_json::Value::Null);
         assert_eq!(
             out["result_omitted"],
-            "the result message would be 195 bytes, over --max-message-bytes 5: read it with `symctl job kafka:r:0:5`"
+            "the result message would be 195 bytes, over --max-message-size 5 bytes: read it with `symctl job kafka:r:0:5`"
         );
     }
 

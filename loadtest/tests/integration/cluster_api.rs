@@ -203,3 +203,91 @@ async fn the_dashboard_queries_metrics_that_exist() {
         "{exposition}"
     );
 }
+
+/// Sizes and durations take human units (`10GiB`, `30s`; a bare number keeps the old flag's
+/// unit); a bad unit is a usage error (exit 2) naming the flag, the value and the units.
+#[test]
+fn flags_take_human_units_and_refuse_bad_ones() {
+    use symcluster_loadtest::cluster::bin;
+    // Every value is parsed before `--help` is acted on: exit 0 means all were taken.
+    for (binary, args) in [
+        (
+            "symcluster-worker",
+            &[
+                "--disk-cache",
+                "10GiB",
+                "--memory-cache",
+                "512MiB",
+                "--negative-cache",
+                "30s",
+                "--s3-timeout",
+                "5000",
+                "--drain-timeout",
+                "1m",
+            ][..],
+        ),
+        (
+            "symcluster-master",
+            &[
+                "--lease",
+                "30s",
+                "--heartbeat",
+                "5000",
+                "--result-retention",
+                "7d",
+            ][..],
+        ),
+        (
+            "symcluster-kafka-bridge",
+            &["--max-message-size", "900KB", "--commit-interval", "500ms"][..],
+        ),
+    ] {
+        let out = std::process::Command::new(bin(binary))
+            .args(args)
+            .arg("--help")
+            .output()
+            .unwrap();
+        assert_eq!(
+            out.status.code(),
+            Some(0),
+            "{binary}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    for (binary, flag, value, shown) in [
+        (
+            "symcluster-worker",
+            "--disk-cache",
+            "10XB",
+            "--disk-cache <SIZE>",
+        ),
+        (
+            "symcluster-master",
+            "--lease",
+            "30 parsecs",
+            "--lease <DURATION>",
+        ),
+        ("symcluster-master", "--lease", "30", "--lease <DURATION>"),
+    ] {
+        let out = std::process::Command::new(bin(binary))
+            .args([flag, value, "--help"])
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        if value == "30" {
+            // A bare number is the old flag's unit (milliseconds): taken.
+            assert_eq!(out.status.code(), Some(0), "{stderr}");
+            continue;
+        }
+        assert_eq!(
+            out.status.code(),
+            Some(2),
+            "{binary} {flag} {value}: {stderr}"
+        );
+        assert!(
+            stderr.contains(&format!("invalid value '{value}' for '{shown}'")),
+            "{stderr}"
+        );
+        assert!(stderr.contains("write a number and a unit"), "{stderr}");
+    }
+}
