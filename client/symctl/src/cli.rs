@@ -6,7 +6,7 @@ use clap::{Parser, Subcommand, ValueEnum};
 
 /// symcluster command line: symbolicate crash reports.
 #[derive(Debug, Parser)]
-#[command(name = "symctl", version, about)]
+#[command(name = "symctl", version, about, after_help = EXIT_STATUS)]
 pub struct Cli {
     #[command(subcommand)]
     pub command: Command,
@@ -45,6 +45,10 @@ pub enum Command {
     Missing(MissingArgs),
     /// Print the cluster's state: workers, slots, queue, cache hit rates.
     Status(StatusArgs),
+    /// Print a shell completion script (`symctl completions bash > /etc/bash_completion.d/symctl`).
+    Completions(CompletionsArgs),
+    /// Print symctl's man page (roff: `symctl man > symctl.1; man ./symctl.1`).
+    Man,
 }
 
 /// How to reach the master.
@@ -243,6 +247,9 @@ pub struct GroupsArgs {
     /// How many groups.
     #[arg(long, default_value_t = 20)]
     pub limit: u32,
+    /// The list as a `table` or as `json` (an array of groups).
+    #[arg(long, value_enum, default_value_t = Output::Table, conflicts_with = "tree")]
+    pub output: Output,
 }
 
 #[derive(Debug, clap::Args)]
@@ -255,9 +262,9 @@ pub struct MissingArgs {
     /// How many entries.
     #[arg(long, default_value_t = 100)]
     pub limit: u32,
-    /// `text` (a table) or `json` (one object per entry, one per line).
-    #[arg(long, value_enum, default_value_t = ListFormat::Text)]
-    pub format: ListFormat,
+    /// `table` or `json` (an array of entries). `--format` is the former spelling.
+    #[arg(long, alias = "format", value_enum, default_value_t = Output::Table)]
+    pub output: Output,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -268,18 +275,37 @@ pub enum TreeFormat {
     Folded,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
-pub enum ListFormat {
-    /// An aligned table with a header.
-    Text,
-    /// JSON lines.
-    Json,
-}
-
 #[derive(Debug, clap::Args)]
 pub struct StatusArgs {
     #[command(flatten)]
     pub master: MasterArgs,
+    /// `table` (a summary line, then the masters and the workers) or `json` (one object).
+    #[arg(long, value_enum, default_value_t = Output::Table)]
+    pub output: Output,
+}
+
+#[derive(Debug, clap::Args)]
+pub struct CompletionsArgs {
+    /// The shell.
+    #[arg(value_enum)]
+    pub shell: clap_complete::Shell,
+}
+
+/// The exit statuses every subcommand uses, shown by `symctl --help`.
+pub const EXIT_STATUS: &str = "Exit status:
+  0  done (a submitted job that was waited for completed)
+  1  failed: a job ended FAILED, a request was refused (bad token, bad input, no such job),
+     the cluster or a file could not be reached; the reason is on stderr
+  2  usage error: an unknown flag or a bad value (e.g. a size or duration without a unit)";
+
+/// How a reading command (`groups`, `missing`, `status`) prints.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum Output {
+    /// Aligned columns with a header, for people.
+    #[value(alias = "text")]
+    Table,
+    /// One JSON document (an array of objects; one object for `status`), for scripts.
+    Json,
 }
 
 #[derive(Debug, clap::Args)]

@@ -291,3 +291,46 @@ fn flags_take_human_units_and_refuse_bad_ones() {
         assert!(stderr.contains("write a number and a unit"), "{stderr}");
     }
 }
+
+/// `symctl --help` documents the exit statuses; `symctl completions SHELL` and `symctl man`
+/// print what shells and `man` read; a bad `--output` is a usage error.
+#[test]
+fn symctl_documents_itself() {
+    use symcluster_loadtest::cluster::bin;
+    let run = |args: &[&str]| {
+        std::process::Command::new(bin("symctl"))
+            .args(args)
+            .output()
+            .unwrap()
+    };
+    let help = String::from_utf8(run(&["--help"]).stdout).unwrap();
+    for line in [
+        "Exit status:",
+        "  0  done",
+        "  1  failed",
+        "  2  usage error",
+    ] {
+        assert!(help.contains(line), "{help}");
+    }
+    let bash = run(&["completions", "bash"]);
+    assert!(bash.status.success());
+    let bash = String::from_utf8(bash.stdout).unwrap();
+    assert!(
+        bash.contains("_symctl()") && bash.contains("complete -F _symctl"),
+        "{bash}"
+    );
+    for sub in ["submit", "groups", "missing", "status"] {
+        assert!(bash.contains(sub), "{sub}");
+    }
+    let man = run(&["man"]);
+    assert!(man.status.success());
+    let man = String::from_utf8(man.stdout).unwrap();
+    assert!(man.contains(".TH symctl 1"), "{man}");
+    assert!(man.contains("Exit status:"), "{man}");
+    let bad = run(&["groups", "--output", "yaml"]);
+    assert_eq!(bad.status.code(), Some(2));
+    assert!(
+        String::from_utf8_lossy(&bad.stderr)
+            .contains("invalid value 'yaml' for '--output <OUTPUT>'")
+    );
+}

@@ -22,12 +22,9 @@ fn stdout(out: &std::process::Output) -> String {
     String::from_utf8_lossy(&out.stdout).into_owned()
 }
 
-/// `symctl missing --format json`: one object per line.
+/// `symctl missing --output json`: one array of entries.
 fn missing(cluster: &Cluster) -> Vec<serde_json::Value> {
-    stdout(&cluster.symctl(&["missing", "--format", "json"]))
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap())
-        .collect()
+    serde_json::from_str(&stdout(&cluster.symctl(&["missing", "--output", "json"]))).unwrap()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

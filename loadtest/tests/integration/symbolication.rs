@@ -297,6 +297,37 @@ async fn crashprobe_demo_and_js_jobs_end_to_end() {
     // Crash groups: the three CrashProbe crashes are three groups, the demo a fourth.
     let groups = groups(&client, 10).await;
     assert_eq!(groups.len(), 5, "3 CrashProbe + iOS demo + Hermes");
+    // `symctl groups --output json` prints the same groups, in the same order.
+    let out = cluster.symctl(&["groups", "--output", "json"]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let printed: Vec<serde_json::Value> = serde_json::from_slice(&out.stdout).unwrap();
+    let printed: Vec<(String, u64, Vec<String>)> = printed
+        .iter()
+        .map(|g| {
+            (
+                g["fingerprint"].as_str().unwrap().to_owned(),
+                g["count"].as_u64().unwrap(),
+                serde_json::from_value(g["key_stack"].clone()).unwrap(),
+            )
+        })
+        .collect();
+    let expected: Vec<(String, u64, Vec<String>)> = groups
+        .iter()
+        .map(|g| (g.fingerprint.clone(), g.count, g.key_stack.clone()))
+        .collect();
+    assert_eq!(printed, expected);
+    let table = String::from_utf8(cluster.symctl(&["groups"]).stdout).unwrap();
+    assert!(
+        table.lines().next().unwrap().starts_with("count"),
+        "{table}"
+    );
+    for g in &groups {
+        assert!(table.contains(&g.fingerprint), "{table}");
+    }
     let abort = groups
         .iter()
         .find(|g| g.key_stack[0].starts_with("-[CRLCrashAbort crash]"))

@@ -144,4 +144,21 @@ async fn a_cluster_over_tls_symbolicates_and_refuses_plaintext() {
         String::from_utf8_lossy(&out.stderr)
     );
     assert!(stdout.contains("leader"), "{stdout}");
+    let out = cluster.symctl(&["status", "--output", "json"]);
+    assert!(out.status.success());
+    let status: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let masters = status["masters"].as_array().unwrap();
+    assert_eq!(masters.len(), 3, "{status}");
+    let leaders: Vec<&serde_json::Value> =
+        masters.iter().filter(|m| m["role"] == "leader").collect();
+    assert_eq!(leaders.len(), 1, "{status}");
+    assert_eq!(leaders[0]["address"], status["leader"], "{status}");
+    let worker = status["workers"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|w| w["worker_id"] == "worker-0")
+        .expect("worker-0 listed");
+    assert_eq!(worker["connected"], true, "{status}");
+    assert_eq!(worker["slots"], 2, "{status}");
 }

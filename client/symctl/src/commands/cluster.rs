@@ -7,8 +7,8 @@ use anyhow::Context;
 use symcluster_client::{Client, api};
 
 use crate::cli::{
-    GroupsArgs, JobArgs, JobFormat, ListFormat, MasterArgs, MissingArgs, ProjectArgs, StatusArgs,
-    SubmitArgs, TreeFormat,
+    GroupsArgs, JobArgs, JobFormat, MasterArgs, MissingArgs, ProjectArgs, StatusArgs, SubmitArgs,
+    TreeFormat,
 };
 
 async fn connect(args: &MasterArgs) -> anyhow::Result<Client> {
@@ -274,16 +274,7 @@ pub async fn groups(args: GroupsArgs) -> anyhow::Result<()> {
         }
         return Ok(());
     }
-    for g in groups {
-        println!(
-            "{:>6}  {}  {}  {}",
-            g.count, g.project, g.fingerprint, g.title
-        );
-        for frame in &g.key_stack {
-            println!("          {frame}");
-        }
-    }
-    Ok(())
+    super::output::groups(&groups, args.output)
 }
 
 /// One line per node, parents first and children in order, indented two spaces per level:
@@ -349,45 +340,7 @@ pub async fn missing(args: MissingArgs) -> anyhow::Result<()> {
         .await?
         .into_inner()
         .missing;
-    if args.format == ListFormat::Json {
-        for m in &missing {
-            let line = serde_json::json!({
-                "project": m.project,
-                "key": m.key,
-                "image": m.image,
-                "arch": m.arch,
-                "jobs": m.jobs,
-                "groups": m.groups,
-                "first_seen_ms": m.first_seen_ms,
-                "last_seen_ms": m.last_seen_ms,
-            });
-            println!("{line}");
-        }
-        return Ok(());
-    }
-    println!(
-        "{:>6} {:>6}  {:<16} {:<40} {:<24} {:<8} {:<20} last seen",
-        "jobs", "groups", "project", "debug id / source map", "image", "arch", "first seen"
-    );
-    for m in &missing {
-        println!(
-            "{:>6} {:>6}  {:<16} {:<40} {:<24} {:<8} {:<20} {}",
-            m.jobs,
-            m.groups,
-            m.project,
-            m.key,
-            if m.image.is_empty() { "-" } else { &m.image },
-            if m.arch.is_empty() { "-" } else { &m.arch },
-            utc(m.first_seen_ms),
-            utc(m.last_seen_ms)
-        );
-    }
-    Ok(())
-}
-
-/// `YYYY-MM-DDTHH:MM:SSZ` of milliseconds since the Unix epoch.
-fn utc(ms: u64) -> String {
-    humantime::format_rfc3339_seconds(UNIX_EPOCH + std::time::Duration::from_millis(ms)).to_string()
+    super::output::missing(&missing, args.output)
 }
 
 pub async fn status(args: StatusArgs) -> anyhow::Result<()> {
@@ -397,43 +350,5 @@ pub async fn status(args: StatusArgs) -> anyhow::Result<()> {
         .cluster_status(api::ClusterStatusRequest {})
         .await?
         .into_inner();
-    println!(
-        "leader {}  queue {}  running {}  completed {}  failed {}",
-        s.leader, s.queue_depth, s.jobs_running, s.jobs_completed, s.jobs_failed
-    );
-    let affinity = if s.total_leases > 0 {
-        format!(
-            "{:.0}%",
-            100.0 * s.affine_leases as f64 / s.total_leases as f64
-        )
-    } else {
-        "-".into()
-    };
-    println!(
-        "leases {}  to the preferred (cache-affine) worker {affinity}",
-        s.total_leases
-    );
-    for m in &s.masters {
-        println!(
-            "master {:<3} {:<28} {:<13} term {:<4} commit {:<8} applied {:<8} lag {}",
-            m.id, m.address, m.role, m.term, m.commit_index, m.applied_index, m.lag
-        );
-    }
-    for w in &s.workers {
-        let lookups = w.cache_hits + w.cache_misses;
-        let hit_rate = if lookups > 0 {
-            format!("{:.0}%", 100.0 * w.cache_hits as f64 / lookups as f64)
-        } else {
-            "-".into()
-        };
-        println!(
-            "worker {:<24} {} slots {}/{} busy  cache hits {hit_rate}  heartbeat {} ms ago",
-            w.worker_id,
-            if w.connected { "up  " } else { "down" },
-            w.busy,
-            w.slots,
-            w.last_heartbeat_ms_ago
-        );
-    }
-    Ok(())
+    super::output::status(&s, args.output)
 }

@@ -1,6 +1,7 @@
 //! One module per subcommand; [`run`] dispatches.
 
 mod cluster;
+mod output;
 mod restore_js;
 mod submit_dir;
 mod symbolicate;
@@ -19,6 +20,16 @@ pub fn run(command: Command) -> anyhow::Result<()> {
         Command::Groups(args) => block_on(cluster::groups(args)),
         Command::Missing(args) => block_on(cluster::missing(args)),
         Command::Status(args) => block_on(cluster::status(args)),
+        Command::Completions(args) => {
+            let mut command = <crate::cli::Cli as clap::CommandFactory>::command();
+            clap_complete::generate(args.shell, &mut command, "symctl", &mut std::io::stdout());
+            Ok(())
+        }
+        Command::Man => {
+            let command = <crate::cli::Cli as clap::CommandFactory>::command();
+            clap_mangen::Man::new(command).render(&mut std::io::stdout())?;
+            Ok(())
+        }
     }
 }
 
