@@ -19,6 +19,7 @@
 
 #![deny(missing_docs)]
 
+pub mod retry;
 mod submit_stream;
 mod tls;
 

@@ -2,17 +2,22 @@
 //!
 //! Every `crash-*.json` and `hang-*.json` in the report directory is submitted as a native job
 //! (the job id is `<prefix>-<file name>`, so a retry after a lost acknowledgement is idempotent)
-//! and deleted only once the master acknowledged it. Unreachable masters are retried with
-//! exponential backoff; whatever is still unsent stays on disk for the next launch. A report the
+//! and deleted only once the master acknowledged it. Errors another try can fix (masters out of
+//! reach or electing, a deadline, a rate limit: [`symcluster_client::retry::is_retryable`]) are
+//! retried with the clients' one policy (exponential backoff with jitter, afresh after a report
+//! went through); whatever is still unsent stays on disk for the next launch. A report the
 //! master refuses for good (`INVALID_ARGUMENT`, e.g. larger than 16 MiB; `OUT_OF_RANGE`, larger
 //! than a request may be) would be refused again on every launch: it is deleted and listed in
-//! [`SendSummary::refused`] with the master's reason. Leftover `.inprogress` files of processes
-//! that did not crash are empty and removed.
+//! [`SendSummary::refused`] with the master's reason. Other refusals (a token the master does
+//! not take) are not retried in this pass, but the reports stay for a later launch (an app
+//! update may bring a new token). Leftover `.inprogress` files of processes that did not crash
+//! are empty and removed.
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use symcluster_client::{Client, ClientError};
+use backon::BackoffBuilder as _;
+use symcluster_client::{Client, ClientError, retry};
 
 /// What a send pass did.
 #[derive(Debug, Default, Clone, PartialEq, Eq)]
@@ -25,13 +30,31 @@ pub struct SendSummary {
     pub refused: Vec<(String, String)>,
 }
 
-/// Whether the master's answer means the report itself will never be accepted.
-fn refused_for_good(error: &ClientError) -> bool {
-    matches!(
-        error,
-        ClientError::Status(status)
-            if matches!(status.code(), tonic::Code::InvalidArgument | tonic::Code::OutOfRange)
-    )
+/// What becomes of a report whose submit failed.
+enum Fate {
+    /// Tried again in this pass ([`retry::is_retryable`]).
+    Retry,
+    /// Deleted: the master refuses this report itself, and would on every launch.
+    Refused,
+    /// Kept on disk, not tried again in this pass (e.g. a token the master does not take).
+    Later,
+}
+
+impl Fate {
+    fn of(error: &ClientError) -> Fate {
+        match error {
+            ClientError::Status(status)
+                if matches!(
+                    status.code(),
+                    tonic::Code::InvalidArgument | tonic::Code::OutOfRange
+                ) =>
+            {
+                Fate::Refused
+            }
+            e if retry::is_retryable(e) => Fate::Retry,
+            _ => Fate::Later,
+        }
+    }
 }
 
 /// Reports waiting in `dir`, oldest first.
@@ -70,8 +93,10 @@ pub fn clean_stale(dir: &Path) {
     }
 }
 
-/// Sends every pending report in `dir` to the leader of the masters at `endpoint` (one `http://host:port`, or several comma-separated), `attempts` times at most
-/// (backoff 200 ms, doubling). Job ids are `<job_prefix>-<file name>`.
+/// Sends every pending report in `dir` to the leader of the masters at `endpoint` (one
+/// `http://host:port`, or several comma-separated), in `attempts` passes at most over the
+/// reports a retryable error kept (backoff from 200 ms, doubling to 10 s, with jitter, afresh
+/// after a pass that sent something). Job ids are `<job_prefix>-<file name>`.
 pub async fn send_pending(
     dir: &Path,
     endpoint: &str,
@@ -82,23 +107,28 @@ pub async fn send_pending(
     clean_stale(dir);
     let mut summary = SendSummary::default();
     let mut files = pending(dir);
-    let mut backoff = Duration::from_millis(200);
+    let mut kept_for_later = Vec::new();
+    let policy = retry::backoff(Duration::from_secs(10));
+    let mut delays = policy.build();
     let mut last_error = String::new();
     for attempt in 0..attempts.max(1) {
         if files.is_empty() {
             break;
         }
         if attempt > 0 {
-            tokio::time::sleep(backoff).await;
-            backoff *= 2;
+            tokio::time::sleep(delays.next().unwrap_or(Duration::from_secs(10))).await;
         }
         let mut client = match Client::connect(endpoint, token).await {
             Ok(client) => client,
             Err(e) => {
                 last_error = e.to_string();
+                if !retry::is_retryable(&e) {
+                    break;
+                }
                 continue;
             }
         };
+        let sent_before = summary.sent.len();
         let mut still = Vec::new();
         for file in files {
             let name = file
@@ -108,32 +138,39 @@ pub async fn send_pending(
                 .to_owned();
             let job_id = format!("{job_prefix}-{name}");
             let result = match std::fs::read(&file) {
-                Ok(bytes) => client.submit_native(&job_id, bytes).await.map_err(|e| {
-                    let refused = refused_for_good(&e);
-                    (e.to_string(), refused)
-                }),
-                Err(e) => Err((e.to_string(), false)),
+                Ok(bytes) => client
+                    .submit_native(&job_id, bytes)
+                    .await
+                    .map_err(|e| (e.to_string(), Fate::of(&e))),
+                // Unreadable now (e.g. still being written): kept for a later launch.
+                Err(e) => Err((e.to_string(), Fate::Later)),
             };
             match result {
                 Ok(_) => {
                     let _ = std::fs::remove_file(&file);
                     summary.sent.push(job_id);
                 }
-                Err((e, true)) => {
+                Err((e, Fate::Refused)) => {
                     let _ = std::fs::remove_file(&file);
                     summary.refused.push((job_id, e));
                 }
-                Err((e, false)) => {
+                Err((e, Fate::Retry)) => {
                     last_error = e;
                     still.push(file);
                 }
+                Err((e, Fate::Later)) => kept_for_later.push((file.display().to_string(), e)),
             }
         }
         files = still;
+        if summary.sent.len() > sent_before {
+            // Progress: the masters are back; the next wait starts short again.
+            delays = policy.build();
+        }
     }
     summary.kept = files
         .iter()
         .map(|f| (f.display().to_string(), last_error.clone()))
+        .chain(kept_for_later)
         .collect();
     summary
 }

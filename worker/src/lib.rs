@@ -94,17 +94,10 @@ pub async fn run_until(
     ));
     tracing::info!(worker = %worker_id, slots, master = %config.master, metrics = %config.metrics_listen, "worker starting");
 
-    // Reconnecting: 200 ms doubling to 5 s, with jitter (workers cut off together do not
-    // return together), and afresh after a session that held a lease stream.
+    // Reconnecting: the clients' one policy (200 ms doubling to 5 s, with jitter: workers cut
+    // off together do not return together), afresh after a session that held a lease stream.
     use backon::BackoffBuilder as _;
-    let reconnect = || {
-        backon::ExponentialBuilder::default()
-            .with_min_delay(Duration::from_millis(200))
-            .with_max_delay(Duration::from_secs(5))
-            .with_jitter()
-            .without_max_times()
-            .build()
-    };
+    let reconnect = || symcluster_client::retry::backoff(Duration::from_secs(5)).build();
     let mut delays = reconnect();
     loop {
         // A session drains the worker itself when a shutdown comes while it is connected.

@@ -114,14 +114,11 @@ fn kafka_config(config: &BridgeConfig) -> ClientConfig {
     kafka
 }
 
-/// Backoff for retries of the master and the broker: 100 ms doubling to 5 s, with jitter, for
-/// as long as it takes (a message is never dropped because a peer is down).
+/// Backoff for retries of the master and the broker: the clients' one policy (200 ms doubling
+/// to 5 s, with jitter), for as long as it takes (a message is never dropped because a peer is
+/// down).
 fn backoff() -> ExponentialBuilder {
-    ExponentialBuilder::default()
-        .with_min_delay(Duration::from_millis(100))
-        .with_max_delay(Duration::from_secs(5))
-        .with_jitter()
-        .without_max_times()
+    symcluster_client::retry::backoff(Duration::from_secs(5))
 }
 
 /// Runs the bridge until `shutdown` resolves (then drains: no new messages, the ones in flight

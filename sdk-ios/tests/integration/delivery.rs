@@ -136,3 +136,36 @@ async fn big_reports_are_sent_and_refused_ones_are_not_kept_forever() {
     assert_eq!(job.state, symcluster_client::api::JobState::Queued as i32);
     assert_eq!(job.kind, symcluster_client::api::JobKind::Native as i32);
 }
+
+/// A token the master does not take is not a reason to delete reports, nor to retry them in
+/// this pass: they stay on disk, with the master's reason, for a later launch.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn reports_refused_for_the_token_stay_for_a_later_launch() {
+    let dir = tempfile::tempdir().unwrap();
+    run(dir.path(), "null");
+    let cluster = Cluster::start(0, MasterOptions::default()).await;
+    let summary = symcluster_sdk::send::send_pending(
+        dir.path(),
+        &cluster.endpoint,
+        "not-the-token",
+        "app",
+        5,
+    )
+    .await;
+    assert!(
+        summary.sent.is_empty() && summary.refused.is_empty(),
+        "{summary:?}"
+    );
+    assert_eq!(summary.kept.len(), 1, "{summary:?}");
+    assert!(
+        summary.kept[0].1.contains("invalid bearer token"),
+        "{:?}",
+        summary.kept
+    );
+    assert_eq!(symcluster_sdk::send::pending(dir.path()).len(), 1);
+    // The right token later sends it.
+    let summary =
+        symcluster_sdk::send::send_pending(dir.path(), &cluster.endpoint, TOKEN, "app", 1).await;
+    assert_eq!(summary.sent.len(), 1, "{summary:?}");
+    assert!(symcluster_sdk::send::pending(dir.path()).is_empty());
+}
