@@ -20,13 +20,22 @@ pub fn repo() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..")
 }
 
-/// A release binary of the workspace (`SYMCLUSTER_BIN_DIR`, else `target/release`); panics when
-/// it is not built.
-pub fn bin(name: &str) -> PathBuf {
-    let dir = std::env::var_os("SYMCLUSTER_BIN_DIR")
+/// Where the workspace's release artifacts are: `SYMCLUSTER_BIN_DIR`, else `release` under
+/// cargo's target directory (`CARGO_TARGET_DIR`, relative to the workspace when relative, as
+/// cargo reads it; else `target`).
+pub fn release_dir() -> PathBuf {
+    if let Some(dir) = std::env::var_os("SYMCLUSTER_BIN_DIR") {
+        return PathBuf::from(dir);
+    }
+    let target = std::env::var_os("CARGO_TARGET_DIR")
         .map(PathBuf::from)
-        .unwrap_or_else(|| repo().join("target/release"));
-    let path = dir.join(name);
+        .map_or_else(|| repo().join("target"), |t| repo().join(t));
+    target.join("release")
+}
+
+/// A release binary of the workspace (in [`release_dir`]); panics when it is not built.
+pub fn bin(name: &str) -> PathBuf {
+    let path = release_dir().join(name);
     assert!(
         path.exists(),
         "{} not found: run `cargo build --release --bins` (or set SYMCLUSTER_BIN_DIR)",

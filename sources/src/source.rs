@@ -180,15 +180,7 @@ fn describe_sdk_error<
             .chars()
             .take(200)
             .collect(),
-        other => {
-            let mut text = other.to_string();
-            let mut cur = std::error::Error::source(other);
-            while let Some(s) = cur {
-                text.push_str(": ");
-                text.push_str(&s.to_string());
-                cur = s.source();
-            }
-            text
-        }
+        // The error and its causes on one line (the SDK's own chain formatter).
+        other => aws_sdk_s3::error::DisplayErrorContext(other).to_string(),
     }
 }

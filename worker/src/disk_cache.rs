@@ -66,7 +66,7 @@ impl DiskCache {
     pub fn open(dir: &Path, budget: u64) -> std::io::Result<Self> {
         std::fs::create_dir_all(dir)?;
         let mut found = Vec::new();
-        scan(dir, dir, &mut found)?;
+        scan(dir, &mut found)?;
         found.sort_by_key(|(_, _, mtime)| *mtime);
         let mut index = Index::default();
         for (key, size, _) in found {
@@ -111,18 +111,24 @@ impl DiskCache {
         }
         self.evict_to(self.budget - size);
         let path = self.dir.join(key);
-        let tmp = path.with_extension(format!("tmp{}", std::process::id()));
-        let written = path
-            .parent()
-            .map_or(Ok(()), std::fs::create_dir_all)
-            .and_then(|_| std::fs::write(&tmp, bytes))
-            .and_then(|_| std::fs::rename(&tmp, &path));
+        let parent = path.parent().unwrap_or(&self.dir);
+        // A temporary file in the same directory, renamed into place once whole: a reader never
+        // sees half an entry, and one left by a crash is removed at the next open. The temporary
+        // file removes itself when the write fails.
+        let written = std::fs::create_dir_all(parent)
+            .and_then(|()| {
+                tempfile::Builder::new()
+                    .prefix(TMP_PREFIX)
+                    .tempfile_in(parent)
+            })
+            .and_then(|mut tmp| {
+                std::io::Write::write_all(&mut tmp, bytes)?;
+                tmp.persist(&path).map_err(|e| e.error)?;
+                Ok(())
+            });
         match written {
             Ok(()) => self.lock().insert(key.to_owned(), size),
-            Err(e) => {
-                let _ = std::fs::remove_file(&tmp);
-                tracing::warn!(key, error = %e, "disk cache write failed");
-            }
+            Err(e) => tracing::warn!(key, error = %e, "disk cache write failed"),
         }
     }
 
@@ -149,28 +155,30 @@ impl DiskCache {
     }
 }
 
-fn scan(
-    root: &Path,
-    dir: &Path,
-    out: &mut Vec<(String, u64, std::time::SystemTime)>,
-) -> std::io::Result<()> {
-    for entry in std::fs::read_dir(dir)? {
-        let entry = entry?;
-        let meta = entry.metadata()?;
-        if meta.is_dir() {
-            scan(root, &entry.path(), out)?;
-        } else if let Ok(rel) = entry.path().strip_prefix(root) {
-            let key = rel.to_string_lossy().into_owned();
-            if key.contains(".tmp") {
-                let _ = std::fs::remove_file(entry.path());
-                continue;
-            }
-            out.push((
-                key,
-                meta.len(),
-                meta.modified().unwrap_or(std::time::UNIX_EPOCH),
-            ));
+/// Names of temporary files being written (never keys: keys are hex digests and paths).
+const TMP_PREFIX: &str = ".tmp-";
+
+/// Every entry under `root`: key (path relative to `root`), size in bytes, last modified.
+/// Temporary files a crash left are removed.
+fn scan(root: &Path, out: &mut Vec<(String, u64, std::time::SystemTime)>) -> std::io::Result<()> {
+    for entry in walkdir::WalkDir::new(root) {
+        let entry = entry.map_err(std::io::Error::other)?;
+        if !entry.file_type().is_file() {
+            continue;
         }
+        if entry.file_name().to_string_lossy().starts_with(TMP_PREFIX) {
+            let _ = std::fs::remove_file(entry.path());
+            continue;
+        }
+        let Ok(rel) = entry.path().strip_prefix(root) else {
+            continue;
+        };
+        let meta = entry.metadata().map_err(std::io::Error::other)?;
+        out.push((
+            rel.to_string_lossy().into_owned(),
+            meta.len(),
+            meta.modified().unwrap_or(std::time::UNIX_EPOCH),
+        ));
     }
     Ok(())
 }
@@ -206,5 +214,26 @@ mod tests {
         }
         let cache = DiskCache::open(dir.path(), 400).unwrap();
         assert_eq!(cache.total_bytes(), 300);
+    }
+
+    #[test]
+    fn a_write_a_crash_cut_short_is_removed_at_open() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::create_dir_all(dir.path().join("x")).unwrap();
+        std::fs::write(dir.path().join("x").join(".tmp-abc123"), [9; 50]).unwrap();
+        std::fs::write(dir.path().join("x").join("kept"), [1; 20]).unwrap();
+        let cache = DiskCache::open(dir.path(), 1000).unwrap();
+        assert_eq!(cache.total_bytes(), 20);
+        assert!(!dir.path().join("x").join(".tmp-abc123").exists());
+        assert_eq!(cache.get("x/kept").unwrap(), vec![1; 20]);
+        // Entries are whole files: nothing else is left in the directory after a write.
+        cache.put("x/new", &[2; 30]);
+        let names: Vec<String> = std::fs::read_dir(dir.path().join("x"))
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .collect();
+        let mut names = names;
+        names.sort();
+        assert_eq!(names, ["kept", "new"]);
     }
 }

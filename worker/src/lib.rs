@@ -132,8 +132,10 @@ pub async fn run_until(
 }
 
 fn default_worker_id() -> String {
-    let host = std::fs::read_to_string("/etc/hostname")
-        .map(|h| h.trim().to_owned())
-        .unwrap_or_else(|_| "worker".into());
+    let host = gethostname::gethostname()
+        .into_string()
+        .ok()
+        .filter(|h| !h.is_empty())
+        .unwrap_or_else(|| "worker".into());
     format!("{host}-{}", std::process::id())
 }

@@ -110,10 +110,7 @@ impl Drop for TestNetwork {
 }
 
 fn bin(name: &str) -> PathBuf {
-    std::env::var_os("SYMCLUSTER_BIN_DIR")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| repo().join("target/release"))
-        .join(name)
+    symcluster_loadtest::cluster::bin(name)
 }
 
 async fn status_of(endpoint: &str) -> Option<api::ClusterStatusResponse> {

@@ -73,7 +73,7 @@ pub(crate) mod meta {
 pub enum IndexError {
     /// The database could not be opened, read or written.
     #[error("index store: {0}")]
-    Db(Box<redb::Error>),
+    Db(#[source] Box<redb::Error>),
     /// A stored record or snapshot does not decode (corrupt, or from an incompatible version).
     #[error("index store: {what} does not decode: {source}")]
     Decode {

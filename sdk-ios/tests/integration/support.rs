@@ -30,16 +30,19 @@ pub fn marker_line(name: &str) -> u32 {
 pub fn crasher() -> &'static Path {
     static BUILT: OnceLock<PathBuf> = OnceLock::new();
     BUILT.get_or_init(|| {
-        let lib = crate_dir().join("../target/release/libsymcluster_sdk.a");
+        let release = symcluster_loadtest::cluster::release_dir();
+        let lib = release.join("libsymcluster_sdk.a");
         assert!(
             lib.exists(),
             "{} not found: run `cargo build --release -p symcluster-sdk-ios`",
             lib.display()
         );
-        let out_dir = crate_dir().join("../target/sdk-test");
+        let out_dir = release.join("../sdk-test");
         std::fs::create_dir_all(&out_dir).unwrap();
         let exe = out_dir.join("crasher");
-        let status = Command::new("cc")
+        // The C compiler the build uses (`CC`, as the cc crate reads it), else `cc`.
+        let cc = std::env::var_os("CC").unwrap_or_else(|| "cc".into());
+        let status = Command::new(cc)
             .args([
                 "-g",
                 "-O0",

@@ -405,6 +405,10 @@ fn strip_big_fields(value: &Value) -> Value {
 }
 
 /// Strips the `)]}'` anti-XSSI prefix some servers put before JSON.
+///
+/// Hand-written for a reason: the sourcemap crate's `strip_junk_header` does this, but 9.3
+/// keeps it private to its decoder (only `decode_slice`, which builds the whole map, calls
+/// it), and this reader looks at the JSON before deciding how to build the map.
 fn strip_xssi_prefix(map: &[u8]) -> &[u8] {
     let trimmed = map.trim_ascii_start();
     match trimmed.strip_prefix(b")]}'") {

@@ -43,14 +43,12 @@ pub fn debug_id_from_build_id(code_id: &str) -> Option<DebugId> {
     {
         return None;
     }
-    let mut bytes = [0u8; 16];
-    for (i, slot) in bytes.iter_mut().enumerate().take(hex.len() / 2) {
+    let mut guid = [0u8; 16];
+    for (i, slot) in guid.iter_mut().enumerate().take(hex.len() / 2) {
         *slot = u8::from_str_radix(&hex[2 * i..2 * i + 2], 16).ok()?;
     }
-    bytes[0..4].reverse();
-    bytes[4..6].reverse();
-    bytes[6..8].reverse();
-    let id = DebugId::from_uuid(symbolic_common::Uuid::from_bytes(bytes));
+    // debugid's GUID reading does the byte swap (the same one symbolic's ELF reader uses).
+    let id = DebugId::from_guid_age(&guid, 0).ok()?;
     (!id.is_nil()).then_some(id)
 }
 
