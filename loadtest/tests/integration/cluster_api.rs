@@ -202,6 +202,89 @@ async fn the_dashboard_queries_metrics_that_exist() {
             .any(|l| l == "symcluster_worker_jobs_total{kind=\"native\",outcome=\"completed\"} 1"),
         "{exposition}"
     );
+
+    // Both endpoints read by a Prometheus text-format parser: names follow the conventions
+    // (`_total` counters, `_seconds` and `_bytes` are what they say), with the right types.
+    for endpoint in [&cluster.metrics, worker] {
+        let text = http_get(endpoint, "/metrics").await;
+        let scrape = prometheus_parse::Scrape::parse(text.lines().map(|l| Ok(l.to_owned())))
+            .unwrap_or_else(|e| panic!("{endpoint}: {e}"));
+        assert!(
+            scrape.samples.len() > 5,
+            "{endpoint}: {}",
+            scrape.samples.len()
+        );
+        let histograms: std::collections::HashSet<&str> = scrape
+            .samples
+            .iter()
+            .filter(|s| matches!(s.value, prometheus_parse::Value::Histogram(_)))
+            .map(|s| s.metric.as_str())
+            .collect();
+        for sample in &scrape.samples {
+            let name = sample.metric.as_str();
+            assert!(name.starts_with("symcluster_"), "{name}");
+            // A histogram's `_sum` and `_count` series belong to it.
+            if ["_sum", "_count"].iter().any(|suffix| {
+                name.strip_suffix(suffix)
+                    .is_some_and(|family| histograms.contains(family))
+            }) {
+                continue;
+            }
+            assert!(
+                scrape.docs.contains_key(name)
+                    || scrape.docs.contains_key(name.trim_end_matches("_total")),
+                "{name} has no HELP"
+            );
+            match &sample.value {
+                prometheus_parse::Value::Counter(_) => {
+                    assert!(name.ends_with("_total"), "counter {name} without _total")
+                }
+                prometheus_parse::Value::Gauge(_) => {
+                    assert!(
+                        !name.ends_with("_total"),
+                        "gauge {name} named like a counter"
+                    )
+                }
+                prometheus_parse::Value::Histogram(_) => {}
+                other => panic!("{name}: unexpected type {other:?}"),
+            }
+            // Durations in seconds: histograms of events, or a gauge of a current age
+            // (`symcluster_queue_oldest_age_seconds`).
+            if name.ends_with("_seconds") {
+                assert!(
+                    matches!(
+                        sample.value,
+                        prometheus_parse::Value::Histogram(_) | prometheus_parse::Value::Gauge(_)
+                    ),
+                    "{name} is neither a histogram nor a gauge"
+                );
+            }
+        }
+        let typed = |name: &str| {
+            scrape
+                .samples
+                .iter()
+                .find(|s| s.metric == name)
+                .map(|s| std::mem::discriminant(&s.value))
+        };
+        let counter = Some(std::mem::discriminant(&prometheus_parse::Value::Counter(
+            0.0,
+        )));
+        let gauge = Some(std::mem::discriminant(&prometheus_parse::Value::Gauge(0.0)));
+        let histogram = Some(std::mem::discriminant(&prometheus_parse::Value::Histogram(
+            Vec::new(),
+        )));
+        if endpoint == &cluster.metrics {
+            assert_eq!(typed("symcluster_leases_total"), counter);
+            assert_eq!(typed("symcluster_raft_write_transactions_total"), counter);
+            assert_eq!(typed("symcluster_queue_depth"), gauge);
+            assert_eq!(typed("symcluster_raft_fsync_seconds"), histogram);
+        } else {
+            assert_eq!(typed("symcluster_worker_jobs_total"), counter);
+            assert_eq!(typed("symcluster_worker_job_seconds"), histogram);
+            assert_eq!(typed("symcluster_worker_cache_bytes"), gauge);
+        }
+    }
 }
 
 /// Sizes and durations take human units (`10GiB`, `30s`; a bare number keeps the old flag's
