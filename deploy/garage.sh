@@ -20,8 +20,11 @@ BUCKET=symcluster
 
 if [ "$cmd" = stop ]; then
     if [ -f "$dir/garage.pid" ]; then
-        kill "$(cat "$dir/garage.pid")" 2>/dev/null || true
+        pid=$(cat "$dir/garage.pid")
+        kill "$pid" 2>/dev/null || true
         rm -f "$dir/garage.pid"
+        # Wait for it to exit (a few seconds), so that the next start finds its ports free.
+        for _ in $(seq 100); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
     fi
     exit 0
 fi

@@ -24,12 +24,25 @@ while [ $# -gt 0 ]; do
     esac
 done
 
-stop() {
-    for pid in "$root"/*.pid; do
-        [ -e "$pid" ] || continue
-        kill "$(cat "$pid")" 2>/dev/null || true
-        rm -f "$pid"
+# Stops the processes of the pid files matching $1 with SIGTERM and waits for them to exit.
+stop_all() {
+    local pids=() pid
+    for file in "$root"/$1; do
+        [ -e "$file" ] || continue
+        pid=$(cat "$file")
+        kill "$pid" 2>/dev/null && pids+=("$pid")
+        rm -f "$file"
     done
+    for pid in "${pids[@]}"; do
+        while kill -0 "$pid" 2>/dev/null; do sleep 0.1; done
+    done
+}
+
+# Workers first, while a master can take back their leases (they drain and exit at once);
+# then the masters, then Garage.
+stop() {
+    stop_all 'worker-*.pid'
+    stop_all '*.pid'
     bash deploy/garage.sh stop "$root/garage"
 }
 
