@@ -46,13 +46,13 @@ pub struct MasterConfig {
 
     /// How long a lease lasts without a heartbeat (`30s`, `2m`; a bare number is milliseconds,
     /// as the former `--lease-ms` took). Held in milliseconds.
-    #[arg(long = "lease", alias = "lease-ms", env = "SYMCLUSTER_LEASE", value_name = "DURATION",
+    #[arg(long = "lease", alias = "lease-ms", env = "SYMCLUSTER_LEASE_MS", value_name = "DURATION",
         value_parser = symcluster_telemetry::flags::millis, default_value = "30s")]
     pub lease_ms: u64,
 
     /// How often workers are asked to send a heartbeat (`5s`; a bare number is milliseconds, as
     /// the former `--heartbeat-ms` took). Held in milliseconds.
-    #[arg(long = "heartbeat", alias = "heartbeat-ms", env = "SYMCLUSTER_HEARTBEAT",
+    #[arg(long = "heartbeat", alias = "heartbeat-ms", env = "SYMCLUSTER_HEARTBEAT_MS",
         value_name = "DURATION", value_parser = symcluster_telemetry::flags::millis,
         default_value = "5s")]
     pub heartbeat_ms: u64,

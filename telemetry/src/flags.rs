@@ -4,7 +4,8 @@
 //! Durations use humantime's syntax (`500ms`, `30s`, `5m`, `2h`, `7d`, combined as `1h30m`);
 //! sizes use bytesize's (`900KB` = 900,000 bytes, `512MiB` = 536,870,912 bytes, `10GiB`; the
 //! unit's case does not matter). Flags that took a raw number before keep taking one in their
-//! old unit, so existing command lines and environments still work. A value that does not
+//! old unit, and keep their environment variable (`SYMCLUSTER_LEASE_MS=30000` and
+//! `SYMCLUSTER_LEASE_MS=30s` both work), so existing command lines and environments still do. A value that does not
 //! parse is a usage error: clap prints the flag, the value and why, and exits with status 2.
 
 use std::time::Duration;

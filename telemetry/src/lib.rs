@@ -30,6 +30,7 @@ pub struct LogArgs {
     /// completion).
     #[arg(
         long,
+        global = true,
         value_enum,
         env = "SYMCLUSTER_LOG_FORMAT",
         default_value_t = LogFormat::Text

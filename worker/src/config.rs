@@ -54,14 +54,14 @@ pub struct WorkerConfig {
 
     /// Disk cache budget (`10GiB`, `500MB`; a bare number is bytes), never exceeded: least
     /// recently used files go first. Held in bytes.
-    #[arg(long = "disk-cache", alias = "disk-cache-bytes", env = "SYMCLUSTER_DISK_CACHE",
+    #[arg(long = "disk-cache", alias = "disk-cache-bytes", env = "SYMCLUSTER_DISK_CACHE_BYTES",
         value_name = "SIZE", value_parser = symcluster_telemetry::flags::bytes,
         default_value = "10GiB")]
     pub disk_cache_bytes: u64,
 
     /// Memory cache budget for parsed SymCaches and source maps (`2GiB`; a bare number is
     /// bytes). Held in bytes.
-    #[arg(long = "memory-cache", alias = "memory-cache-bytes", env = "SYMCLUSTER_MEMORY_CACHE",
+    #[arg(long = "memory-cache", alias = "memory-cache-bytes", env = "SYMCLUSTER_MEMORY_CACHE_BYTES",
         value_name = "SIZE", value_parser = symcluster_telemetry::flags::bytes,
         default_value = "2GiB")]
     pub memory_cache_bytes: u64,
@@ -69,7 +69,7 @@ pub struct WorkerConfig {
     /// How long a "not found" is remembered (`60s`, `5m`; a bare number is seconds, as the
     /// former `--negative-cache-secs` took). Held in seconds.
     #[arg(long = "negative-cache", alias = "negative-cache-secs",
-        env = "SYMCLUSTER_NEGATIVE_CACHE", value_name = "DURATION",
+        env = "SYMCLUSTER_NEGATIVE_CACHE_SECS", value_name = "DURATION",
         value_parser = symcluster_telemetry::flags::secs, default_value = "60s")]
     pub negative_cache_secs: u64,
 
@@ -87,7 +87,7 @@ pub struct WorkerConfig {
 
     /// Timeout of one S3 request attempt (`5s`; a bare number is milliseconds, as the former
     /// `--s3-timeout-ms` took). Held in milliseconds.
-    #[arg(long = "s3-timeout", alias = "s3-timeout-ms", env = "SYMCLUSTER_S3_TIMEOUT",
+    #[arg(long = "s3-timeout", alias = "s3-timeout-ms", env = "SYMCLUSTER_S3_TIMEOUT_MS",
         value_name = "DURATION", value_parser = symcluster_telemetry::flags::millis,
         default_value = "5s")]
     pub s3_timeout_ms: u64,

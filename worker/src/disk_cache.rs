@@ -166,7 +166,13 @@ fn scan(root: &Path, out: &mut Vec<(String, u64, std::time::SystemTime)>) -> std
         if !entry.file_type().is_file() {
             continue;
         }
-        if entry.file_name().to_string_lossy().starts_with(TMP_PREFIX) {
+        let name = entry.file_name().to_string_lossy();
+        // Also the `<key>.tmp<pid>` files of versions before tempfile.
+        let older_tmp = entry
+            .path()
+            .extension()
+            .is_some_and(|e| e.to_string_lossy().starts_with("tmp"));
+        if name.starts_with(TMP_PREFIX) || older_tmp {
             let _ = std::fs::remove_file(entry.path());
             continue;
         }

@@ -89,7 +89,7 @@ pub struct BridgeConfig {
     /// the original value (a header says so). Keep it below the topics' `max.message.bytes`
     /// (1 MB by default). Held in bytes.
     #[arg(long = "max-message-size", alias = "max-message-bytes",
-        env = "SYMCLUSTER_BRIDGE_MAX_MESSAGE_SIZE", value_name = "SIZE",
+        env = "SYMCLUSTER_BRIDGE_MAX_MESSAGE_BYTES", value_name = "SIZE",
         value_parser = symcluster_telemetry::flags::bytes_usize, default_value = "900KB")]
     pub max_message_bytes: usize,
 

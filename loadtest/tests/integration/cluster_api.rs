@@ -337,6 +337,27 @@ fn flags_take_human_units_and_refuse_bad_ones() {
             String::from_utf8_lossy(&out.stderr)
         );
     }
+    // The former spellings and environment variables are still read (environment values are
+    // checked only when the binary would run, not with --help: a bad one stops it at once).
+    let old = std::process::Command::new(bin("symcluster-master"))
+        .args(["--lease-ms", "30000", "--heartbeat-ms", "5000", "--help"])
+        .output()
+        .unwrap();
+    assert_eq!(
+        old.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&old.stderr)
+    );
+    let env = std::process::Command::new(bin("symcluster-worker"))
+        .env("SYMCLUSTER_DISK_CACHE_BYTES", "10XB")
+        .output()
+        .unwrap();
+    assert_eq!(env.status.code(), Some(2), "the old variable is read");
+    assert!(
+        String::from_utf8_lossy(&env.stderr)
+            .contains("invalid value '10XB' for '--disk-cache <SIZE>'")
+    );
     for (binary, flag, value, shown) in [
         (
             "symcluster-worker",

@@ -62,7 +62,20 @@ async fn a_job_is_followed_by_its_id_through_json_logs() {
 
     // The master: submitted, leased to the worker at attempt 1, completed last. (The lease is
     // made when the submit is applied, so it may be logged before the submit's answer.)
-    let master = json_lines(&cluster.master_logs_raw(), "master");
+    // The watcher hears of the completion when it is applied, which may be just before the
+    // completing call logs it: wait for that line.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    let master = loop {
+        let lines = json_lines(&cluster.master_logs_raw(), "master");
+        if lines
+            .iter()
+            .any(|e| e["job_id"] == key && e["message"] == "job completed")
+            || std::time::Instant::now() > deadline
+        {
+            break lines;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    };
     let about_job: Vec<&serde_json::Value> = master.iter().filter(|e| e["job_id"] == key).collect();
     let event = |message: &str| {
         let found: Vec<&&serde_json::Value> = about_job

@@ -256,6 +256,9 @@ impl Node {
         let mut ready = self.raw.ready();
 
         if let Some(ss) = ready.ss() {
+            // A new leader schedules from the applied state: everything committed must be in
+            // it. A write that fails here stops the node like any other.
+            self.apply_deferred()?;
             self.role_changed(ss.raft_state, ss.leader_id);
         }
         if !ready.messages().is_empty() {
@@ -291,10 +294,6 @@ impl Node {
     }
 
     fn role_changed(&mut self, role: StateRole, leader_id: u64) {
-        // A new leader schedules from the applied state: everything committed must be in it.
-        if let Err(e) = self.apply_deferred() {
-            tracing::error!(error = %e, "applying deferred entries failed");
-        }
         let was_leader = self.role == StateRole::Leader;
         self.role = role;
         if self.leader_id != leader_id {
@@ -337,7 +336,7 @@ impl Node {
     /// one write transaction per append from the leader instead of two. Nothing waits on a
     /// follower's apply (clients are answered by the leader), the entries are already durable
     /// in the log (a restart applies them again from there), and a follower that becomes
-    /// leader applies them first ([`Node::role_changed`]).
+    /// leader applies them first ([`Node::on_ready`], before [`Node::role_changed`]).
     fn write_or_defer(
         &mut self,
         committed: Vec<Entry>,
@@ -444,10 +443,12 @@ impl Node {
             storage.set_hard_state(&txn, hs)?;
         }
         if let Some(last) = committed.last() {
-            self.applied = last.index;
             self.raw.mut_store().maybe_compact(&txn, last.index)?;
         }
         txn.commit().map_err(crate::index::db)?;
+        if let Some(last) = committed.last() {
+            self.applied = last.index;
+        }
         metrics::RAFT_WRITES
             .with_label_values(&[if durable { "fsync" } else { "none" }])
             .inc();

@@ -282,17 +282,26 @@ async fn check_off_runtime(spec: v1::JobSpec) -> (Result<Checked, String>, v1::J
     // As many reads at once as there are cores: more would only add blocking-pool threads
     // (each with its own allocator heap: the leader's RSS went from 160 to 287 MiB without
     // this bound under the load test).
-    static READERS: std::sync::LazyLock<tokio::sync::Semaphore> = std::sync::LazyLock::new(|| {
-        tokio::sync::Semaphore::new(std::thread::available_parallelism().map_or(2, |n| n.get()))
-    });
-    let Ok(_permit) = READERS.acquire().await else {
+    // The permit goes into the blocking task, so that a caller who gives up (a short deadline,
+    // a reset stream) does not free a place while its read still runs.
+    static READERS: std::sync::LazyLock<std::sync::Arc<tokio::sync::Semaphore>> =
+        std::sync::LazyLock::new(|| {
+            std::sync::Arc::new(tokio::sync::Semaphore::new(
+                std::thread::available_parallelism().map_or(2, |n| n.get()),
+            ))
+        });
+    let Ok(permit) = READERS.clone().acquire_owned().await else {
         return (check(&spec), spec);
     };
     let shared = std::sync::Arc::new(spec);
     let task = shared.clone();
-    let checked = tokio::task::spawn_blocking(move || check(&task))
-        .await
-        .unwrap_or_else(|e| Err(format!("the report reader stopped: {e}")));
+    let checked = tokio::task::spawn_blocking(move || {
+        let checked = check(&task);
+        drop(permit);
+        checked
+    })
+    .await
+    .unwrap_or_else(|e| Err(format!("the report reader stopped: {e}")));
     // The task has ended and dropped its reference.
     let spec = std::sync::Arc::try_unwrap(shared).unwrap_or_else(|shared| (*shared).clone());
     (checked, spec)

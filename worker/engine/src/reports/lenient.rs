@@ -66,7 +66,8 @@ impl<'a> Scalar<'a> {
         }
     }
 
-    /// Whether the value was present and not `null` (objects and arrays count as present).
+    /// Whether the value was a string, a non-negative integer or a boolean (absent, `null`, other
+    /// numbers, arrays and objects are not).
     pub fn is_present(&self) -> bool {
         !matches!(self, Scalar::Other)
     }

@@ -115,7 +115,20 @@ fn parse_json_report(text: &str) -> Result<NativeReport, ReportError> {
         serde_json::from_str(text).map_err(|e| ReportError::InvalidJson(e.to_string()))?;
     let format = json_shape(&top)?;
     if format == ReportFormat::SentryEvent {
-        return sentry::parse(&top);
+        return match sentry::parse(&top) {
+            // A key given twice in one object: the typed readers refuse it, where a
+            // `serde_json::Value` keeps the last one. Rare: read the event once through `Value`
+            // to drop the duplicates, then as usual.
+            Err(ReportError::InvalidJson(m)) if m.contains("duplicate field") => {
+                let value: Value = serde_json::from_str(text)
+                    .map_err(|e| ReportError::InvalidJson(e.to_string()))?;
+                let deduplicated = value.to_string();
+                let top: TopLevel = serde_json::from_str(&deduplicated)
+                    .map_err(|e| ReportError::InvalidJson(e.to_string()))?;
+                sentry::parse(&top)
+            }
+            other => other,
+        };
     }
     let value: Value =
         serde_json::from_str(text).map_err(|e| ReportError::InvalidJson(e.to_string()))?;
@@ -145,7 +158,16 @@ fn json_shape(top: &TopLevel<'_>) -> Result<ReportFormat, ReportError> {
     } else if has("debug_meta") || has("exception") {
         Ok(ReportFormat::SentryEvent)
     } else {
-        let mut keys: Vec<&str> = top.keys().take(6).collect();
+        // The first six distinct keys (a key given twice counts once, as in a `Value`).
+        let mut keys: Vec<&str> = Vec::new();
+        for key in top.keys() {
+            if keys.len() == 6 {
+                break;
+            }
+            if !keys.contains(&key) {
+                keys.push(key);
+            }
+        }
         keys.sort_unstable();
         Err(ReportError::UnknownJson(format!(
             "top-level keys [{}]; expected an .ips report, KSCrash, a Sentry event or a \

@@ -226,3 +226,21 @@ proptest! {
         }
     }
 }
+
+/// A key given twice in one object of a Sentry event: the last one counts, as in any JSON
+/// reader that keeps one value per key (the typed readers refuse duplicates; the event is then
+/// read through `serde_json::Value` once).
+#[test]
+fn a_sentry_event_with_a_key_given_twice_reads_the_last_one() {
+    let event = br#"{
+        "exception": {"values": [{"type": "EXC_BAD_ACCESS", "stacktrace": {"frames": [
+            {"instruction_addr": "0x1", "instruction_addr": "0x1010"}]}}]},
+        "debug_meta": {"images": [
+            {"image_addr": "0x9000", "image_addr": "0x1000", "image_size": 4096,
+             "uuid": "54039061-a983-3323-a49d-837a894d667f", "name": "/a/App"}]}
+    }"#;
+    let report = symcluster_engine::parse_report(event).unwrap();
+    assert_eq!(report.images.len(), 1);
+    assert_eq!(report.images[0].image_addr, 0x1000);
+    assert_eq!(report.threads[0].frames[0].instruction_addr, 0x1010);
+}
