@@ -515,20 +515,19 @@ impl Cluster {
             .unwrap_or_default()
     }
 
+    /// The running masters' processes.
+    fn running_masters(&self) -> impl Iterator<Item = &Proc> {
+        self.masters.iter().filter_map(|m| m.proc.as_ref())
+    }
+
     /// Every running master's log, concatenated as written (no headers).
     pub fn master_logs_raw(&self) -> String {
-        self.masters
-            .iter()
-            .filter_map(|m| m.proc.as_ref())
-            .map(Proc::log)
-            .collect()
+        self.running_masters().map(Proc::log).collect()
     }
 
     /// Every running master's log, for failure messages.
     pub fn master_logs(&self) -> String {
-        self.masters
-            .iter()
-            .filter_map(|m| m.proc.as_ref())
+        self.running_masters()
             .map(|p| format!("--- {}\n{}", p.name, p.log()))
             .collect()
     }
