@@ -270,14 +270,17 @@ impl Ingest for IngestService {
 
 /// [`check`]s `spec`; a native report without a routing key (decompressing and reading up to
 /// 16 MiB) is read on the blocking pool, so that it never holds up the async threads that
-/// serve every other request. The spec is handed back.
-async fn check_off_runtime(spec: v1::JobSpec) -> (Result<Checked, String>, v1::JobSpec) {
+/// serve every other request. The spec is handed back; `Err` (INTERNAL) only when the reading
+/// task itself ended abnormally.
+async fn check_off_runtime(
+    spec: v1::JobSpec,
+) -> Result<(Result<Checked, String>, v1::JobSpec), Status> {
     let reads_report = matches!(
         &spec.payload,
         Some(v1::job_spec::Payload::Native(native)) if native.routing_key.is_empty()
     );
     if !reads_report {
-        return (check(&spec), spec);
+        return Ok((check(&spec), spec));
     }
     // As many reads at once as there are cores: more would only add blocking-pool threads
     // (each with its own allocator heap: the leader's RSS went from 160 to 287 MiB without
@@ -291,20 +294,15 @@ async fn check_off_runtime(spec: v1::JobSpec) -> (Result<Checked, String>, v1::J
             ))
         });
     let Ok(permit) = READERS.clone().acquire_owned().await else {
-        return (check(&spec), spec);
+        return Ok((check(&spec), spec));
     };
-    let shared = std::sync::Arc::new(spec);
-    let task = shared.clone();
-    let checked = tokio::task::spawn_blocking(move || {
-        let checked = check(&task);
+    tokio::task::spawn_blocking(move || {
+        let checked = check(&spec);
         drop(permit);
-        checked
+        (checked, spec)
     })
     .await
-    .unwrap_or_else(|e| Err(format!("the report reader stopped: {e}")));
-    // The task has ended and dropped its reference.
-    let spec = std::sync::Arc::try_unwrap(shared).unwrap_or_else(|shared| (*shared).clone());
-    (checked, spec)
+    .map_err(|e| Status::internal(format!("the report reader stopped: {e}")))
 }
 
 /// Checks and submits `spec` on this master (the leader) for `caller`: the answer `Submit`
@@ -317,7 +315,7 @@ pub(super) async fn submit_spec(
     mut spec: v1::JobSpec,
     caller: &auth::Caller,
 ) -> Result<v1::SubmitResponse, Status> {
-    let (checked, returned) = check_off_runtime(spec).await;
+    let (checked, returned) = check_off_runtime(spec).await?;
     spec = returned;
     let checked = checked.map_err(Status::invalid_argument)?;
     spec.project = caller.project_for(&spec.project)?;
