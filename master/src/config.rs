@@ -12,6 +12,9 @@ pub struct MasterConfig {
     /// Log output (`--log-format text|json`).
     #[command(flatten)]
     pub log: symcluster_telemetry::LogArgs,
+    /// Span export to an OpenTelemetry collector (`--otlp-endpoint`).
+    #[command(flatten)]
+    pub trace: symcluster_telemetry::TraceArgs,
 
     /// gRPC address (Ingest, WorkerApi, Admin, health, reflection).
     #[arg(

@@ -11,8 +11,11 @@ static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
     let config = symcluster_master::config::MasterConfig::parse();
-    symcluster_telemetry::init_logs(config.log.log_format);
-    symcluster_master::run(config, shutdown_signal()).await
+    let telemetry =
+        symcluster_telemetry::init_service(&config.log, &config.trace, "symcluster-master")?;
+    let ran = symcluster_master::run(config, shutdown_signal()).await;
+    telemetry.shutdown().await;
+    ran
 }
 
 async fn shutdown_signal() {

@@ -1,67 +1,20 @@
-//! What every symcluster binary shares to be run and observed: log set-up ([`init_logs`],
-//! [`LogArgs`]), flag values in human units ([`flags`]), and the Prometheus text endpoint
-//! ([`register`], [`exposition`], [`serve`]).
+//! What every symcluster binary shares to be run and observed: log and trace set-up
+//! ([`init_logs`], [`init_service`], [`LogArgs`], [`TraceArgs`]; spans exported to an OpenTelemetry collector with the `otlp`
+//! feature), W3C trace context across processes ([`trace_context`]), flag values in human
+//! units ([`flags`]), and the Prometheus text endpoint ([`register`], [`exposition`],
+//! [`serve`]).
 
 #![deny(missing_docs)]
 
 pub mod flags;
+mod logs;
+#[cfg(feature = "otlp")]
+mod otlp;
+pub mod trace_context;
+
+pub use logs::{LogArgs, LogFormat, Telemetry, TraceArgs, init_logs, init_logs_with, init_service};
 
 use prometheus::{Encoder, Registry, TextEncoder};
-
-/// How log lines are written.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum)]
-pub enum LogFormat {
-    /// One human-readable line per event: time, level, the spans with their fields
-    /// (`job{job_id=default/crash-1 attempt=1}:`), the target, the message and its fields.
-    #[default]
-    Text,
-    /// One JSON object per line, for log pipelines (Loki, Elasticsearch, CloudWatch): `timestamp`
-    /// (RFC 3339), `level`, `target`, the event's fields at the top level (`message`, …), `span`
-    /// (the innermost span: its `name` and fields) and `spans` (every open span, outermost
-    /// first), so that a job is followed by its `job_id` across processes.
-    Json,
-}
-
-/// The log flags every binary takes (`#[command(flatten)]`).
-#[derive(Debug, Clone, clap::Args)]
-pub struct LogArgs {
-    /// Log line format on stderr: `text` or `json`. What is logged is chosen by `RUST_LOG`
-    /// (default `info`; e.g. `info,symcluster_master=debug` adds each job's submit, lease and
-    /// completion).
-    #[arg(
-        long,
-        global = true,
-        value_enum,
-        env = "SYMCLUSTER_LOG_FORMAT",
-        default_value_t = LogFormat::Text
-    )]
-    pub log_format: LogFormat,
-}
-
-/// Logs to stderr in `format`, filtered by `RUST_LOG` (default `info`; `tracing_subscriber`'s
-/// `EnvFilter` syntax, e.g. `info,symcluster_master=debug`).
-pub fn init_logs(format: LogFormat) {
-    init_logs_with(format, "info");
-}
-
-/// [`init_logs`] with another filter when `RUST_LOG` is unset (`"warn"` for command-line
-/// tools, whose output is their result).
-pub fn init_logs_with(format: LogFormat, default_filter: &str) {
-    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
-        .unwrap_or_else(|_| default_filter.into());
-    let builder = tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_writer(std::io::stderr);
-    match format {
-        LogFormat::Text => builder.init(),
-        LogFormat::Json => builder
-            .json()
-            .flatten_event(true)
-            .with_current_span(true)
-            .with_span_list(true)
-            .init(),
-    }
-}
 
 /// Registers `collector` in `registry` and returns it. Panics on a name registered twice: a
 /// programming error, found by the first scrape of any test.

@@ -20,6 +20,7 @@ use symbolic_common::{ByteView, DebugId};
 use symcluster_engine::ModuleLoad;
 use symcluster_engine::js::JsSourceMap;
 use symcluster_engine::symcache::{SYMCACHE_VERSION, SymCacheError, SymCacheFile};
+use tracing::Instrument as _;
 
 use symcluster_sources::{FetchError, Scope, Source, layout};
 
@@ -190,7 +191,11 @@ impl Caches {
             return Ok(Arc::new(symcache));
         }
         let fetch_started = std::time::Instant::now();
-        let object = match self.source.fetch(&key).await {
+        let fetching = self.source.fetch(&key);
+        let object = match fetching
+            .instrument(tracing::info_span!("fetch", %debug_id, key = %key))
+            .await
+        {
             Ok(Some(bytes)) => bytes,
             Ok(None) => {
                 tracing::debug!(%key, "debug file not in the bucket");
@@ -205,7 +210,9 @@ impl Caches {
             "debug file fetched");
         let convert_started = std::time::Instant::now();
         let disk = self.disk.clone();
+        let span = tracing::info_span!("convert", %debug_id, bytes = object.len());
         let converted = tokio::task::spawn_blocking(move || {
+            let _entered = span.enter();
             match SymCacheFile::from_object_file(&object, debug_id) {
                 Ok(symcache) => {
                     disk.put(&disk_key, symcache.bytes());

@@ -12,6 +12,9 @@ pub struct WorkerConfig {
     /// Log output (`--log-format text|json`).
     #[command(flatten)]
     pub log: symcluster_telemetry::LogArgs,
+    /// Span export to an OpenTelemetry collector (`--otlp-endpoint`).
+    #[command(flatten)]
+    pub trace: symcluster_telemetry::TraceArgs,
 
     /// The masters' gRPC endpoints, comma-separated (any member of the group: the worker
     /// finds the leader and follows it).

@@ -21,6 +21,7 @@ pub mod config;
 pub mod disk_cache;
 pub mod grouping;
 pub mod metrics;
+mod reconnect;
 pub mod runner;
 pub mod session;
 pub mod shutdown;
@@ -94,11 +95,7 @@ pub async fn run_until(
     ));
     tracing::info!(worker = %worker_id, slots, master = %config.master, metrics = %config.metrics_listen, "worker starting");
 
-    // Reconnecting: the clients' one policy (200 ms doubling to 5 s, with jitter: workers cut
-    // off together do not return together), afresh after a session that held a lease stream.
-    use backon::BackoffBuilder as _;
-    let reconnect = || symcluster_client::retry::backoff(Duration::from_secs(5)).build();
-    let mut delays = reconnect();
+    let mut reconnect = reconnect::Reconnect::new();
     loop {
         // A session drains the worker itself when a shutdown comes while it is connected.
         let ended = session::run(
@@ -114,16 +111,20 @@ pub async fn run_until(
             Ok(session::End::Drained) => return Ok(()),
             Ok(session::End::StreamClosed) => {
                 tracing::warn!("lease stream ended; reconnecting");
-                delays = reconnect();
+                reconnect.registered();
             }
-            Err(e) => tracing::warn!(error = %e, "master session failed; reconnecting"),
+            Ok(session::End::Lost(e)) => {
+                tracing::warn!(error = %e, "master session lost; reconnecting");
+                reconnect.registered();
+            }
+            Err(e) => tracing::warn!(error = %e, "cannot reach the master; retrying"),
         }
         if shutdown.is_requested() {
             // Stopping while not connected: the jobs left are drained without a lease stream.
             session::drain_disconnected(&config, &worker_id, &jobs, &shutdown).await;
             return Ok(());
         }
-        let wait = delays.next().unwrap_or(Duration::from_secs(5));
+        let wait = reconnect.next_wait();
         tokio::select! {
             () = tokio::time::sleep(wait) => {}
             () = shutdown.requested() => {}

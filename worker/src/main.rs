@@ -11,8 +11,11 @@ static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
     let config = symcluster_worker::config::WorkerConfig::parse();
-    symcluster_telemetry::init_logs(config.log.log_format);
-    symcluster_worker::run(config).await?;
+    let telemetry =
+        symcluster_telemetry::init_service(&config.log, &config.trace, "symcluster-worker")?;
+    let ran = symcluster_worker::run(config).await;
+    telemetry.shutdown().await;
+    ran?;
     // Drained. A job stopped at the drain timeout may still be computing on the blocking pool
     // (a SymCache conversion cannot be interrupted), and dropping the runtime would wait for
     // it: its lease is handed back already, so exit now.

@@ -153,7 +153,9 @@ async fn run_native(
         futures::future::join_all(ids.iter().map(|id| caches.symcache(project, *id, recheck)))
             .await;
     let prefetched = Prefetched(ids.into_iter().zip(loads).collect());
+    let span = tracing::info_span!("symbolicate");
     let result = tokio::task::spawn_blocking(move || {
+        let _entered = span.enter();
         let result = symbolicate(&report, &prefetched);
         serde_json::to_vec(&result).map(|json| {
             (
@@ -206,7 +208,9 @@ async fn run_js(js: api::JsJob, project: &str, caches: &Arc<Caches>, recheck: bo
         Err(e @ SourceMapLoadError::Malformed(_)) => return permanent(e),
         Err(e @ SourceMapLoadError::Fetch(_)) => return retryable(e),
     };
+    let span = tracing::info_span!("symbolicate");
     let restored = tokio::task::spawn_blocking(move || {
+        let _entered = span.enter();
         let result = restore(&stack, &map);
         serde_json::to_vec(&result).map(|json| (compress(&json), crate::grouping::js(&result)))
     });

@@ -17,6 +17,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use symcluster_client::{Client, api};
+use symcluster_telemetry::trace_context;
 use tokio::sync::Semaphore;
 use tokio::task::AbortHandle;
 use tracing::Instrument;
@@ -82,19 +83,25 @@ impl Jobs {
     }
 }
 
-/// How a session ended without an error.
-#[derive(Debug, PartialEq, Eq)]
+/// How a session that registered ended.
+#[derive(Debug)]
 pub enum End {
     /// The master closed the lease stream (it stopped leading, or forgot this worker):
     /// reconnect.
     StreamClosed,
     /// The worker drained and deregistered: stop.
     Drained,
+    /// The session, registered and leasing, failed (the master went away, the stream broke):
+    /// reconnect.
+    Lost(anyhow::Error),
 }
 
 /// Connects to the master (any of `config.master`: the client finds the leader), registers,
 /// and runs leased jobs until the stream ends, or until `shutdown`, when it drains (module
 /// docs). A shutdown before the lease stream is open ends the session with `StreamClosed`.
+///
+/// # Errors
+/// Connecting or registering failed; a failure once registered is [`End::Lost`].
 pub async fn run(
     config: &WorkerConfig,
     worker_id: &str,
@@ -124,7 +131,7 @@ pub async fn run(
             Ok(End::Drained)
         }
         Ok(Loop::Closed) => Ok(End::StreamClosed),
-        Err(e) => Err(e),
+        Err(e) => Ok(End::Lost(e)),
     };
     heartbeat.abort();
     ended
@@ -279,6 +286,8 @@ async fn lease_loop(
         let mut running = jobs.lock();
         let span = tracing::info_span!("job", job_id = %job_id, attempt = lease.attempt,
             worker_id = %worker_id);
+        // A child of the master's `lease` span: lease, run and completion form one trace.
+        symcluster_telemetry::trace_context::set_parent(&span, &lease.traceparent);
         let task = tokio::spawn(
             async move {
                 let started = std::time::Instant::now();
@@ -451,6 +460,11 @@ async fn report(client: &Client, worker_id: &str, job_id: &str, attempt: u32, ou
             client
                 .on_leader(|channel| {
                     let request = request.clone();
+                    // The master's completion span continues this job's trace.
+                    let request = trace_context::with_parent(
+                        tonic::Request::new(request),
+                        &tracing::Span::current(),
+                    );
                     async move {
                         api::worker_api_client::WorkerApiClient::new(channel)
                             .complete_job(request)
@@ -476,6 +490,11 @@ async fn report(client: &Client, worker_id: &str, job_id: &str, attempt: u32, ou
             client
                 .on_leader(|channel| {
                     let request = request.clone();
+                    // The master's completion span continues this job's trace.
+                    let request = trace_context::with_parent(
+                        tonic::Request::new(request),
+                        &tracing::Span::current(),
+                    );
                     async move {
                         api::worker_api_client::WorkerApiClient::new(channel)
                             .fail_job(request)

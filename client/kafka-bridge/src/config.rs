@@ -13,6 +13,9 @@ pub struct BridgeConfig {
     /// Log output (`--log-format text|json`).
     #[command(flatten)]
     pub log: symcluster_telemetry::LogArgs,
+    /// Span export to an OpenTelemetry collector (`--otlp-endpoint`).
+    #[command(flatten)]
+    pub trace: symcluster_telemetry::TraceArgs,
 
     /// Kafka bootstrap servers, comma-separated `host:port`.
     #[arg(long, env = "SYMCLUSTER_KAFKA_BROKERS")]

@@ -5,8 +5,11 @@ use clap::Parser;
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
     let config = symcluster_kafka_bridge::config::BridgeConfig::parse();
-    symcluster_telemetry::init_logs(config.log.log_format);
-    symcluster_kafka_bridge::bridge::run(config, shutdown_signal()).await
+    let telemetry =
+        symcluster_telemetry::init_service(&config.log, &config.trace, "symcluster-kafka-bridge")?;
+    let ran = symcluster_kafka_bridge::bridge::run(config, shutdown_signal()).await;
+    telemetry.shutdown().await;
+    ran
 }
 
 async fn shutdown_signal() {

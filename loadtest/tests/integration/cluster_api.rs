@@ -396,6 +396,28 @@ fn flags_take_human_units_and_refuse_bad_ones() {
     }
 }
 
+/// A collector address that is not a URL stops a service at start, with the flag and the
+/// reason, before it serves anything.
+#[test]
+fn a_bad_otlp_endpoint_stops_the_service_with_its_reason() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = std::process::Command::new(symcluster_loadtest::cluster::bin("symcluster-master"))
+        .args(["--token", "t", "--otlp-endpoint", "not a url", "--data-dir"])
+        .arg(dir.path())
+        .env("RUST_BACKTRACE", "0")
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert!(stderr.contains("--otlp-endpoint not a url"), "{stderr}");
+    assert!(stderr.contains("invalid endpoint"), "{stderr}");
+    assert_eq!(
+        std::fs::read_dir(dir.path()).unwrap().count(),
+        0,
+        "nothing written"
+    );
+}
+
 /// `symctl --help` documents the exit statuses; `symctl completions SHELL` and `symctl man`
 /// print what shells and `man` read; a bad `--output` is a usage error.
 #[test]

@@ -3,7 +3,7 @@
 
 use symcluster_loadtest::cluster::{Cluster, MasterOptions, WorkerOptions};
 
-use crate::support::{fixture, upload_dsyms, wait};
+use crate::support::one_crashprobe_job;
 
 /// Every line of `log` as JSON: a line that is not JSON fails the test.
 fn json_lines(log: &str, who: &str) -> Vec<serde_json::Value> {
@@ -40,24 +40,7 @@ async fn a_job_is_followed_by_its_id_through_json_logs() {
             ..Default::default()
         })
         .await;
-    upload_dsyms(&cluster, &[fixture("crashprobe/release/dSYMs")]);
-    let report = std::fs::read(fixture("crashprobe/release/arm64/Call abort().json")).unwrap();
-    let mut client = cluster.client().await;
-    client.submit_native("traced", report).await.unwrap();
-    let job = wait(&mut client, "traced").await;
-    assert_eq!(
-        job.state,
-        symcluster_client::api::JobState::Completed as i32
-    );
-    // The debug files the result found: each must show in the worker's log.
-    let found: std::collections::BTreeSet<String> = crate::support::result(&job)["modules"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .filter(|m| m["status"] == "found")
-        .map(|m| m["debug_id"].as_str().unwrap().to_owned())
-        .collect();
-    assert!(!found.is_empty());
+    let found = one_crashprobe_job(&cluster, "traced").await;
     let key = "default/traced";
 
     // The master: submitted, leased to the worker at attempt 1, completed last. (The lease is

@@ -21,3 +21,4 @@ mod symbolication;
 mod system_symbols;
 mod tls;
 mod tokens;
+mod traces;

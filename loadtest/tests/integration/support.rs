@@ -180,3 +180,28 @@ pub async fn http_get(addr: &str, path: &str) -> String {
         .map(|(_, body)| body.to_owned())
         .unwrap_or(out)
 }
+
+/// Uploads the CrashProbe release dSYMs, submits its `Call abort()` report as `job_id`, waits
+/// for it and returns the debug ids (lowercase UUIDs) of the modules its result found: the
+/// files a worker must have fetched and converted. Fails the test when the job does not
+/// complete.
+pub async fn one_crashprobe_job(
+    cluster: &Cluster,
+    job_id: &str,
+) -> std::collections::BTreeSet<String> {
+    upload_dsyms(cluster, &[fixture("crashprobe/release/dSYMs")]);
+    let report = std::fs::read(fixture("crashprobe/release/arm64/Call abort().json")).unwrap();
+    let mut client = cluster.client().await;
+    client.submit_native(job_id, report).await.unwrap();
+    let job = wait(&mut client, job_id).await;
+    assert_eq!(job.state, api::JobState::Completed as i32);
+    let found: std::collections::BTreeSet<String> = result(&job)["modules"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|m| m["status"] == "found")
+        .map(|m| m["debug_id"].as_str().unwrap().to_owned())
+        .collect();
+    assert!(!found.is_empty());
+    found
+}

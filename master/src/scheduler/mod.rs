@@ -732,11 +732,15 @@ impl Scheduler {
             Ok(Some(spec)) => v1::JobSpec::decode(spec.as_slice()).ok(),
             _ => None,
         };
+        // The attempt's trace starts here; the worker's `job` span and the completion continue it.
+        let span = tracing::info_span!("lease", job_id, attempt, worker_id);
+        let _entered = span.enter();
         let lease = v1::Lease {
             job: spec,
             attempt,
             deadline_ms,
             recheck_missing: core.open.get(job_id).is_some_and(|j| j.recheck_missing),
+            traceparent: symcluster_telemetry::trace_context::traceparent(&span),
         };
         let sent = core
             .workers

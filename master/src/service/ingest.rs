@@ -8,8 +8,10 @@ use std::sync::Arc;
 
 use prost::Message;
 use symcluster_proto::v1::{self, ingest_server::Ingest};
+use symcluster_telemetry::trace_context;
 use tokio_stream::wrappers::ReceiverStream;
 use tonic::{Request, Response, Status, Streaming};
+use tracing::Instrument as _;
 
 use super::{index_status, job_to_proto, require_leader, schedule_status, submit_stream};
 use crate::auth;
@@ -60,11 +62,14 @@ impl Ingest for IngestService {
     ) -> Result<Response<v1::SubmitResponse>, Status> {
         require_leader(&self.scheduler)?;
         let caller = caller(&request)?;
+        let span = submit_span();
+        trace_context::set_parent(&span, trace_context::from_metadata(request.metadata()));
         let spec = request
             .into_inner()
             .job
             .ok_or_else(|| Status::invalid_argument("missing `job`"))?;
         submit_spec(&self.scheduler, spec, &caller)
+            .instrument(span)
             .await
             .map(Response::new)
     }
@@ -305,8 +310,14 @@ async fn check_off_runtime(
     .map_err(|e| Status::internal(format!("the report reader stopped: {e}")))
 }
 
-/// Checks and submits `spec` on this master (the leader) for `caller`: the answer `Submit`
-/// gives. The job goes to the project the spec names (or the caller's, see
+/// The span a submit runs in: `submit_job`, its `job_id` (the index key) recorded by
+/// [`submit_spec`] once known.
+pub(super) fn submit_span() -> tracing::Span {
+    tracing::info_span!("submit_job", job_id = tracing::field::Empty)
+}
+
+/// Checks and submits `spec` on this master (the leader) for `caller` (in a [`submit_span`]):
+/// the answer `Submit` gives. The job goes to the project the spec names (or the caller's, see
 /// [`auth::Caller::project_for`]) under its index key ([`keys`]): the stored spec carries that
 /// key as its `job_id`, which is the id workers complete it by, and the resolved `project`. A
 /// caller that may not read (a `device` token) gets the job without its result.
@@ -320,6 +331,7 @@ pub(super) async fn submit_spec(
     let checked = checked.map_err(Status::invalid_argument)?;
     spec.project = caller.project_for(&spec.project)?;
     spec.job_id = keys::job_key(&spec.project, &spec.job_id);
+    tracing::Span::current().record("job_id", spec.job_id.as_str());
     let encoded = spec.encode_to_vec();
     let key = spec.job_id.as_str();
     let outcome = match checked {

@@ -15,8 +15,9 @@ use tokio::sync::mpsc;
 use tokio::task::JoinSet;
 use tokio_stream::wrappers::ReceiverStream;
 use tonic::{Code, Status, Streaming};
+use tracing::Instrument as _;
 
-use super::ingest::{may_read, next_change, result_form, submit_spec};
+use super::ingest::{may_read, next_change, result_form, submit_span, submit_spec};
 use super::{job_to_proto, not_leader};
 use crate::auth::Caller;
 use crate::index::{is_terminal, keys};
@@ -139,7 +140,8 @@ async fn one_job(
         let _ = tx.send(Ok(refused(job_id, denied))).await;
         return;
     }
-    let accepted = match submit_spec(&scheduler, spec, &caller).await {
+    let submitted = submit_spec(&scheduler, spec, &caller).instrument(submit_span());
+    let accepted = match submitted.await {
         Ok(accepted) => accepted,
         Err(status) => {
             let _ = tx.send(failure(job_id, status)).await;

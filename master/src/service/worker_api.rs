@@ -5,9 +5,11 @@ use std::pin::Pin;
 use std::sync::Arc;
 
 use symcluster_proto::v1::{self, worker_api_server::WorkerApi};
+use symcluster_telemetry::trace_context;
 use tokio_stream::StreamExt;
 use tokio_stream::wrappers::ReceiverStream;
 use tonic::{Request, Response, Status};
+use tracing::Instrument as _;
 
 use super::{require_leader, schedule_status};
 use crate::auth::{self, Role};
@@ -66,6 +68,77 @@ impl WorkerApiService {
             _ => Ok(()),
         }
     }
+
+    async fn complete_job_in_span(
+        &self,
+        request: Request<v1::CompleteJobRequest>,
+    ) -> Result<Response<v1::CompleteJobResponse>, Status> {
+        require_leader(&self.scheduler)?;
+        self.act_as(&request, &request.get_ref().worker_id)?;
+        let r = request.into_inner();
+        worker_id(&r.worker_id)?;
+        if r.call_tree.len() > MAX_CALL_TREE_NODES {
+            return Err(Status::invalid_argument(format!(
+                "call_tree has {} nodes; at most {MAX_CALL_TREE_NODES}",
+                r.call_tree.len()
+            )));
+        }
+        // Workers compress their results; an older worker's JSON is checked and compressed
+        // here. A compressed result is checked by its frame header only (decompressing and
+        // parsing every result would cost the leader ~0.15 ms per job).
+        let result_zstd = if r.result_zstd.is_empty() {
+            check_result_json(&r.result_json)?;
+            crate::index::compress(&r.result_json)
+        } else {
+            crate::index::check_result_zstd(&r.result_zstd).map_err(Status::invalid_argument)?;
+            r.result_zstd
+        };
+        let accepted = self
+            .scheduler
+            .complete(
+                &r.worker_id,
+                &r.job_id,
+                r.attempt,
+                Completion {
+                    result_zstd,
+                    group: r.group,
+                    missing: r.missing,
+                    call_tree: r.call_tree,
+                },
+            )
+            .await
+            .map_err(schedule_status)?;
+        if accepted {
+            crate::metrics::JOBS_COMPLETED.inc();
+        }
+        tracing::debug!(job_id = %r.job_id, attempt = r.attempt, worker_id = %r.worker_id, accepted, "job completed");
+        Ok(Response::new(v1::CompleteJobResponse { accepted }))
+    }
+
+    async fn fail_job_in_span(
+        &self,
+        request: Request<v1::FailJobRequest>,
+    ) -> Result<Response<v1::FailJobResponse>, Status> {
+        require_leader(&self.scheduler)?;
+        self.act_as(&request, &request.get_ref().worker_id)?;
+        let r = request.into_inner();
+        worker_id(&r.worker_id)?;
+        let accepted = self
+            .scheduler
+            .fail(
+                &r.worker_id,
+                &r.job_id,
+                r.attempt,
+                &r.error,
+                r.retryable,
+                r.missing,
+            )
+            .await
+            .map_err(schedule_status)?;
+        tracing::debug!(job_id = %r.job_id, attempt = r.attempt, worker_id = %r.worker_id,
+            retryable = r.retryable, error = %r.error, accepted, "job failed");
+        Ok(Response::new(v1::FailJobResponse { accepted }))
+    }
 }
 
 /// Most nodes a completion's call tree may have.
@@ -121,71 +194,22 @@ impl WorkerApi for WorkerApiService {
         &self,
         request: Request<v1::CompleteJobRequest>,
     ) -> Result<Response<v1::CompleteJobResponse>, Status> {
-        require_leader(&self.scheduler)?;
-        self.act_as(&request, &request.get_ref().worker_id)?;
-        let r = request.into_inner();
-        worker_id(&r.worker_id)?;
-        if r.call_tree.len() > MAX_CALL_TREE_NODES {
-            return Err(Status::invalid_argument(format!(
-                "call_tree has {} nodes; at most {MAX_CALL_TREE_NODES}",
-                r.call_tree.len()
-            )));
-        }
-        // Workers compress their results; an older worker's JSON is checked and compressed
-        // here. A compressed result is checked by its frame header only (decompressing and
-        // parsing every result would cost the leader ~0.15 ms per job).
-        let result_zstd = if r.result_zstd.is_empty() {
-            check_result_json(&r.result_json)?;
-            crate::index::compress(&r.result_json)
-        } else {
-            crate::index::check_result_zstd(&r.result_zstd).map_err(Status::invalid_argument)?;
-            r.result_zstd
-        };
-        let accepted = self
-            .scheduler
-            .complete(
-                &r.worker_id,
-                &r.job_id,
-                r.attempt,
-                Completion {
-                    result_zstd,
-                    group: r.group,
-                    missing: r.missing,
-                    call_tree: r.call_tree,
-                },
-            )
-            .await
-            .map_err(schedule_status)?;
-        if accepted {
-            crate::metrics::JOBS_COMPLETED.inc();
-        }
-        tracing::debug!(job_id = %r.job_id, attempt = r.attempt, worker_id = %r.worker_id, accepted, "job completed");
-        Ok(Response::new(v1::CompleteJobResponse { accepted }))
+        let r = request.get_ref();
+        let span = tracing::info_span!("complete_job", job_id = %r.job_id, attempt = r.attempt,
+            worker_id = %r.worker_id);
+        trace_context::set_parent(&span, trace_context::from_metadata(request.metadata()));
+        self.complete_job_in_span(request).instrument(span).await
     }
 
     async fn fail_job(
         &self,
         request: Request<v1::FailJobRequest>,
     ) -> Result<Response<v1::FailJobResponse>, Status> {
-        require_leader(&self.scheduler)?;
-        self.act_as(&request, &request.get_ref().worker_id)?;
-        let r = request.into_inner();
-        worker_id(&r.worker_id)?;
-        let accepted = self
-            .scheduler
-            .fail(
-                &r.worker_id,
-                &r.job_id,
-                r.attempt,
-                &r.error,
-                r.retryable,
-                r.missing,
-            )
-            .await
-            .map_err(schedule_status)?;
-        tracing::debug!(job_id = %r.job_id, attempt = r.attempt, worker_id = %r.worker_id,
-            retryable = r.retryable, error = %r.error, accepted, "job failed");
-        Ok(Response::new(v1::FailJobResponse { accepted }))
+        let r = request.get_ref();
+        let span = tracing::info_span!("fail_job", job_id = %r.job_id, attempt = r.attempt,
+            worker_id = %r.worker_id);
+        trace_context::set_parent(&span, trace_context::from_metadata(request.metadata()));
+        self.fail_job_in_span(request).instrument(span).await
     }
 
     async fn heartbeat(
