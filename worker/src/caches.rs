@@ -47,6 +47,30 @@ enum SymCacheLoadError {
     Fetch(String),
 }
 
+/// Which layer answered a lookup.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Layer {
+    /// The in-memory cache (moka): a prepared SymCache or source map.
+    Memory,
+    /// The negative cache: known not to be in the bucket (for `--negative-cache`).
+    Negative,
+    /// The disk cache: a SymCache or downloaded source map from an earlier job.
+    Disk,
+    /// None: the bucket was asked (a miss).
+    Source,
+}
+
+impl Layer {
+    fn label(self) -> &'static str {
+        match self {
+            Layer::Memory => "memory",
+            Layer::Negative => "negative",
+            Layer::Disk => "disk",
+            Layer::Source => "source",
+        }
+    }
+}
+
 /// Cache counters.
 #[derive(Debug, Default)]
 pub struct CacheCounters {
@@ -112,13 +136,37 @@ impl Caches {
         self.disk.total_bytes()
     }
 
-    fn count(&self, hit: bool) {
-        let counter = if hit {
-            &self.counters.hits
-        } else {
+    /// Counts one lookup answered by `layer` (the heartbeat's hits and misses, and
+    /// `symcluster_worker_cache_lookups_total`).
+    fn count(&self, layer: Layer) {
+        let counter = if layer == Layer::Source {
             &self.counters.misses
+        } else {
+            &self.counters.hits
         };
         counter.fetch_add(1, Ordering::Relaxed);
+        crate::metrics::cache_lookup(layer.label(), layer != Layer::Source);
+    }
+
+    /// `key` from the source, in a `fetch` span, timed and counted
+    /// (`symcluster_worker_step_seconds{step="fetch"}`, `symcluster_worker_downloaded_bytes_total`).
+    async fn fetch(
+        &self,
+        key: &str,
+        kind: &'static str,
+        debug_id: Option<DebugId>,
+    ) -> Result<Option<Vec<u8>>, FetchError> {
+        let span = match debug_id {
+            Some(debug_id) => tracing::info_span!("fetch", %debug_id, key),
+            None => tracing::info_span!("fetch", key),
+        };
+        let started = std::time::Instant::now();
+        let fetched = self.source.fetch(key).instrument(span).await;
+        crate::metrics::step("fetch", kind, started.elapsed());
+        if let Ok(Some(bytes)) = &fetched {
+            crate::metrics::downloaded(bytes.len());
+        }
+        fetched
     }
 
     /// The SymCache of `debug_id` for a job of `project`, as the engine wants it: found,
@@ -142,7 +190,7 @@ impl Caches {
         if recheck {
             self.missing.invalidate(&key).await;
         } else if self.missing.contains_key(&key) {
-            self.count(true);
+            self.count(Layer::Negative);
             return ModuleLoad::Missing;
         }
         let entry = self
@@ -152,20 +200,20 @@ impl Caches {
             .await;
         match entry {
             Ok(entry) => {
-                self.count(!entry.is_fresh());
+                // A fresh entry was counted by its loader (disk or source).
+                if !entry.is_fresh() {
+                    self.count(Layer::Memory);
+                }
                 ModuleLoad::Found(entry.into_value())
             }
-            Err(e) => {
-                self.count(false);
-                match e.as_ref() {
-                    SymCacheLoadError::Missing => {
-                        self.missing.insert(key, ()).await;
-                        ModuleLoad::Missing
-                    }
-                    SymCacheLoadError::Malformed(m) => ModuleLoad::Malformed(m.clone()),
-                    SymCacheLoadError::Fetch(m) => ModuleLoad::FetchingFailed(m.clone()),
+            Err(e) => match e.as_ref() {
+                SymCacheLoadError::Missing => {
+                    self.missing.insert(key, ()).await;
+                    ModuleLoad::Missing
                 }
-            }
+                SymCacheLoadError::Malformed(m) => ModuleLoad::Malformed(m.clone()),
+                SymCacheLoadError::Fetch(m) => ModuleLoad::FetchingFailed(m.clone()),
+            },
         }
     }
 
@@ -187,15 +235,13 @@ impl Caches {
         .ok()
         .flatten();
         if let Some(symcache) = cached {
+            self.count(Layer::Disk);
             tracing::debug!(%key, "SymCache read from the disk cache");
             return Ok(Arc::new(symcache));
         }
+        self.count(Layer::Source);
         let fetch_started = std::time::Instant::now();
-        let fetching = self.source.fetch(&key);
-        let object = match fetching
-            .instrument(tracing::info_span!("fetch", %debug_id, key = %key))
-            .await
-        {
+        let object = match self.fetch(&key, "native", Some(debug_id)).await {
             Ok(Some(bytes)) => bytes,
             Ok(None) => {
                 tracing::debug!(%key, "debug file not in the bucket");
@@ -213,6 +259,7 @@ impl Caches {
         let span = tracing::info_span!("convert", %debug_id, bytes = object.len());
         let converted = tokio::task::spawn_blocking(move || {
             let _entered = span.enter();
+            let _converting = crate::metrics::Converting::start("native");
             match SymCacheFile::from_object_file(&object, debug_id) {
                 Ok(symcache) => {
                     disk.put(&disk_key, symcache.bytes());
@@ -253,7 +300,7 @@ impl Caches {
         if recheck {
             self.missing.invalidate(map_key).await;
         } else if self.missing.contains_key(map_key) {
-            self.count(true);
+            self.count(Layer::Negative);
             return Err(SourceMapLoadError::NotFound(map_key.to_owned()));
         }
         let entry = self
@@ -263,11 +310,13 @@ impl Caches {
             .await;
         match entry {
             Ok(entry) => {
-                self.count(!entry.is_fresh());
+                // A fresh entry was counted by its loader (disk or source).
+                if !entry.is_fresh() {
+                    self.count(Layer::Memory);
+                }
                 Ok(entry.into_value())
             }
             Err(e) => {
-                self.count(false);
                 if matches!(e.as_ref(), SourceMapLoadError::NotFound(_)) {
                     self.missing.insert(map_key.to_owned(), ()).await;
                 }
@@ -284,11 +333,14 @@ impl Caches {
         let disk_map = format!("download/{}", hex_key(map_key));
         let disk_bundle = format!("download/{}", hex_key(bundle_key));
         let map = match self.disk_get(&disk_map).await {
-            Some(bytes) => bytes,
+            Some(bytes) => {
+                self.count(Layer::Disk);
+                bytes
+            }
             None => {
+                self.count(Layer::Source);
                 let bytes = self
-                    .source
-                    .fetch(map_key)
+                    .fetch(map_key, "js", None)
                     .await?
                     .ok_or_else(|| SourceMapLoadError::NotFound(map_key.to_owned()))?;
                 self.disk_put(&disk_map, &bytes).await;
@@ -298,7 +350,7 @@ impl Caches {
         // The bundle is optional: it only adds scope names when the map has no function map.
         let bundle = match self.disk_get(&disk_bundle).await {
             Some(bytes) => Some(bytes),
-            None => match self.source.fetch(bundle_key).await {
+            None => match self.fetch(bundle_key, "js", None).await {
                 Ok(Some(bytes)) => {
                     self.disk_put(&disk_bundle, &bytes).await;
                     Some(bytes)
@@ -308,7 +360,10 @@ impl Caches {
             },
         };
         let key = map_key.to_owned();
+        let span = tracing::info_span!("convert", key, bytes = map.len());
         tokio::task::spawn_blocking(move || {
+            let _entered = span.enter();
+            let _converting = crate::metrics::Converting::start("js");
             let bundle = bundle.and_then(|b| String::from_utf8(b).ok());
             JsSourceMap::parse(&map, bundle.as_deref())
                 .map(Arc::new)

@@ -8,7 +8,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, LazyLock};
 
 use prometheus::{
-    HistogramOpts, HistogramVec, IntCounterVec, IntGauge, IntGaugeVec, Opts, Registry,
+    HistogramOpts, HistogramVec, IntCounter, IntCounterVec, IntGauge, IntGaugeVec, Opts, Registry,
 };
 
 use crate::caches::Caches;
@@ -68,14 +68,96 @@ static CACHE_LOOKUPS: LazyLock<IntCounterVec> = LazyLock::new(|| {
         IntCounterVec::new(
             Opts::new(
                 "symcluster_worker_cache_lookups_total",
-                "Debug file and source map lookups since start: `hit` (memory, disk or the \
-                 negative cache) or `miss` (went to the source)",
+                "Debug file and source map lookups since start, by the layer that answered \
+                 (`memory`, `negative`, `disk`, or `source`: the bucket was asked) and result \
+                 (`hit` for the caches, `miss` for the source)",
             ),
-            &["result"],
+            &["layer", "result"],
         )
         .expect("valid metric"),
     )
 });
+
+/// Counts one cache lookup answered by `layer` (`memory`, `negative`, `disk`, `source`).
+pub(crate) fn cache_lookup(layer: &'static str, hit: bool) {
+    CACHE_LOOKUPS
+        .with_label_values(&[layer, if hit { "hit" } else { "miss" }])
+        .inc();
+}
+
+static STEP_SECONDS: LazyLock<HistogramVec> = LazyLock::new(|| {
+    register(
+        HistogramVec::new(
+            HistogramOpts::new(
+                "symcluster_worker_step_seconds",
+                "Time of one step of a job, by step (`fetch`: one object from the bucket; \
+                 `convert`: a debug file to a SymCache or a source map to its cache; \
+                 `symbolicate`: the whole report or stack) and kind (`native`, `js`)",
+            )
+            .buckets(prometheus::exponential_buckets(0.0001, 2.0, 20).expect("valid buckets")),
+            &["step", "kind"],
+        )
+        .expect("valid metric"),
+    )
+});
+
+/// Records one `step` (`fetch`, `convert`, `symbolicate`) of a `kind` job that took `took`.
+pub(crate) fn step(step: &'static str, kind: &'static str, took: std::time::Duration) {
+    STEP_SECONDS
+        .with_label_values(&[step, kind])
+        .observe(took.as_secs_f64());
+}
+
+static DOWNLOADED_BYTES: LazyLock<IntCounter> = LazyLock::new(|| {
+    register(
+        IntCounter::new(
+            "symcluster_worker_downloaded_bytes_total",
+            "Bytes of debug files, source maps and bundles downloaded from the bucket",
+        )
+        .expect("valid metric"),
+    )
+});
+
+/// Counts `bytes` downloaded from the bucket.
+pub(crate) fn downloaded(bytes: usize) {
+    DOWNLOADED_BYTES.inc_by(bytes as u64);
+}
+
+static CONVERSIONS_IN_FLIGHT: LazyLock<IntGauge> = LazyLock::new(|| {
+    register(
+        IntGauge::new(
+            "symcluster_worker_conversions_in_flight",
+            "Debug files and source maps being converted now (each holds the original and \
+             its cache in memory)",
+        )
+        .expect("valid metric"),
+    )
+});
+
+/// One conversion under way: counted in `symcluster_worker_conversions_in_flight` while it
+/// lives, and its time recorded as a `convert` step when it ends.
+pub(crate) struct Converting {
+    kind: &'static str,
+    started: std::time::Instant,
+}
+
+impl Converting {
+    /// Starts counting a conversion for a `kind` job.
+    pub(crate) fn start(kind: &'static str) -> Self {
+        CONVERSIONS_IN_FLIGHT.inc();
+        Converting {
+            kind,
+            started: std::time::Instant::now(),
+        }
+    }
+}
+
+impl Drop for Converting {
+    fn drop(&mut self) {
+        CONVERSIONS_IN_FLIGHT.dec();
+        step("convert", self.kind, self.started.elapsed());
+    }
+}
 
 static CACHE_BYTES: LazyLock<IntGaugeVec> = LazyLock::new(|| {
     register(
@@ -135,6 +217,10 @@ pub async fn serve(
     LazyLock::force(&JOBS);
     LazyLock::force(&JOB_SECONDS);
     LazyLock::force(&READY);
+    LazyLock::force(&CACHE_LOOKUPS);
+    LazyLock::force(&STEP_SECONDS);
+    LazyLock::force(&DOWNLOADED_BYTES);
+    LazyLock::force(&CONVERSIONS_IN_FLIGHT);
     let app = axum::Router::new()
         .route(
             "/metrics",
@@ -147,15 +233,6 @@ pub async fn serve(
                     SLOTS
                         .with_label_values(&["free"])
                         .set((slots - busy).max(0));
-                    // The caches count; the counters follow them (both only grow).
-                    for (label, count) in [
-                        ("hit", &caches.counters.hits),
-                        ("miss", &caches.counters.misses),
-                    ] {
-                        let counter = CACHE_LOOKUPS.with_label_values(&[label]);
-                        let now = count.load(Ordering::Relaxed);
-                        counter.inc_by(now.saturating_sub(counter.get()));
-                    }
                     CACHE_BYTES
                         .with_label_values(&["memory"])
                         .set(caches.memory_bytes() as i64);

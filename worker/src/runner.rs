@@ -156,7 +156,9 @@ async fn run_native(
     let span = tracing::info_span!("symbolicate");
     let result = tokio::task::spawn_blocking(move || {
         let _entered = span.enter();
+        let started = std::time::Instant::now();
         let result = symbolicate(&report, &prefetched);
+        crate::metrics::step("symbolicate", "native", started.elapsed());
         serde_json::to_vec(&result).map(|json| {
             (
                 compress(&json),
@@ -211,7 +213,9 @@ async fn run_js(js: api::JsJob, project: &str, caches: &Arc<Caches>, recheck: bo
     let span = tracing::info_span!("symbolicate");
     let restored = tokio::task::spawn_blocking(move || {
         let _entered = span.enter();
+        let started = std::time::Instant::now();
         let result = restore(&stack, &map);
+        crate::metrics::step("symbolicate", "js", started.elapsed());
         serde_json::to_vec(&result).map(|json| (compress(&json), crate::grouping::js(&result)))
     });
     match restored.await {

@@ -283,6 +283,45 @@ async fn the_dashboard_queries_metrics_that_exist() {
             assert_eq!(typed("symcluster_worker_jobs_total"), counter);
             assert_eq!(typed("symcluster_worker_job_seconds"), histogram);
             assert_eq!(typed("symcluster_worker_cache_bytes"), gauge);
+            assert_eq!(typed("symcluster_worker_cache_lookups_total"), counter);
+            assert_eq!(typed("symcluster_worker_step_seconds"), histogram);
+            assert_eq!(typed("symcluster_worker_downloaded_bytes_total"), counter);
+            assert_eq!(typed("symcluster_worker_conversions_in_flight"), gauge);
+            // After one job on a fresh worker: every lookup went to the bucket, the files found
+            // were downloaded and converted, and no conversion is left running.
+            let value = |name: &str, labels: &[(&str, &str)]| -> f64 {
+                let sample = scrape
+                    .samples
+                    .iter()
+                    .find(|s| {
+                        s.metric == name && labels.iter().all(|(k, v)| s.labels.get(k) == Some(*v))
+                    })
+                    .unwrap_or_else(|| panic!("no {name} {labels:?}"));
+                match &sample.value {
+                    prometheus_parse::Value::Counter(v) | prometheus_parse::Value::Gauge(v) => *v,
+                    prometheus_parse::Value::Histogram(buckets) => {
+                        buckets.last().map_or(0.0, |b| b.count)
+                    }
+                    other => panic!("{name}: {other:?}"),
+                }
+            };
+            assert!(
+                value(
+                    "symcluster_worker_cache_lookups_total",
+                    &[("layer", "source"), ("result", "miss")]
+                ) > 0.0
+            );
+            assert!(value("symcluster_worker_downloaded_bytes_total", &[]) > 0.0);
+            assert_eq!(value("symcluster_worker_conversions_in_flight", &[]), 0.0);
+            for step in ["fetch", "convert", "symbolicate"] {
+                assert!(
+                    value(
+                        "symcluster_worker_step_seconds",
+                        &[("step", step), ("kind", "native")]
+                    ) >= 1.0,
+                    "{step}"
+                );
+            }
         }
     }
 }
