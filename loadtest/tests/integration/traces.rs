@@ -135,19 +135,21 @@ async fn a_job_is_one_trace_across_master_and_worker() {
     let found = one_crashprobe_job(&cluster, "traced").await;
     let key = "default/traced";
 
-    // Wait for the completion span: the last of the job's spans to end.
+    // Wait for the last span of each process to end: the master's completion and the worker's
+    // run (each process queues its spans as they end, so the earlier ones came before).
     let deadline = Instant::now() + Duration::from_secs(30);
     let spans = loop {
         let spans = collector.0.lock().unwrap().clone();
-        if spans
-            .iter()
-            .any(|s| s.name == "complete_job" && s.attribute("job_id") == Some(key))
-        {
+        if ["complete_job", "job"].iter().all(|name| {
+            spans
+                .iter()
+                .any(|s| s.name == *name && s.attribute("job_id") == Some(key))
+        }) {
             break spans;
         }
         assert!(
             Instant::now() < deadline,
-            "no complete_job span within 30 s; received: {spans:#?}"
+            "no complete_job and job spans within 30 s; received: {spans:#?}"
         );
         tokio::time::sleep(Duration::from_millis(50)).await;
     };
