@@ -13,6 +13,11 @@
 //! `metro-symbolicate` (`bash scripts/install-reference-tools.sh`, or set `METRO_SYMBOLICATE`);
 //! without it, only the engine is measured. Run: `cargo bench -p symcluster-engine --bench js`.
 
+/// The worker's allocator (`symcluster-worker` sets it too): the engine measured as it runs
+/// there.
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};

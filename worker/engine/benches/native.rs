@@ -6,23 +6,40 @@
 //! `FRAMES` functions of its SymCache, as return addresses of one thread.
 //!
 //! - `engine/symbolicate`: [`symbolicate`] on a report of `FRAMES` frames, SymCache already built
-//!   (warm: what a worker does for every report after the first for that debug id);
-//! - `llvm-symbolizer`: one `llvm-symbolizer --inlines` process resolving the same addresses
-//!   from stdin (it parses the DWARF lazily, so a large batch is its warm case).
+//!   (warm: what a worker does for every report after the first for that debug id; the
+//!   SymCache's demangled names are kept, see `SymCacheFile::demangled`);
+//! - `engine/symbolicate, names not yet demangled`: the same on a SymCache just parsed, so
+//!   that every name is demangled (a debug id's first report);
+//! - `llvm-symbolizer long-lived`: llvm-symbolizer in its best mode: one `llvm-symbolizer
+//!   --inlines` process kept running for the whole benchmark, warmed with one pass over every
+//!   address, then fed the same `FRAMES` addresses on stdin per iteration (its answers read
+//!   back to the last one);
+//! - `llvm-symbolizer per report`: what per-crash tooling does: one process per report of
+//!   `REPORT_FRAMES` frames (start, DWARF parse, answers), against the engine's warm
+//!   `symbolicate` of the same `REPORT_FRAMES`-frame report.
 //!
-//! Prints frames/s for both and the ratio. Run: `cargo bench -p symcluster-engine --bench native`.
+//! Prints frames/s for each and ends with the two ratio lines (engine warm frames/s over each
+//! llvm-symbolizer mode's). Run: `cargo bench -p symcluster-engine --bench native`.
 
-use std::io::Write;
+/// The worker's allocator (`symcluster-worker` sets it too): the engine measured as it runs
+/// there.
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
+use std::io::{BufRead, BufReader, Write};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
-use criterion::{Criterion, Throughput};
-use symbolic_common::{Arch, DebugId};
+use criterion::{BatchSize, Criterion, Throughput};
+use symbolic_common::{Arch, ByteView, DebugId};
 use symcluster_engine::model::{Image, NativeReport, RawFrame, ReportFormat, Thread};
-use symcluster_engine::{LocalSymCaches, ModuleLoad, symbolicate};
+use symcluster_engine::symcache::SymCacheFile;
+use symcluster_engine::{LocalSymCaches, ModuleLoad, SymCacheSource, symbolicate};
 
 const FRAMES: usize = 5_000;
+/// Frames of one crash report in the per-report comparison (all threads of a typical report).
+const REPORT_FRAMES: usize = 100;
 const IMAGE_ADDR: u64 = 0x1_0200_0000;
 
 fn fixture(rel: &str) -> PathBuf {
@@ -53,7 +70,124 @@ fn main() {
     let relative: Vec<u64> = entries.iter().take(FRAMES).map(|pc| pc + 8).collect();
     let frames = relative.len();
 
-    let report = NativeReport {
+    let report = report_of(debug_id, &relative);
+    let small_report = report_of(debug_id, &relative[..REPORT_FRAMES]);
+    // llvm-symbolizer gets the same lookup addresses the engine uses, in the dSYM's space
+    // (vmaddr 0 for this dylib): the return address minus 4, except frame 0.
+    let lookups = lookups_of(&relative);
+    let small_lookups = lookups_of(&relative[..REPORT_FRAMES]);
+
+    let mut c = Criterion::default()
+        .configure_from_args()
+        .sample_size(10)
+        .measurement_time(Duration::from_secs(5));
+    let mut group = c.benchmark_group("native-warm");
+    group.throughput(Throughput::Elements(frames as u64));
+    group.bench_function("engine/symbolicate", |b| {
+        b.iter(|| symbolicate(&report, &sources))
+    });
+    // The same report on a SymCache just read (from disk or the bucket's cache): every name
+    // demangled for the first time, as for a debug id's first report.
+    let bytes = symcache.bytes().to_vec();
+    group.bench_function("engine/symbolicate, names not yet demangled", |b| {
+        b.iter_batched(
+            || {
+                Fresh(ModuleLoad::Found(std::sync::Arc::new(
+                    SymCacheFile::parse(ByteView::from_vec(bytes.clone())).unwrap(),
+                )))
+            },
+            |fresh| symbolicate(&report, &fresh),
+            BatchSize::LargeInput,
+        )
+    });
+    let llvm = which_llvm_symbolizer();
+    if let Some(llvm) = &llvm {
+        let mut long_lived = LongLived::start(llvm, &dwarf);
+        long_lived.resolve(&lookups, frames); // the warm-up pass
+        group.bench_function("llvm-symbolizer long-lived", |b| {
+            b.iter(|| long_lived.resolve(&lookups, frames))
+        });
+    }
+    group.finish();
+    let mut group = c.benchmark_group("native-report");
+    group.throughput(Throughput::Elements(REPORT_FRAMES as u64));
+    group.bench_function("engine/symbolicate", |b| {
+        b.iter(|| symbolicate(&small_report, &sources))
+    });
+    if let Some(llvm) = &llvm {
+        group.bench_function("llvm-symbolizer per report", |b| {
+            b.iter(|| run_llvm_symbolizer(llvm, &dwarf, &small_lookups))
+        });
+    }
+    group.finish();
+    c.final_summary();
+
+    let per_s = |ns: f64, n: usize| n as f64 / (ns / 1e9);
+    let engine = mean_ns("native-warm/engine_symbolicate");
+    let long = mean_ns("native-warm/llvm-symbolizer long-lived");
+    let engine_report = mean_ns("native-report/engine_symbolicate");
+    let per_report = mean_ns("native-report/llvm-symbolizer per report");
+    println!("\nwarm native symbolication, libswiftCore.dylib (arm64 dSYM):");
+    if let Some(ns) = engine {
+        println!(
+            "  symcluster engine, {frames}-frame report    : {:>12.0} frames/s",
+            per_s(ns, frames)
+        );
+    }
+    if let Some(ns) = mean_ns("native-warm/engine_symbolicate, names not yet demangled") {
+        println!(
+            "  symcluster engine, names not demangled : {:>12.0} frames/s",
+            per_s(ns, frames)
+        );
+    }
+    if let Some(ns) = engine_report {
+        println!(
+            "  symcluster engine, {REPORT_FRAMES}-frame report     : {:>12.0} frames/s",
+            per_s(ns, REPORT_FRAMES)
+        );
+    }
+    if let Some(ns) = long {
+        println!(
+            "  llvm-symbolizer long-lived, warm       : {:>12.0} frames/s",
+            per_s(ns, frames)
+        );
+    }
+    if let Some(ns) = per_report {
+        println!(
+            "  llvm-symbolizer, one process per report: {:>12.0} frames/s",
+            per_s(ns, REPORT_FRAMES)
+        );
+    }
+    match (engine, long, engine_report, per_report) {
+        (Some(e), Some(l), Some(er), Some(pr)) => {
+            println!(
+                "ratio native warm / llvm-symbolizer long-lived: {:.1}x",
+                l / e
+            );
+            println!(
+                "ratio native warm / llvm-symbolizer per report: {:.1}x",
+                pr / er
+            );
+        }
+        _ if llvm.is_none() => {
+            println!("  llvm-symbolizer not found (apt-get install llvm): no ratio")
+        }
+        _ => println!("  (no estimates found under target/criterion: run without --test)"),
+    }
+}
+
+/// One SymCache for every image.
+struct Fresh(ModuleLoad);
+
+impl SymCacheSource for Fresh {
+    fn load(&self, _: &Image) -> ModuleLoad {
+        self.0.clone()
+    }
+}
+
+/// A report of one crashed thread whose frames are `relative` (offsets in the image).
+fn report_of(debug_id: DebugId, relative: &[u64]) -> NativeReport {
+    NativeReport {
         format: ReportFormat::SymbolicatorRequest,
         arch: Arch::Arm64,
         crash_reason: None,
@@ -80,54 +214,78 @@ fn main() {
                 })
                 .collect(),
         }],
-    };
-    // llvm-symbolizer gets the same lookup addresses the engine uses, in the dSYM's space
-    // (vmaddr 0 for this dylib): the return address minus 4, except frame 0.
-    let lookups: String = relative
+    }
+}
+
+/// llvm-symbolizer's input for `relative`: one hexadecimal address per line, the address the
+/// engine looks up (the return address minus 4, except frame 0).
+fn lookups_of(relative: &[u64]) -> String {
+    relative
         .iter()
         .enumerate()
         .map(|(i, r)| format!("{:#x}\n", if i == 0 { *r } else { r - 4 }))
-        .collect();
+        .collect()
+}
 
-    let mut c = Criterion::default()
-        .configure_from_args()
-        .sample_size(10)
-        .measurement_time(Duration::from_secs(5));
-    let mut group = c.benchmark_group("native-warm");
-    group.throughput(Throughput::Elements(frames as u64));
-    group.bench_function("engine/symbolicate", |b| {
-        b.iter(|| symbolicate(&report, &sources))
-    });
-    let llvm = which_llvm_symbolizer();
-    if let Some(llvm) = &llvm {
-        group.bench_function("llvm-symbolizer", |b| {
-            b.iter(|| run_llvm_symbolizer(llvm, &dwarf, &lookups))
-        });
-    }
-    group.finish();
-    c.final_summary();
+/// One llvm-symbolizer process kept running: addresses in on stdin, answers out on stdout
+/// (each address's answer ends with an empty line; llvm-symbolizer flushes after each).
+struct LongLived {
+    child: std::process::Child,
+    stdin: Option<std::process::ChildStdin>,
+    stdout: BufReader<std::process::ChildStdout>,
+    line: String,
+}
 
-    let engine = mean_ns("native-warm/engine_symbolicate");
-    let reference = mean_ns("native-warm/llvm-symbolizer");
-    println!("\nwarm native symbolication, {frames} frames of libswiftCore.dylib (arm64 dSYM):");
-    if let Some(ns) = engine {
-        println!(
-            "  symcluster engine : {:>12.0} frames/s",
-            frames as f64 / (ns / 1e9)
-        );
+impl LongLived {
+    fn start(llvm: &Path, dwarf: &Path) -> Self {
+        let mut child = Command::new(llvm)
+            .arg(format!("--obj={}", dwarf.display()))
+            .args(["--inlines", "--functions=linkage", "--demangle"])
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("spawn llvm-symbolizer");
+        let stdin = child.stdin.take();
+        let stdout = BufReader::new(child.stdout.take().unwrap());
+        LongLived {
+            child,
+            stdin,
+            stdout,
+            line: String::new(),
+        }
     }
-    match (engine, reference) {
-        (Some(e), Some(r)) => {
-            println!(
-                "  llvm-symbolizer   : {:>12.0} frames/s",
-                frames as f64 / (r / 1e9)
-            );
-            println!("  ratio engine / llvm-symbolizer: {:.1}x", r / e);
-        }
-        _ if llvm.is_none() => {
-            println!("  llvm-symbolizer not found (apt-get install llvm): no ratio")
-        }
-        _ => println!("  (no estimates found under target/criterion: run without --test)"),
+
+    /// Sends `addresses` (`count` lines) and reads back every answer; returns the answer
+    /// lines read. Writing happens on a scoped thread, so that neither pipe fills up while the
+    /// other waits.
+    fn resolve(&mut self, addresses: &str, count: usize) -> usize {
+        let stdin = self.stdin.as_mut().unwrap();
+        std::thread::scope(|scope| {
+            scope.spawn(|| {
+                stdin.write_all(addresses.as_bytes()).unwrap();
+                stdin.flush().unwrap();
+            });
+            let (mut answers, mut lines) = (0, 0);
+            while answers < count {
+                self.line.clear();
+                let n = self.stdout.read_line(&mut self.line).unwrap();
+                assert!(n > 0, "llvm-symbolizer ended early");
+                lines += 1;
+                if self.line == "\n" {
+                    answers += 1;
+                }
+            }
+            lines
+        })
+    }
+}
+
+impl Drop for LongLived {
+    fn drop(&mut self) {
+        drop(self.stdin.take());
+        let _ = self.child.kill();
+        let _ = self.child.wait();
     }
 }
 

@@ -13,7 +13,7 @@ use std::sync::Arc;
 use symbolic_common::{Arch, InstructionInfo};
 
 use crate::model::{Image, NativeReport, RawFrame, Thread};
-use crate::names::{demangle, known};
+use crate::names::known;
 use crate::result::{
     CallTreeResult, FrameResult, FrameStatus, HexAddr, ModuleResult, ModuleStatus, ResultStatus,
     SymbolicationResult, ThreadResult,
@@ -299,7 +299,11 @@ fn symbolicate_frame(
             image_addr: Some(HexAddr(image.image_addr)),
             status: FrameStatus::Symbolicated,
             symbol: Some(raw_name.to_string()),
-            function: Some(demangle(&raw_name, function.language())),
+            function: Some(
+                symcache
+                    .demangled(&raw_name, function.language())
+                    .to_string(),
+            ),
             sym_addr: (entry_pc != u32::MAX)
                 .then(|| HexAddr(image.image_addr.wrapping_add(entry_pc as u64))),
             filename,

@@ -6,7 +6,10 @@
 //! [`SYMCACHE_VERSION`]) can be kept in memory or on disk and parsed again cheaply; lookups take
 //! addresses relative to the image's load address (its `__TEXT` vmaddr for Mach-O).
 
-use symbolic_common::{ByteView, DebugId, SelfCell};
+use std::collections::HashMap;
+use std::sync::{Arc, RwLock};
+
+use symbolic_common::{ByteView, DebugId, Language, SelfCell};
 use symbolic_debuginfo::Archive;
 use symbolic_symcache::{SymCache, SymCacheConverter};
 
@@ -27,10 +30,22 @@ pub enum SymCacheError {
     WrongDebugId(DebugId),
 }
 
-/// An owned, parsed SymCache: its bytes plus the parsed view over them.
+/// An owned, parsed SymCache: its bytes plus the parsed view over them, and the function names
+/// demangled so far ([`SymCacheFile::demangled`]).
 pub struct SymCacheFile {
     cell: SelfCell<ByteView<'static>, SymCache<'static>>,
+    demangled: Demangled,
 }
+
+/// Demangled names by their raw name's place in the SymCache bytes: `(address, length,
+/// language)`. The bytes are owned by the same [`SymCacheFile`] and never change, so a place
+/// names one string for the cache's whole life. Grows with the distinct functions looked up (at
+/// most the SymCache's function count).
+#[derive(Default)]
+struct Demangled(RwLock<HashMap<NameKey, Arc<str>, fnv::FnvBuildHasher>>);
+
+/// A raw name's address and length in the SymCache bytes, and its language.
+type NameKey = (usize, usize, u32);
 
 impl std::fmt::Debug for SymCacheFile {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -60,12 +75,41 @@ impl SymCacheFile {
             SymCache::parse(unsafe { &*data })
         })
         .map_err(|e| SymCacheError::Malformed(format!("symcache: {e}")))?;
-        Ok(SymCacheFile { cell })
+        Ok(SymCacheFile {
+            cell,
+            demangled: Demangled::default(),
+        })
     }
 
     /// The parsed SymCache.
     pub fn get(&self) -> &SymCache<'_> {
         self.cell.get()
+    }
+
+    /// `raw` (a function name returned by a lookup in [`Self::get`]) demangled for display
+    /// ([`crate::names::demangle`]), computed once per name and shared afterwards: demangling
+    /// (Swift's demangler above all) took more time than the lookup itself. A `raw` that does not
+    /// point into this SymCache's bytes is demangled without being kept.
+    pub fn demangled(&self, raw: &str, language: Language) -> Arc<str> {
+        let bytes = self.bytes().as_ptr_range();
+        if !bytes.contains(&raw.as_ptr()) {
+            return crate::names::demangle(raw, language).into();
+        }
+        let key = (raw.as_ptr() as usize, raw.len(), language as u32);
+        if let Some(name) = self
+            .demangled
+            .0
+            .read()
+            .ok()
+            .and_then(|m| m.get(&key).cloned())
+        {
+            return name;
+        }
+        let name: Arc<str> = crate::names::demangle(raw, language).into();
+        if let Ok(mut names) = self.demangled.0.write() {
+            names.insert(key, name.clone());
+        }
+        name
     }
 
     /// The serialized SymCache bytes (for a disk cache).
