@@ -155,6 +155,18 @@ fn main() {
         );
     }
     println!("  identical answers: {same} of {FRAMES} frames");
+    if let Some(ns) = bare_engine_ns {
+        println!(
+            "ratio js warm no context / metro-symbolicate: {:.1}x",
+            (FRAMES as f64 / (ns / 1e9)) / warm_metro
+        );
+    }
+    if let Some(ns) = warm_engine_ns {
+        println!(
+            "ratio js warm with context / metro-symbolicate: {:.1}x",
+            (FRAMES as f64 / (ns / 1e9)) / warm_metro
+        );
+    }
 }
 
 /// A Metro-like bundle map: one generated line per module, tokens every 7 columns.
