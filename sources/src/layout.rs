@@ -14,7 +14,8 @@
 //! trees made by Sentry's tools (`sentry-cli`, `symsorter`) can be copied under a prefix as they
 //! are: `<id[0..2]>/<id[2..]>/debuginfo`, where `id` is the debug id in lowercase hex without
 //! dashes (the Mach-O UUID or the ELF build-id-derived GUID, followed by the age in hex when
-//! non-zero).
+//! non-zero). Workers put the SymCache they derive from a `debuginfo` beside it
+//! ([`symcache_key`]), so that other workers download it instead of converting again.
 //!
 //! Source maps and bundles:
 //! - by debug id: `js/debug-id/<debug id, lowercase with dashes>/sourcemap` and
@@ -56,6 +57,18 @@ pub fn debug_file_key(prefix: &str, debug_id: &DebugId) -> String {
         id.push_str(&format!("{:x}", debug_id.appendix()));
     }
     format!("{prefix}{}/{}/debuginfo", &id[..2], &id[2..])
+}
+
+/// The key of the SymCache a worker derived from the debug file at `debug_file_key` (a
+/// [`debug_file_key`]) and shared with the other workers: beside it, named by the SymCache format
+/// `version` and the original's `original_version` ([`crate::Source::version`]), so that a
+/// replaced debug file or a new format never reads an old SymCache:
+/// `<id[0..2]>/<id[2..]>/symcache-v<version>-<original_version>`.
+pub fn symcache_key(debug_file_key: &str, version: u32, original_version: &str) -> String {
+    let dir = debug_file_key
+        .strip_suffix("debuginfo")
+        .unwrap_or(debug_file_key);
+    format!("{dir}symcache-v{version}-{original_version}")
 }
 
 /// Keys of a source map and its minified bundle under `prefix`, found by debug id.
@@ -110,6 +123,16 @@ mod tests {
             "p/32/49d99d0c40493186 10f4e4fb0b69361/debuginfo".replace(' ', "")
         );
         assert_eq!(native_scopes("a"), [Scope::Project("a"), Scope::Shared]);
+    }
+
+    #[test]
+    fn derived_symcaches_sit_beside_their_debug_file() {
+        let id: DebugId = "4C4C443B-5555-3144-A126-3CC30CF88FDB".parse().unwrap();
+        let original = debug_file_key("projects/demo/", &id);
+        assert_eq!(
+            symcache_key(&original, 9, "d41d8cd98f00b204e9800998ecf8427e-26714"),
+            "projects/demo/4c/4c443b55553144a1263cc30cf88fdb/symcache-v9-d41d8cd98f00b204e9800998ecf8427e-26714"
+        );
     }
 
     #[test]

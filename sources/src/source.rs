@@ -102,6 +102,53 @@ impl Source {
         }
     }
 
+    /// A tag that changes whenever the object at `key` is replaced, usable in a key (letters,
+    /// digits, `-`, `_`): S3's ETag and the size in bytes; for a directory, the file's size and
+    /// modification time (ns). `Ok(None)` when there is no such object. One `HEAD` request.
+    pub async fn version(&self, key: &str) -> Result<Option<String>, FetchError> {
+        let fail = |message: String| FetchError {
+            key: key.to_owned(),
+            message,
+        };
+        let tag = match self {
+            Source::Dir(dir) => match tokio::fs::metadata(dir.join(key)).await {
+                Ok(meta) => {
+                    let modified = meta
+                        .modified()
+                        .ok()
+                        .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
+                        .map_or(0, |d| d.as_nanos());
+                    format!("{}-{modified}", meta.len())
+                }
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+                Err(e) => return Err(fail(e.to_string())),
+            },
+            Source::S3 { client, bucket } => {
+                match client.head_object().bucket(bucket).key(key).send().await {
+                    Ok(head) => format!(
+                        "{}-{}",
+                        head.e_tag().unwrap_or_default(),
+                        head.content_length().unwrap_or_default()
+                    ),
+                    Err(SdkError::ServiceError(e)) if e.err().is_not_found() => return Ok(None),
+                    Err(e) => return Err(fail(describe_sdk_error(&e))),
+                }
+            }
+        };
+        Ok(Some(
+            tag.chars()
+                .filter(|c| *c != '"')
+                .map(|c| {
+                    if c.is_ascii_alphanumeric() || c == '-' {
+                        c
+                    } else {
+                        '_'
+                    }
+                })
+                .collect(),
+        ))
+    }
+
     /// Stores `bytes` under `key`.
     pub async fn put(&self, key: &str, bytes: Vec<u8>) -> Result<(), FetchError> {
         let fail = |message: String| FetchError {

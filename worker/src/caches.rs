@@ -9,7 +9,12 @@
 //!    retried by the next job);
 //! 3. disk ([`DiskCache`]): SymCache files (keyed by `SYMCACHE_VERSION`, so a format change never
 //!    reads stale files) and downloaded source maps;
-//! 4. the [`Source`]: S3 or a directory.
+//! 4. shared SymCaches: the SymCache another worker derived from the same debug file, put in
+//!    the bucket beside it ([`layout::symcache_key`], named by the format version and the
+//!    original's ETag and size): a restarted or new worker downloads that small file instead
+//!    of the debug file (100 MB to 1 GB for an app) and converting again;
+//! 5. the [`Source`]: S3 or a directory. A conversion waits for one of `--max-conversions`
+//!    slots (each holds a debug file and its SymCache in memory) and then shares its result.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -56,6 +61,8 @@ enum Layer {
     Negative,
     /// The disk cache: a SymCache or downloaded source map from an earlier job.
     Disk,
+    /// The SymCache another worker derived and put in the bucket: downloaded, not converted.
+    Shared,
     /// None: the bucket was asked (a miss).
     Source,
 }
@@ -66,6 +73,7 @@ impl Layer {
             Layer::Memory => "memory",
             Layer::Negative => "negative",
             Layer::Disk => "disk",
+            Layer::Shared => "shared",
             Layer::Source => "source",
         }
     }
@@ -91,20 +99,35 @@ pub struct Caches {
     symcaches: Cache<String, Arc<SymCacheFile>>,
     sourcemaps: Cache<String, Arc<JsSourceMap>>,
     missing: Cache<String, ()>,
+    /// Conversions allowed at once (`--max-conversions`).
+    conversions: Arc<tokio::sync::Semaphore>,
+    settings: CacheSettings,
     /// Hit and miss counts.
     pub counters: CacheCounters,
 }
 
+/// How the caches behave.
+#[derive(Debug, Clone)]
+pub struct CacheSettings {
+    /// Memory budget for parsed SymCaches and source maps, in bytes.
+    pub memory_bytes: u64,
+    /// How long a "not found" is remembered.
+    pub negative_ttl: Duration,
+    /// Debug file conversions at once (at least 1).
+    pub max_conversions: usize,
+    /// Whether SymCaches are shared through the bucket: read before converting, and uploaded
+    /// after converting ([`layout::symcache_key`]).
+    pub share_symcaches: bool,
+}
+
 impl Caches {
-    /// Caches over `source` (the layout under `prefix`, the bucket's `--s3-prefix`), with a
-    /// memory budget in bytes, and a negative-cache lifetime.
-    pub fn new(
-        source: Source,
-        prefix: String,
-        disk: DiskCache,
-        memory_bytes: u64,
-        negative_ttl: Duration,
-    ) -> Self {
+    /// Caches over `source` (the layout under `prefix`, the bucket's `--s3-prefix`) and `disk`.
+    pub fn new(source: Source, prefix: String, disk: DiskCache, settings: CacheSettings) -> Self {
+        let CacheSettings {
+            memory_bytes,
+            negative_ttl,
+            ..
+        } = settings;
         let weigh = |bytes: usize| u32::try_from(bytes).unwrap_or(u32::MAX);
         Caches {
             source,
@@ -122,6 +145,8 @@ impl Caches {
                 .max_capacity(100_000)
                 .time_to_live(negative_ttl)
                 .build(),
+            conversions: Arc::new(tokio::sync::Semaphore::new(settings.max_conversions.max(1))),
+            settings,
             counters: CacheCounters::default(),
         }
     }
@@ -239,6 +264,31 @@ impl Caches {
             tracing::debug!(%key, "SymCache read from the disk cache");
             return Ok(Arc::new(symcache));
         }
+        // The original's version names the SymCache derived from it, so that a replaced debug
+        // file is never served an old SymCache. A missing original is a miss, shared SymCache
+        // or not.
+        let original = match self.source.version(&key).await {
+            Ok(Some(version)) => version,
+            Ok(None) => {
+                self.count(Layer::Source);
+                tracing::debug!(%key, "debug file not in the bucket");
+                return Err(SymCacheLoadError::Missing);
+            }
+            Err(e) => {
+                self.count(Layer::Source);
+                tracing::warn!(%key, error = %e, "asking for the debug file failed");
+                return Err(SymCacheLoadError::Fetch(e.to_string()));
+            }
+        };
+        let shared_key = layout::symcache_key(&key, SYMCACHE_VERSION, &original);
+        if self.settings.share_symcaches
+            && let Some(symcache) = self.shared_symcache(&shared_key, debug_id).await
+        {
+            self.count(Layer::Shared);
+            let (disk, bytes) = (self.disk.clone(), symcache.bytes().to_vec());
+            let _ = tokio::task::spawn_blocking(move || disk.put(&disk_key, &bytes)).await;
+            return Ok(symcache);
+        }
         self.count(Layer::Source);
         let fetch_started = std::time::Instant::now();
         let object = match self.fetch(&key, "native", Some(debug_id)).await {
@@ -254,13 +304,21 @@ impl Caches {
         };
         tracing::debug!(%key, bytes = object.len(), ms = fetch_started.elapsed().as_millis() as u64,
             "debug file fetched");
+        // At most `--max-conversions` at once: each holds the debug file and its SymCache in
+        // memory (a 1 GB dSYM needs about that much again while converting).
+        let permit = self
+            .conversions
+            .clone()
+            .acquire_owned()
+            .await
+            .map_err(|e| SymCacheLoadError::Malformed(format!("conversion slots closed: {e}")))?;
         let convert_started = std::time::Instant::now();
         let disk = self.disk.clone();
         let span = tracing::info_span!("convert", %debug_id, bytes = object.len());
         let converted = tokio::task::spawn_blocking(move || {
             let _entered = span.enter();
             let _converting = crate::metrics::Converting::start("native");
-            match SymCacheFile::from_object_file(&object, debug_id) {
+            let converted = match SymCacheFile::from_object_file(&object, debug_id) {
                 Ok(symcache) => {
                     disk.put(&disk_key, symcache.bytes());
                     Ok(Arc::new(symcache))
@@ -269,19 +327,72 @@ impl Caches {
                     "{key} holds no object with debug id {debug_id}"
                 ))),
                 Err(e) => Err(SymCacheLoadError::Malformed(format!("{key}: {e}"))),
-            }
+            };
+            drop(permit);
+            converted
         })
         .await
         .map_err(|e| SymCacheLoadError::Malformed(format!("conversion task failed: {e}")))?;
         match &converted {
-            Ok(symcache) => tracing::debug!(
-                bytes = symcache.bytes().len(),
-                ms = convert_started.elapsed().as_millis() as u64,
-                "SymCache converted"
-            ),
+            Ok(symcache) => {
+                tracing::debug!(
+                    bytes = symcache.bytes().len(),
+                    ms = convert_started.elapsed().as_millis() as u64,
+                    "SymCache converted"
+                );
+                if self.settings.share_symcaches {
+                    self.share(shared_key, symcache.bytes().to_vec());
+                }
+            }
             Err(e) => tracing::warn!(error = ?e, "SymCache conversion failed"),
         }
         converted
+    }
+
+    /// The SymCache another worker shared at `shared_key`, when it is there, parses, and is for
+    /// `debug_id` (anything else is ignored: the original is converted again, and the shared
+    /// copy replaced).
+    async fn shared_symcache(
+        &self,
+        shared_key: &str,
+        debug_id: DebugId,
+    ) -> Option<Arc<SymCacheFile>> {
+        let bytes = match self.fetch(shared_key, "native", Some(debug_id)).await {
+            Ok(Some(bytes)) => bytes,
+            Ok(None) => return None,
+            Err(e) => {
+                tracing::debug!(key = shared_key, error = %e, "shared SymCache not read");
+                return None;
+            }
+        };
+        let parsed = tokio::task::spawn_blocking(move || {
+            SymCacheFile::parse(ByteView::from_vec(bytes))
+                .ok()
+                .filter(|symcache| symcache.get().debug_id() == debug_id)
+        })
+        .await
+        .ok()
+        .flatten();
+        if parsed.is_none() {
+            tracing::warn!(
+                key = shared_key,
+                "shared SymCache unusable; converting the debug file"
+            );
+        }
+        parsed.map(Arc::new)
+    }
+
+    /// Uploads a SymCache this worker converted, for the others, without holding up the job.
+    /// A bucket that refuses it (read-only credentials) costs a warning.
+    fn share(&self, shared_key: String, bytes: Vec<u8>) {
+        let source = self.source.clone();
+        tokio::spawn(async move {
+            match source.put(&shared_key, bytes).await {
+                Ok(()) => tracing::debug!(key = %shared_key, "SymCache shared"),
+                Err(e) => tracing::warn!(error = %e,
+                    "cannot share the SymCache (read-only bucket? --share-symcaches=false turns this off)"),
+            }
+        });
     }
 
     /// The layout prefix (the bucket's `--s3-prefix`) the caches read under.

@@ -69,6 +69,20 @@ pub struct WorkerConfig {
         default_value = "2GiB")]
     pub memory_cache_bytes: u64,
 
+    /// Debug files converted to SymCaches at once; each conversion holds the debug file and its
+    /// SymCache in memory (about twice a 1 GB dSYM). Default: one per 2 GiB of `--memory-cache`,
+    /// at least one.
+    #[arg(long, env = "SYMCLUSTER_MAX_CONVERSIONS", value_name = "N")]
+    pub max_conversions: Option<usize>,
+
+    /// Share SymCaches through the bucket: before converting a debug file, download the SymCache
+    /// another worker derived from it (`…/symcache-v<format>-<ETag>-<size>` beside the
+    /// `debuginfo`), and after converting one, upload it. Needs write access to the bucket;
+    /// `false` with read-only credentials.
+    #[arg(long, env = "SYMCLUSTER_SHARE_SYMCACHES", value_name = "BOOL",
+        default_value_t = true, action = clap::ArgAction::Set)]
+    pub share_symcaches: bool,
+
     /// How long a "not found" is remembered (`60s`, `5m`; a bare number is seconds, as the
     /// former `--negative-cache-secs` took). Held in seconds.
     #[arg(long = "negative-cache", alias = "negative-cache-secs",
@@ -108,4 +122,13 @@ pub struct WorkerConfig {
     /// the orchestrator's kill grace period (Kubernetes' `terminationGracePeriodSeconds`).
     #[arg(long, env = "SYMCLUSTER_DRAIN_TIMEOUT", value_name = "DURATION", value_parser = symcluster_telemetry::flags::duration, default_value = "30s")]
     pub drain_timeout: std::time::Duration,
+}
+
+impl WorkerConfig {
+    /// `--max-conversions`, or its default: one per 2 GiB of the memory cache, at least one.
+    pub fn max_conversions(&self) -> usize {
+        self.max_conversions
+            .unwrap_or((self.memory_cache_bytes / (2 << 30)) as usize)
+            .max(1)
+    }
 }

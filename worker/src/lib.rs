@@ -78,8 +78,12 @@ pub async fn run_until(
         source,
         config.bucket.s3_prefix.clone(),
         disk,
-        config.memory_cache_bytes,
-        Duration::from_secs(config.negative_cache_secs),
+        caches::CacheSettings {
+            memory_bytes: config.memory_cache_bytes,
+            negative_ttl: Duration::from_secs(config.negative_cache_secs),
+            max_conversions: config.max_conversions(),
+            share_symcaches: config.share_symcaches,
+        },
     ));
     let jobs = session::Jobs::new(slots);
     let ready = Arc::new(metrics::Readiness::default());

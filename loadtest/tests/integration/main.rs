@@ -15,6 +15,7 @@ mod logs;
 mod partition;
 mod projects;
 mod replication;
+mod shared_symcaches;
 mod submit_stream;
 mod support;
 mod symbolication;

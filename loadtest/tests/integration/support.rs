@@ -181,15 +181,20 @@ pub async fn http_get(addr: &str, path: &str) -> String {
         .unwrap_or(out)
 }
 
-/// Uploads the CrashProbe release dSYMs, submits its `Call abort()` report as `job_id`, waits
-/// for it and returns the debug ids (lowercase UUIDs) of the modules its result found: the
-/// files a worker must have fetched and converted. Fails the test when the job does not
-/// complete.
+/// Uploads the CrashProbe release dSYMs (to the `default` project), submits its `Call abort()`
+/// report as `job_id`, waits for it and returns the debug ids (lowercase UUIDs) of the modules
+/// its result found: the files a worker must have fetched and converted. Fails the test when
+/// the job does not complete.
 pub async fn one_crashprobe_job(
     cluster: &Cluster,
     job_id: &str,
 ) -> std::collections::BTreeSet<String> {
     upload_dsyms(cluster, &[fixture("crashprobe/release/dSYMs")]);
+    crashprobe_job(cluster, job_id).await
+}
+
+/// [`one_crashprobe_job`] without the upload (the dSYMs are in the bucket already).
+pub async fn crashprobe_job(cluster: &Cluster, job_id: &str) -> std::collections::BTreeSet<String> {
     let report = std::fs::read(fixture("crashprobe/release/arm64/Call abort().json")).unwrap();
     let mut client = cluster.client().await;
     client.submit_native(job_id, report).await.unwrap();
@@ -204,4 +209,22 @@ pub async fn one_crashprobe_job(
         .collect();
     assert!(!found.is_empty());
     found
+}
+
+/// The value of the sample of `name` whose labels include `labels` in a Prometheus text
+/// exposition (a histogram's count, a counter's or gauge's value); `None` when there is none.
+pub fn metric_value(exposition: &str, name: &str, labels: &[(&str, &str)]) -> Option<f64> {
+    let scrape = prometheus_parse::Scrape::parse(exposition.lines().map(|l| Ok(l.to_owned())))
+        .expect("Prometheus text format");
+    let sample = scrape
+        .samples
+        .into_iter()
+        .find(|s| s.metric == name && labels.iter().all(|(k, v)| s.labels.get(k) == Some(*v)))?;
+    Some(match sample.value {
+        prometheus_parse::Value::Counter(v)
+        | prometheus_parse::Value::Gauge(v)
+        | prometheus_parse::Value::Untyped(v) => v,
+        prometheus_parse::Value::Histogram(buckets) => buckets.last().map_or(0.0, |b| b.count),
+        other => panic!("{name}: {other:?}"),
+    })
 }
