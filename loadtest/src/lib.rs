@@ -7,6 +7,7 @@
 
 #![deny(missing_docs)]
 
+pub mod builds;
 pub mod cluster;
 pub mod kafka;
 pub mod procstat;

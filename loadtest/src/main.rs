@@ -19,7 +19,8 @@ use hdrhistogram::Histogram;
 use symcluster_client::api;
 use symcluster_engine::reports::routing::routing_image;
 use symcluster_loadtest::cluster::{Cluster, MasterOptions, WorkerOptions, repo};
-use symcluster_loadtest::procstat;
+use symcluster_loadtest::{builds, procstat};
+use symcluster_sources::layout;
 use tokio::sync::{Mutex, Semaphore};
 
 /// Load test options.
@@ -71,6 +72,12 @@ struct Args {
     #[arg(long = "disk-cache", alias = "disk-cache-bytes", value_name = "SIZE",
         value_parser = symcluster_telemetry::flags::bytes, default_value = "1GiB")]
     disk_cache_bytes: u64,
+    /// App builds: with N > 1, the CrashProbe debug files and reports are copied under new
+    /// debug ids N − 1 times (as N builds of an app and its libraries), and the jobs pick builds
+    /// in a fixed shuffled order, so that the debug files a run needs (15.5 MB per build) can
+    /// exceed the workers' caches (`--memory-cache`, `--disk-cache`).
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=1000))]
+    builds: u32,
     /// Print the leader's RSS after every this many completed jobs (0: never).
     #[arg(long, default_value_t = 0)]
     rss_every: usize,
@@ -87,13 +94,31 @@ async fn main() -> anyhow::Result<()> {
     let args = Args::parse();
     // The client library's warnings (h2 connection errors, failovers) go to stderr.
     symcluster_telemetry::init_logs_with(args.log.log_format, "warn");
+    let crashprobe = args.fixtures.join("crashprobe");
+    let original = builds::original(
+        &[
+            &crashprobe.join("release/dSYMs"),
+            &crashprobe.join("debug/dSYMs"),
+        ],
+        &[
+            &crashprobe.join("release/arm64"),
+            &crashprobe.join("debug/arm64"),
+        ],
+    )?;
+    let mut derived = Vec::new();
     let mut reports = Vec::new();
-    for build in ["release", "debug"] {
-        for entry in std::fs::read_dir(args.fixtures.join("crashprobe").join(build).join("arm64"))?
-        {
-            let report = std::fs::read(entry?.path())?;
+    for build in 0..args.builds {
+        let copy;
+        let build = if build == 0 {
+            &original
+        } else {
+            copy = builds::derive(&original, build)?;
+            derived.push(copy);
+            derived.last().expect("just pushed")
+        };
+        for report in &build.reports {
             let routing_key = if args.routing_key == "sender" {
-                routing_image(&report)?
+                routing_image(report)?
                     .map(|id| id.to_string())
                     .unwrap_or_default()
             } else {
@@ -102,24 +127,29 @@ async fn main() -> anyhow::Result<()> {
             reports.push(if args.reports == "zstd" {
                 api::NativeJob {
                     routing_key,
-                    ..symcluster_client::report::compressed_job(&report)
+                    ..symcluster_client::report::compressed_job(report)
                 }
             } else {
                 api::NativeJob {
-                    report,
+                    report: report.clone(),
                     report_zstd: Vec::new(),
                     routing_key,
                 }
             });
         }
     }
+    if args.builds > 1 {
+        shuffle(&mut reports);
+    }
+    let derived = Arc::new(derived);
     let reports = Arc::new(reports);
     println!(
-        "{} jobs per run, {} in flight ({} submits), CrashProbe reports ({} distinct, {}, routing key read by the {}), {} slots per worker",
+        "{} jobs per run, {} in flight ({} submits), CrashProbe reports ({} distinct, {} build(s), {}, routing key read by the {}), {} slots per worker",
         args.jobs,
         args.concurrency,
         args.submit,
         reports.len(),
+        args.builds,
         args.reports,
         args.routing_key,
         args.slots
@@ -131,7 +161,7 @@ async fn main() -> anyhow::Result<()> {
     // Ctrl-C or SIGTERM drops the run in progress, and with it the cluster: its processes are
     // killed and its data directory (often on tmpfs, so memory) is removed.
     tokio::select! {
-        result = sweep(&args, reports) => result,
+        result = sweep(&args, reports, derived) => result,
         signal = interrupted() => {
             eprintln!("{signal}: cluster stopped, data directory removed");
             std::process::exit(130);
@@ -155,7 +185,11 @@ async fn interrupted() -> &'static str {
 }
 
 /// One run per (masters, workers, routing) combination, one table row each.
-async fn sweep(args: &Args, reports: Arc<Vec<api::NativeJob>>) -> anyhow::Result<()> {
+async fn sweep(
+    args: &Args,
+    reports: Arc<Vec<api::NativeJob>>,
+    derived: Arc<Vec<builds::Build>>,
+) -> anyhow::Result<()> {
     for &masters in &args.masters {
         for &workers in &args.workers {
             for routing in &args.routing {
@@ -164,7 +198,7 @@ async fn sweep(args: &Args, reports: Arc<Vec<api::NativeJob>>) -> anyhow::Result
                 } else {
                     "affinity"
                 };
-                let line = run(args, masters, workers, routing, reports.clone()).await?;
+                let line = run(args, masters, workers, routing, reports.clone(), &derived).await?;
                 println!("{line}");
             }
         }
@@ -194,6 +228,7 @@ async fn run(
     workers: usize,
     routing: &'static str,
     reports: Arc<Vec<api::NativeJob>>,
+    derived: &[builds::Build],
 ) -> anyhow::Result<String> {
     let mut cluster = Cluster::start(
         0,
@@ -226,6 +261,15 @@ async fn run(
         "upload failed: {}",
         String::from_utf8_lossy(&out.stderr)
     );
+    // The other builds straight into the bucket, where `symctl upload` puts files: the
+    // project's prefix, the whole file under each of its debug ids.
+    let bucket = cluster.garage.bucket().await;
+    for file in derived.iter().flat_map(|b| &b.debug_files) {
+        for id in &file.debug_ids {
+            let key = layout::debug_file_key(&layout::Scope::Project("default").prefix(""), id);
+            bucket.put(&key, file.bytes.clone()).await?;
+        }
+    }
 
     let leader = cluster.wait_for_leader().await;
     fn pids(cluster: &Cluster, ids: &[u64]) -> Vec<u32> {
@@ -410,4 +454,16 @@ async fn run(
         per_job(cpu_before.2, cpu_after.2),
         100.0 * hits as f64 / (hits + misses).max(1) as f64,
     ))
+}
+
+/// Shuffles `items` in a fixed order (Fisher–Yates with a fixed xorshift64 seed), so that runs
+/// compare the same sequence.
+fn shuffle<T>(items: &mut [T]) {
+    let mut state = 0x9e37_79b9_7f4a_7c15u64;
+    for i in (1..items.len()).rev() {
+        state ^= state << 13;
+        state ^= state >> 7;
+        state ^= state << 17;
+        items.swap(i, (state % (i as u64 + 1)) as usize);
+    }
 }
