@@ -1,7 +1,7 @@
 //! React Native stack restoration: the engine against `metro-symbolicate`, same map, same stack,
 //! one run.
 //!
-//! Input: a generated production-sized source map (≥ 30 MB: 2,500 modules with
+//! Input: a generated production-sized source map (≥ 40 MB: 2,600 modules with
 //! `sourcesContent`, 600 tokens each, one bundle line per module, as Metro emits) and a JSC-style
 //! stack of `FRAMES` frames spread over it. Measured:
 //! - **cold, time to first frame**: read + prepare the map and restore one frame (engine:
@@ -28,7 +28,7 @@ use symcluster_engine::js::{
     JsSourceMap, RestoreOptions, parse_stack, render, restore, restore_with,
 };
 
-const MODULES: u32 = 2_500;
+const MODULES: u32 = 2_600;
 const TOKENS_PER_MODULE: u32 = 600;
 const SOURCE_LINES: u32 = 200;
 const FRAMES: usize = 200_000;
@@ -36,7 +36,8 @@ const FRAMES: usize = 200_000;
 fn main() {
     let target = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../target/bench-js");
     std::fs::create_dir_all(&target).unwrap();
-    let map_path = target.join("big.bundle.map");
+    // Named by its shape, so that a change of the constants makes a new map.
+    let map_path = target.join(format!("big-{MODULES}x{TOKENS_PER_MODULE}.bundle.map"));
     if !map_path.exists() {
         generate_map(&map_path);
     }

@@ -33,6 +33,7 @@ use std::time::Duration;
 
 use criterion::{BatchSize, Criterion, Throughput};
 use symbolic_common::{Arch, ByteView, DebugId};
+use symcluster_engine::debug_files::list_objects;
 use symcluster_engine::model::{Image, NativeReport, RawFrame, ReportFormat, Thread};
 use symcluster_engine::symcache::SymCacheFile;
 use symcluster_engine::{LocalSymCaches, ModuleLoad, SymCacheSource, symbolicate};
@@ -51,7 +52,14 @@ fn fixture(rel: &str) -> PathBuf {
         .join(rel)
 }
 
+/// Set in the child process that converts the big dSYM (so that its peak RSS is its own).
+const CONVERT_ENV: &str = "SYMCLUSTER_BENCH_CONVERT";
+
 fn main() {
+    if let Some(path) = std::env::var_os(CONVERT_ENV) {
+        convert_only(Path::new(&path));
+        return;
+    }
     let dwarf = fixture(
         "crashprobe/release/dSYMs/FC4AD1B9-1FD4-3FB7-AC3E-0239C3A7D115.dSYM/Contents/Resources/DWARF/libswiftCore.dylib",
     );
@@ -120,6 +128,7 @@ fn main() {
         });
     }
     group.finish();
+    let big = big_dwarf().map(|path| BigDsym::measure(&path, llvm.as_deref(), &mut c));
     c.final_summary();
 
     let per_s = |ns: f64, n: usize| n as f64 / (ns / 1e9);
@@ -157,6 +166,12 @@ fn main() {
             "  llvm-symbolizer, one process per report: {:>12.0} frames/s",
             per_s(ns, REPORT_FRAMES)
         );
+    }
+    match &big {
+        Some(big) => big.print(),
+        None => println!(
+            "  (no production-size dSYM: bash scripts/generate-big-dsym.sh builds one, ~15 min)"
+        ),
     }
     match (engine, long, engine_report, per_report) {
         (Some(e), Some(l), Some(er), Some(pr)) => {
@@ -332,4 +347,165 @@ fn mean_ns(id: &str) -> Option<f64> {
     let path = dir.join("criterion").join(id).join("new/estimates.json");
     let json: serde_json::Value = serde_json::from_slice(&std::fs::read(path).ok()?).ok()?;
     json.pointer("/mean/point_estimate")?.as_f64()
+}
+
+/// BigApp's DWARF from `scripts/generate-big-dsym.sh` (or `SYMCLUSTER_BIG_DSYM`), when built.
+fn big_dwarf() -> Option<PathBuf> {
+    let path = std::env::var_os("SYMCLUSTER_BIG_DSYM")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| {
+            PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+                .join("../../target/big-dsym/BigApp.dSYM/Contents/Resources/DWARF/BigApp")
+        });
+    path.exists().then_some(path)
+}
+
+/// The child's work: read the file and convert its first object, as a worker does.
+fn convert_only(path: &Path) {
+    let bytes = std::fs::read(path).expect("read the dSYM");
+    let (debug_id, _, _) = list_objects(&bytes).expect("an object file")[0];
+    let symcache = SymCacheFile::from_object_file(&bytes, debug_id).expect("conversion");
+    std::hint::black_box(symcache.size_bytes());
+}
+
+/// Wall time and peak resident memory of one process.
+struct Measured {
+    wall: Duration,
+    max_rss_mib: f64,
+}
+
+/// Runs `command` to its end (writing `input` to its stdin), measuring it with `wait4`.
+fn measure(command: &mut Command, input: &str) -> Measured {
+    let started = std::time::Instant::now();
+    let mut child = command
+        .stdin(Stdio::piped())
+        .stdout(Stdio::null())
+        .spawn()
+        .expect("spawn");
+    let mut stdin = child.stdin.take().unwrap();
+    stdin.write_all(input.as_bytes()).unwrap();
+    drop(stdin);
+    let mut status = 0;
+    // SAFETY: an all-zero rusage is valid; wait4 fills it for the child we own.
+    let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
+    let pid = unsafe { libc::wait4(child.id() as i32, &mut status, 0, &mut usage) };
+    assert_eq!(pid, child.id() as i32, "wait4");
+    assert!(
+        libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0,
+        "{command:?} failed"
+    );
+    Measured {
+        wall: started.elapsed(),
+        // Linux reports ru_maxrss in KiB.
+        max_rss_mib: usage.ru_maxrss as f64 / 1024.0,
+    }
+}
+
+/// The production-size dSYM: conversion (time, peak RSS) against llvm-symbolizer's first
+/// answer on the same file, and warm frames/s of both on it.
+struct BigDsym {
+    dwarf_mb: f64,
+    symcache_mb: f64,
+    convert: Measured,
+    llvm_first: Option<Measured>,
+    frames: usize,
+}
+
+impl BigDsym {
+    fn measure(dwarf: &Path, llvm: Option<&Path>, c: &mut Criterion) -> Self {
+        let dwarf_mb = std::fs::metadata(dwarf).unwrap().len() as f64 / 1e6;
+        let convert = measure(
+            Command::new(std::env::current_exe().unwrap()).env(CONVERT_ENV, dwarf),
+            "",
+        );
+        // Warm: the same conversion here, then lookups of addresses spread over the file.
+        let bytes = std::fs::read(dwarf).unwrap();
+        let (debug_id, _, _) = list_objects(&bytes).unwrap()[0];
+        let symcache = SymCacheFile::from_object_file(&bytes, debug_id).unwrap();
+        drop(bytes);
+        let symcache_mb = symcache.size_bytes() as f64 / 1e6;
+        let mut entries: Vec<u64> = symcache
+            .get()
+            .functions()
+            .map(|f| f.entry_pc() as u64)
+            .filter(|&pc| pc != u32::MAX as u64)
+            .collect();
+        entries.sort_unstable();
+        entries.dedup();
+        let step = (entries.len() / FRAMES).max(1);
+        // SymCache addresses are relative to the image's `__TEXT` vmaddr; an executable's is
+        // 0x1_0000_0000, which llvm-symbolizer's (DWARF) addresses include.
+        let vmaddr = 0x1_0000_0000u64;
+        let relative: Vec<u64> = entries
+            .iter()
+            .step_by(step)
+            .take(FRAMES)
+            .map(|pc| pc + 8)
+            .collect();
+        let frames = relative.len();
+        let report = report_of(debug_id, &relative);
+        let lookups: String = relative
+            .iter()
+            .enumerate()
+            .map(|(i, r)| format!("{:#x}\n", vmaddr + if i == 0 { *r } else { r - 4 }))
+            .collect();
+        let llvm_first = llvm.map(|llvm| {
+            measure(
+                Command::new(llvm)
+                    .arg(format!("--obj={}", dwarf.display()))
+                    .args(["--inlines", "--functions=linkage", "--demangle"]),
+                &format!("{:#x}\n", vmaddr + relative[frames / 2]),
+            )
+        });
+        let source = Fresh(ModuleLoad::Found(std::sync::Arc::new(symcache)));
+        let mut group = c.benchmark_group("native-big");
+        group.throughput(Throughput::Elements(frames as u64));
+        group.bench_function("engine/symbolicate", |b| {
+            b.iter(|| symbolicate(&report, &source))
+        });
+        if let Some(llvm) = llvm {
+            let mut long_lived = LongLived::start(llvm, dwarf);
+            long_lived.resolve(&lookups, frames);
+            group.bench_function("llvm-symbolizer long-lived", |b| {
+                b.iter(|| long_lived.resolve(&lookups, frames))
+            });
+        }
+        group.finish();
+        BigDsym {
+            dwarf_mb,
+            symcache_mb,
+            convert,
+            llvm_first,
+            frames,
+        }
+    }
+
+    fn print(&self) {
+        let per_s = |ns: f64| self.frames as f64 / (ns / 1e9);
+        println!(
+            "\nproduction-size dSYM (BigApp, {:.0} MB of DWARF; SymCache {:.1} MB):",
+            self.dwarf_mb, self.symcache_mb
+        );
+        println!(
+            "  SymCache conversion (read + convert, one process): {:>8.1} s, peak RSS {:>6.0} MiB",
+            self.convert.wall.as_secs_f64(),
+            self.convert.max_rss_mib
+        );
+        if let Some(first) = &self.llvm_first {
+            println!(
+                "  llvm-symbolizer, first answer (start + one address): {:>6.1} s, peak RSS {:>6.0} MiB",
+                first.wall.as_secs_f64(),
+                first.max_rss_mib
+            );
+        }
+        if let Some(ns) = mean_ns("native-big/engine_symbolicate") {
+            println!("  symcluster engine, warm: {:>12.0} frames/s", per_s(ns));
+        }
+        if let Some(ns) = mean_ns("native-big/llvm-symbolizer long-lived") {
+            println!(
+                "  llvm-symbolizer long-lived, warm: {:>12.0} frames/s",
+                per_s(ns)
+            );
+        }
+    }
 }
