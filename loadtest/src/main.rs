@@ -78,6 +78,10 @@ struct Args {
     /// exceed the workers' caches (`--memory-cache`, `--disk-cache`).
     #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=1000))]
     builds: u32,
+    /// Whether workers share the SymCaches they convert through the bucket (their
+    /// `--share-symcaches`).
+    #[arg(long, default_value_t = true, action = clap::ArgAction::Set, value_name = "BOOL")]
+    share_symcaches: bool,
     /// Print the leader's RSS after every this many completed jobs (0: never).
     #[arg(long, default_value_t = 0)]
     rss_every: usize,
@@ -155,9 +159,9 @@ async fn main() -> anyhow::Result<()> {
         args.slots
     );
     println!(
-        "| masters | workers | routing | reports/s | p50 ms | p99 ms | master RSS MiB | master CPU ms/job | follower CPU ms/job | worker CPU ms/job | cmds/fsync | lost | duplicated | failover ms | cache hit rate |"
+        "| masters | workers | routing | reports/s | p50 ms | p99 ms | master RSS MiB | master CPU ms/job | follower CPU ms/job | worker CPU ms/job | cmds/fsync | lost | duplicated | failover ms | cache hit rate | affine leases | conversions |"
     );
-    println!("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|");
+    println!("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|");
     // Ctrl-C or SIGTERM drops the run in progress, and with it the cluster: its processes are
     // killed and its data directory (often on tmpfs, so memory) is removed.
     tokio::select! {
@@ -245,6 +249,7 @@ async fn run(
                 slots: args.slots,
                 memory_cache_bytes: args.memory_cache_bytes,
                 disk_cache_bytes: args.disk_cache_bytes,
+                args: vec![format!("--share-symcaches={}", args.share_symcaches)],
                 ..WorkerOptions::default()
             })
             .await;
@@ -395,6 +400,21 @@ async fn run(
         .workers
         .iter()
         .fold((0, 0), |(h, m), w| (h + w.cache_hits, m + w.cache_misses));
+    // SymCache conversions over the run, all workers: what routing and shared SymCaches save.
+    let mut conversions = 0.0;
+    for metrics in &cluster.worker_metrics {
+        let text = procstat::http_get(metrics, "/metrics")
+            .await
+            .unwrap_or_default();
+        conversions += text
+            .lines()
+            .filter(|l| {
+                l.starts_with("symcluster_worker_step_seconds_count{")
+                    && l.contains("step=\"convert\"")
+            })
+            .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+            .sum::<f64>();
+    }
     let jobs = args.jobs as f64;
     let per_job = |before: u64, after: u64| (after.saturating_sub(before)) as f64 / jobs;
     // After a failover: the new leader's CPU over the whole run (a follower, then the leader).
@@ -447,12 +467,13 @@ async fn run(
     let cmds_per_fsync =
         (fsync_after.0 - fsync_before.0) / (fsync_after.1 - fsync_before.1).max(1.0);
     Ok(format!(
-        "| {masters} | {workers} | {routing} | {:.1} | {:.1} | {:.1} | {rss:.0} | {master_cpu:.2} | {follower_cpu} | {:.2} | {cmds_per_fsync:.1} | {kill_columns} | {failover} | {:.1}% |",
+        "| {masters} | {workers} | {routing} | {:.1} | {:.1} | {:.1} | {rss:.0} | {master_cpu:.2} | {follower_cpu} | {:.2} | {cmds_per_fsync:.1} | {kill_columns} | {failover} | {:.1}% | {:.0}% | {conversions} |",
         jobs / elapsed.as_secs_f64(),
         latency.value_at_quantile(0.5) as f64 / 1000.0,
         latency.value_at_quantile(0.99) as f64 / 1000.0,
         per_job(cpu_before.2, cpu_after.2),
         100.0 * hits as f64 / (hits + misses).max(1) as f64,
+        100.0 * status.affine_leases as f64 / status.total_leases.max(1) as f64,
     ))
 }
 

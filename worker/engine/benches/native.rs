@@ -375,7 +375,10 @@ struct Measured {
 }
 
 /// Runs `command` to its end (writing `input` to its stdin), measuring it with `wait4`.
-#[allow(clippy::zombie_processes, reason = "reaped by wait4, which also gives its rusage")]
+#[allow(
+    clippy::zombie_processes,
+    reason = "reaped by wait4, which also gives its rusage"
+)]
 fn measure(command: &mut Command, input: &str) -> Measured {
     let started = std::time::Instant::now();
     let mut child = command
