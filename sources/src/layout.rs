@@ -60,15 +60,16 @@ pub fn debug_file_key(prefix: &str, debug_id: &DebugId) -> String {
 }
 
 /// The key of the SymCache a worker derived from the debug file at `debug_file_key` (a
-/// [`debug_file_key`]) and shared with the other workers: beside it, named by the SymCache format
-/// `version` and the original's `original_version` ([`crate::Source::version`]), so that a
-/// replaced debug file or a new format never reads an old SymCache:
-/// `<id[0..2]>/<id[2..]>/symcache-v<version>-<original_version>`.
-pub fn symcache_key(debug_file_key: &str, version: u32, original_version: &str) -> String {
+/// [`debug_file_key`]) and shared with the other workers: beside it, named by the SymCache
+/// `format` (the format version and the conversion's revision, e.g. `9.1`) and the original's
+/// `original_version` ([`crate::Source::version`]), so that a replaced debug file, a new format
+/// or a new conversion never reads an old SymCache:
+/// `<id[0..2]>/<id[2..]>/symcache-v<format>-<original_version>`.
+pub fn symcache_key(debug_file_key: &str, format: &str, original_version: &str) -> String {
     let dir = debug_file_key
         .strip_suffix("debuginfo")
         .unwrap_or(debug_file_key);
-    format!("{dir}symcache-v{version}-{original_version}")
+    format!("{dir}symcache-v{format}-{original_version}")
 }
 
 /// Keys of a source map and its minified bundle under `prefix`, found by debug id.
@@ -130,8 +131,8 @@ mod tests {
         let id: DebugId = "4C4C443B-5555-3144-A126-3CC30CF88FDB".parse().unwrap();
         let original = debug_file_key("projects/demo/", &id);
         assert_eq!(
-            symcache_key(&original, 9, "d41d8cd98f00b204e9800998ecf8427e-26714"),
-            "projects/demo/4c/4c443b55553144a1263cc30cf88fdb/symcache-v9-d41d8cd98f00b204e9800998ecf8427e-26714"
+            symcache_key(&original, "9.1", "d41d8cd98f00b204e9800998ecf8427e-26714"),
+            "projects/demo/4c/4c443b55553144a1263cc30cf88fdb/symcache-v9.1-d41d8cd98f00b204e9800998ecf8427e-26714"
         );
     }
 

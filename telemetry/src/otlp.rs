@@ -5,6 +5,7 @@ use opentelemetry::trace::TracerProvider as _;
 use opentelemetry_otlp::WithExportConfig as _;
 use opentelemetry_sdk::trace::SdkTracerProvider;
 use opentelemetry_sdk::trace::span_processor_with_async_runtime::BatchSpanProcessor;
+use tracing_subscriber::filter::{LevelFilter, Targets};
 use tracing_subscriber::{Layer, Registry};
 
 /// The tracer provider exporting to `endpoint` as `service`, and the `tracing` layer that
@@ -33,6 +34,17 @@ pub(crate) fn layer(
         .with_resource(resource.build())
         .build();
     let tracer = provider.tracer("symcluster");
-    let layer = tracing_opentelemetry::layer().with_tracer(tracer).boxed();
+    // Not the exporter's own HTTP/2 and gRPC client spans and events: under `RUST_LOG=debug`
+    // each export would make more spans to export.
+    let not_the_exporter = Targets::new()
+        .with_default(LevelFilter::TRACE)
+        .with_target("h2", LevelFilter::OFF)
+        .with_target("hyper", LevelFilter::OFF)
+        .with_target("tonic", LevelFilter::OFF)
+        .with_target("opentelemetry", LevelFilter::OFF);
+    let layer = tracing_opentelemetry::layer()
+        .with_tracer(tracer)
+        .with_filter(not_the_exporter)
+        .boxed();
     Ok((provider, layer))
 }

@@ -24,7 +24,9 @@ use moka::future::Cache;
 use symbolic_common::{ByteView, DebugId};
 use symcluster_engine::ModuleLoad;
 use symcluster_engine::js::JsSourceMap;
-use symcluster_engine::symcache::{SYMCACHE_VERSION, SymCacheError, SymCacheFile};
+use symcluster_engine::symcache::{
+    CONVERSION_REVISION, SYMCACHE_VERSION, SymCacheError, SymCacheFile,
+};
 use tracing::Instrument as _;
 
 use symcluster_sources::{FetchError, Scope, Source, layout};
@@ -50,6 +52,12 @@ enum SymCacheLoadError {
     Missing,
     Malformed(String),
     Fetch(String),
+}
+
+/// The SymCaches' format in cache keys (disk and bucket): symbolic's SymCache format version and
+/// the engine's conversion revision, so that a change of either never reads an old SymCache.
+fn symcache_format() -> String {
+    format!("{SYMCACHE_VERSION}.{CONVERSION_REVISION}")
 }
 
 /// Which layer answered a lookup.
@@ -247,7 +255,7 @@ impl Caches {
         debug_id: DebugId,
         key: String,
     ) -> Result<Arc<SymCacheFile>, SymCacheLoadError> {
-        let disk_key = format!("symcache/v{SYMCACHE_VERSION}/{}", hex_key(&key));
+        let disk_key = format!("symcache/{}/{}", symcache_format(), hex_key(&key));
         let disk = self.disk.clone();
         let dk = disk_key.clone();
         let cached = tokio::task::spawn_blocking(move || {
@@ -264,32 +272,43 @@ impl Caches {
             tracing::debug!(%key, "SymCache read from the disk cache");
             return Ok(Arc::new(symcache));
         }
-        // The original's version names the SymCache derived from it, so that a replaced debug
-        // file is never served an old SymCache. A missing original is a miss, shared SymCache
-        // or not.
-        let original = match self.source.version(&key).await {
-            Ok(Some(version)) => version,
-            Ok(None) => {
-                self.count(Layer::Source);
-                tracing::debug!(%key, "debug file not in the bucket");
-                return Err(SymCacheLoadError::Missing);
+        // With sharing, the original's version names the SymCache derived from it, so that a
+        // replaced debug file is never served another's SymCache from the bucket. A missing
+        // original is a miss, shared SymCache or not.
+        let shared_key = if self.settings.share_symcaches {
+            let original = match self.source.version(&key).await {
+                Ok(Some(version)) => version,
+                Ok(None) => {
+                    self.count(Layer::Source);
+                    tracing::debug!(%key, "debug file not in the bucket");
+                    return Err(SymCacheLoadError::Missing);
+                }
+                Err(e) => {
+                    self.count(Layer::Source);
+                    tracing::warn!(%key, error = %e, "asking for the debug file failed");
+                    return Err(SymCacheLoadError::Fetch(e.to_string()));
+                }
+            };
+            let shared_key = layout::symcache_key(&key, &symcache_format(), &original);
+            if let Some(symcache) = self.shared_symcache(&shared_key, debug_id).await {
+                self.count(Layer::Shared);
+                let (disk, bytes) = (self.disk.clone(), symcache.bytes().to_vec());
+                let _ = tokio::task::spawn_blocking(move || disk.put(&disk_key, &bytes)).await;
+                return Ok(symcache);
             }
-            Err(e) => {
-                self.count(Layer::Source);
-                tracing::warn!(%key, error = %e, "asking for the debug file failed");
-                return Err(SymCacheLoadError::Fetch(e.to_string()));
-            }
+            Some(shared_key)
+        } else {
+            None
         };
-        let shared_key = layout::symcache_key(&key, SYMCACHE_VERSION, &original);
-        if self.settings.share_symcaches
-            && let Some(symcache) = self.shared_symcache(&shared_key, debug_id).await
-        {
-            self.count(Layer::Shared);
-            let (disk, bytes) = (self.disk.clone(), symcache.bytes().to_vec());
-            let _ = tokio::task::spawn_blocking(move || disk.put(&disk_key, &bytes)).await;
-            return Ok(symcache);
-        }
         self.count(Layer::Source);
+        // At most `--max-conversions` debug files in memory at once, from their download to the
+        // end of their conversion (a 1 GB dSYM needs about twice that while converting).
+        let permit = self
+            .conversions
+            .clone()
+            .acquire_owned()
+            .await
+            .map_err(|e| SymCacheLoadError::Malformed(format!("conversion slots closed: {e}")))?;
         let fetch_started = std::time::Instant::now();
         let object = match self.fetch(&key, "native", Some(debug_id)).await {
             Ok(Some(bytes)) => bytes,
@@ -304,14 +323,6 @@ impl Caches {
         };
         tracing::debug!(%key, bytes = object.len(), ms = fetch_started.elapsed().as_millis() as u64,
             "debug file fetched");
-        // At most `--max-conversions` at once: each holds the debug file and its SymCache in
-        // memory (a 1 GB dSYM needs about that much again while converting).
-        let permit = self
-            .conversions
-            .clone()
-            .acquire_owned()
-            .await
-            .map_err(|e| SymCacheLoadError::Malformed(format!("conversion slots closed: {e}")))?;
         let convert_started = std::time::Instant::now();
         let disk = self.disk.clone();
         let span = tracing::info_span!("convert", %debug_id, bytes = object.len());
@@ -340,7 +351,7 @@ impl Caches {
                     ms = convert_started.elapsed().as_millis() as u64,
                     "SymCache converted"
                 );
-                if self.settings.share_symcaches {
+                if let Some(shared_key) = shared_key {
                     self.share(shared_key, symcache.bytes().to_vec());
                 }
             }

@@ -102,6 +102,7 @@ pub async fn run_until(
     let mut reconnect = reconnect::Reconnect::new();
     loop {
         // A session drains the worker itself when a shutdown comes while it is connected.
+        let began = std::time::Instant::now();
         let ended = session::run(
             &config,
             &worker_id,
@@ -115,11 +116,11 @@ pub async fn run_until(
             Ok(session::End::Drained) => return Ok(()),
             Ok(session::End::StreamClosed) => {
                 tracing::warn!("lease stream ended; reconnecting");
-                reconnect.registered();
+                reconnect.registered(began.elapsed());
             }
             Ok(session::End::Lost(e)) => {
                 tracing::warn!(error = %e, "master session lost; reconnecting");
-                reconnect.registered();
+                reconnect.registered(began.elapsed());
             }
             Err(e) => tracing::warn!(error = %e, "cannot reach the master; retrying"),
         }

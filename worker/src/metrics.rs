@@ -69,8 +69,9 @@ static CACHE_LOOKUPS: LazyLock<IntCounterVec> = LazyLock::new(|| {
             Opts::new(
                 "symcluster_worker_cache_lookups_total",
                 "Debug file and source map lookups since start, by the layer that answered \
-                 (`memory`, `negative`, `disk`, or `source`: the bucket was asked) and result \
-                 (`hit` for the caches, `miss` for the source)",
+                 (`memory`, `negative`, `disk`, `shared`: a SymCache another worker put in the \
+                 bucket, or `source`: the original was fetched) and result (`hit` for the \
+                 caches, `miss` for the source)",
             ),
             &["layer", "result"],
         )

@@ -1,8 +1,10 @@
 //! When a worker connects to the masters again: the clients' one retry policy
 //! ([`symcluster_client::retry::backoff`]: 200 ms doubling to 5 s, with jitter, so that workers
-//! cut off together do not come back together), started afresh after every session that
-//! registered, so that a master lost after hours of work is retried at once and not at the
-//! delay an earlier outage had reached.
+//! cut off together do not come back together), started afresh after a good session (one that
+//! registered and lasted at least the longest delay), so that a master lost after hours of work
+//! is retried at once and not at the delay an earlier outage had reached, while a session that
+//! registers and breaks at once (a master that accepts and then fails every lease stream) still
+//! backs off.
 
 use std::time::Duration;
 
@@ -23,9 +25,12 @@ impl Reconnect {
         }
     }
 
-    /// A session registered (and then ended): the next wait starts from the shortest again.
-    pub(crate) fn registered(&mut self) {
-        *self = Self::new();
+    /// A session registered and ended after `lasted`: when that is at least [`MAX_DELAY`], the
+    /// next wait starts from the shortest again.
+    pub(crate) fn registered(&mut self, lasted: Duration) {
+        if lasted >= MAX_DELAY {
+            *self = Self::new();
+        }
     }
 
     /// The wait before the next attempt: longer after each failed one, up to [`MAX_DELAY`]
@@ -40,7 +45,7 @@ mod tests {
     use super::*;
 
     #[test]
-    fn the_delay_grows_while_connecting_fails_and_resets_after_a_good_session() {
+    fn the_delay_grows_while_connecting_fails_and_resets_after_a_long_session() {
         let mut reconnect = Reconnect::new();
         let first = reconnect.next_wait();
         assert!(first <= Duration::from_millis(400), "{first:?}");
@@ -49,7 +54,12 @@ mod tests {
         let last = *grown.last().unwrap();
         assert!(last >= MAX_DELAY && last <= 2 * MAX_DELAY, "{grown:?}");
 
-        reconnect.registered();
+        // A session that broke at once does not count as good.
+        reconnect.registered(Duration::from_millis(50));
+        let still = reconnect.next_wait();
+        assert!(still >= MAX_DELAY, "{still:?}");
+
+        reconnect.registered(Duration::from_secs(60));
         let after = reconnect.next_wait();
         assert!(after <= Duration::from_millis(400), "{after:?}");
     }

@@ -5,7 +5,7 @@
 
 use std::time::{Duration, Instant};
 
-use symcluster_engine::symcache::{SYMCACHE_VERSION, SymCacheFile};
+use symcluster_engine::symcache::{CONVERSION_REVISION, SYMCACHE_VERSION, SymCacheFile};
 use symcluster_loadtest::cluster::{Cluster, MasterOptions, WorkerOptions};
 use symcluster_sources::Source;
 use symcluster_sources::layout::{self, DebugId, Scope};
@@ -17,7 +17,8 @@ async fn shared_key(bucket: &Source, id: &str) -> String {
     let debug_id: DebugId = id.parse().unwrap();
     let original = layout::debug_file_key(&Scope::Project("default").prefix(""), &debug_id);
     let version = bucket.version(&original).await.unwrap().expect("uploaded");
-    layout::symcache_key(&original, SYMCACHE_VERSION, &version)
+    let format = format!("{SYMCACHE_VERSION}.{CONVERSION_REVISION}");
+    layout::symcache_key(&original, &format, &version)
 }
 
 /// Waits until a valid SymCache for `id` is at its shared key (the upload runs after the job).

@@ -19,6 +19,12 @@ use crate::guard::no_panic;
 /// Part of every cache key, so a format change never reads a stale file.
 pub const SYMCACHE_VERSION: u32 = symbolic_symcache::SYMCACHE_VERSION;
 
+/// This engine's conversion revision: raised whenever [`SymCacheFile::from_object_file`] builds
+/// different SymCaches from the same debug file (e.g. what it merges from the symbol table), so
+/// that caches keyed by it (the worker's disk and the bucket's shared SymCaches) never serve
+/// SymCaches of an older conversion.
+pub const CONVERSION_REVISION: u32 = 1;
+
 /// Why a debug file could not be turned into a SymCache. The message is one line.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum SymCacheError {
