@@ -253,14 +253,7 @@ struct LongLived {
 
 impl LongLived {
     fn start(llvm: &Path, dwarf: &Path) -> Self {
-        let mut child = Command::new(llvm)
-            .arg(format!("--obj={}", dwarf.display()))
-            .args(["--inlines", "--functions=linkage", "--demangle"])
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("spawn llvm-symbolizer");
+        let mut child = spawn_llvm_symbolizer(llvm, dwarf);
         let stdin = child.stdin.take();
         let stdout = BufReader::new(child.stdout.take().unwrap());
         LongLived {
@@ -322,15 +315,30 @@ fn which_llvm_symbolizer() -> Option<PathBuf> {
     .map(PathBuf::from)
 }
 
-fn run_llvm_symbolizer(llvm: &Path, dwarf: &Path, addresses: &str) -> usize {
-    let mut child = Command::new(llvm)
-        .arg(format!("--obj={}", dwarf.display()))
-        .args(["--inlines", "--functions=linkage", "--demangle"])
+/// llvm-symbolizer on `dwarf`, as the benchmarks run it: inlined frames, linkage names
+/// demangled.
+fn llvm_symbolizer(llvm: &Path, dwarf: &Path) -> Command {
+    let mut command = Command::new(llvm);
+    command.arg(format!("--obj={}", dwarf.display())).args([
+        "--inlines",
+        "--functions=linkage",
+        "--demangle",
+    ]);
+    command
+}
+
+/// [`llvm_symbolizer`] started with piped stdin and stdout.
+fn spawn_llvm_symbolizer(llvm: &Path, dwarf: &Path) -> std::process::Child {
+    llvm_symbolizer(llvm, dwarf)
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::null())
         .spawn()
-        .expect("spawn llvm-symbolizer");
+        .expect("spawn llvm-symbolizer")
+}
+
+fn run_llvm_symbolizer(llvm: &Path, dwarf: &Path, addresses: &str) -> usize {
+    let mut child = spawn_llvm_symbolizer(llvm, dwarf);
     let mut stdin = child.stdin.take().unwrap();
     let input = addresses.to_owned();
     let writer = std::thread::spawn(move || stdin.write_all(input.as_bytes()));
@@ -455,9 +463,7 @@ impl BigDsym {
             .collect();
         let llvm_first = llvm.map(|llvm| {
             measure(
-                Command::new(llvm)
-                    .arg(format!("--obj={}", dwarf.display()))
-                    .args(["--inlines", "--functions=linkage", "--demangle"]),
+                &mut llvm_symbolizer(llvm, dwarf),
                 &format!("{:#x}\n", vmaddr + relative[frames / 2]),
             )
         });
