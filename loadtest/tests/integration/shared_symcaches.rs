@@ -59,6 +59,13 @@ async fn a_new_worker_downloads_the_symcaches_another_converted() {
         .unwrap_or(0.0)
     };
     assert_eq!(converts(&first), found.len() as f64);
+    let shared_hits = |exposition: &str| {
+        metric_value(
+            exposition,
+            "symcluster_worker_cache_lookups_total",
+            &[("layer", "shared"), ("result", "hit")],
+        )
+    };
 
     // A second worker, with an empty cache, alone in the cluster: it downloads every SymCache.
     cluster.stop_worker(0, Duration::from_secs(10)).await;
@@ -66,14 +73,7 @@ async fn a_new_worker_downloads_the_symcaches_another_converted() {
     assert_eq!(crashprobe_job(&cluster, "second").await, found);
     let second = http_get(&cluster.worker_metrics[1], "/metrics").await;
     assert_eq!(converts(&second), 0.0, "{second}");
-    assert_eq!(
-        metric_value(
-            &second,
-            "symcluster_worker_cache_lookups_total",
-            &[("layer", "shared"), ("result", "hit")]
-        ),
-        Some(found.len() as f64)
-    );
+    assert_eq!(shared_hits(&second), Some(found.len() as f64), "{second}");
 
     // A shared SymCache that is not one: the third worker converts that debug file again, gives
     // the same answer, and puts a valid SymCache back.
@@ -91,12 +91,9 @@ async fn a_new_worker_downloads_the_symcaches_another_converted() {
     let third = http_get(&cluster.worker_metrics[2], "/metrics").await;
     assert_eq!(converts(&third), 1.0, "{third}");
     assert_eq!(
-        metric_value(
-            &third,
-            "symcluster_worker_cache_lookups_total",
-            &[("layer", "shared"), ("result", "hit")]
-        ),
-        Some(found.len() as f64 - 1.0)
+        shared_hits(&third),
+        Some(found.len() as f64 - 1.0),
+        "{third}"
     );
     wait_shared(&bucket, broken).await;
 }

@@ -143,18 +143,6 @@ fn main() {
         "  ratio cold (metro / symcluster): {:.1}x faster",
         ms(cold_metro) / ms(cold_engine)
     );
-    if let Some(ns) = bare_engine_ns {
-        println!(
-            "  ratio warm, same work (symcluster / metro): {:.1}x faster",
-            (FRAMES as f64 / (ns / 1e9)) / warm_metro
-        );
-    }
-    if let Some(ns) = warm_engine_ns {
-        println!(
-            "  ratio warm, symcluster with context (symcluster / metro): {:.1}x",
-            (FRAMES as f64 / (ns / 1e9)) / warm_metro
-        );
-    }
     println!("  identical answers: {same} of {FRAMES} frames");
     if let Some(ns) = bare_engine_ns {
         println!(
