@@ -52,7 +52,8 @@ pub const MAX_WORKER_MESSAGE_BYTES: usize = index::MAX_RESULT_BYTES as usize + (
 
 /// Runs a master until `shutdown` resolves.
 ///
-/// Opens (or creates) `config.data_dir/master.redb` (the index and Raft's log), starts this
+/// Opens (or creates) `config.data_dir/master.redb` (the index) and `config.data_dir/raft-log/`
+/// (Raft's log segments), starts this
 /// master's Raft member, and serves gRPC (clients, workers and the other masters) on
 /// `config.listen` and metrics on `config.metrics_listen`.
 pub async fn run(
@@ -95,6 +96,7 @@ pub async fn run(
     let node = raft::start(
         &raft_config,
         index,
+        &config.data_dir.join("raft-log"),
         &raft_handle,
         inputs,
         scheduler.clone(),

@@ -61,29 +61,29 @@ pub static RAFT_PROPOSALS: LazyLock<IntCounter> = LazyLock::new(|| {
         "Commands proposed by this master",
     )
 });
-/// Raft: log entries written per fsynced transaction.
+/// Raft: log entries written per fsynced append.
 pub static RAFT_ENTRIES_PER_FSYNC: LazyLock<Histogram> = LazyLock::new(|| {
     histogram(
         "symcluster_raft_entries_per_fsync",
-        "Log entries appended per fsynced write transaction (group commit)",
+        "Log entries appended per fsynced append to the raft log (group commit)",
         vec![1.0, 2.0, 4.0, 8.0, 16.0, 32.0, 64.0, 128.0, 256.0, 512.0],
     )
 });
-/// Raft: duration of fsynced write transactions.
+/// Raft: duration of fsynced appends to the log.
 pub static RAFT_FSYNC_SECONDS: LazyLock<Histogram> = LazyLock::new(|| {
     histogram(
         "symcluster_raft_fsync_seconds",
-        "Duration of one fsynced write transaction (apply + append + HardState)",
+        "Duration of one fsynced append to the raft log (entries + HardState)",
         prometheus::exponential_buckets(0.0001, 2.0, 16).expect("valid buckets"),
     )
 });
-/// Raft: write transactions of the node thread, fsynced (new entries, term or vote) and not
-/// (applying committed entries, a new commit index).
+/// Raft: the index's write transactions (applying committed entries), fsynced at a checkpoint
+/// and not in between.
 pub static RAFT_WRITES: LazyLock<IntCounterVec> = LazyLock::new(|| {
     let c = IntCounterVec::new(
         prometheus::Opts::new(
             "symcluster_raft_write_transactions_total",
-            "Write transactions of the Raft node thread, by durability (fsynced or not)",
+            "Write transactions applying committed entries to the index, by durability (fsync: a checkpoint)",
         ),
         &["durability"],
     )

@@ -85,6 +85,9 @@ pub enum IndexError {
     /// A stored Raft record does not decode.
     #[error("index store: {0}")]
     Corrupt(String),
+    /// Raft's log files cannot be read, written or trusted.
+    #[error(transparent)]
+    Log(Box<crate::raft::segment_log::LogError>),
     /// A stored result does not decompress.
     #[error("index store: the result of job {job_id} does not decompress: {reason}")]
     Decompress {
@@ -171,7 +174,7 @@ pub struct OpenJob {
     pub queued_since_ms: u64,
 }
 
-/// The index over a shared `redb` database (the same file also holds Raft's log).
+/// The index over the master's `redb` database (Raft's log is in segment files beside it).
 #[derive(Clone)]
 pub struct Index {
     db: Arc<Database>,

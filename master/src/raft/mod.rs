@@ -1,7 +1,8 @@
 //! Replication of the index across masters with Raft (raft-rs 0.7).
 //!
 //! - [`node`]: the one owner of `RawNode` and its storage, a thread fed by one channel;
-//! - [`storage`]: the log, HardState and ConfState in the master's `redb` file;
+//! - [`storage`]: raft-rs's `Storage` over the log, HardState and ConfState;
+//! - [`segment_log`]: the log's append-only segment files;
 //! - [`transport`]: Raft messages between masters over tonic (`symcluster.cluster.v1.Peer`);
 //! - [`logger`]: raft-rs's `slog` records into `tracing`.
 //!
@@ -12,6 +13,7 @@
 
 pub mod logger;
 pub mod node;
+pub mod segment_log;
 pub mod storage;
 pub mod transport;
 
@@ -238,18 +240,19 @@ pub fn channel(config: &RaftConfig) -> (RaftHandle, std::sync::mpsc::Receiver<In
     )
 }
 
-/// Starts the node thread over `index` (its database also holds Raft's log). A single-member
-/// group elects itself at once.
+/// Starts the node thread over `index`, with Raft's log in `log_dir`. A single-member group
+/// elects itself at once.
 pub fn start(
     config: &RaftConfig,
     index: Index,
+    log_dir: &std::path::Path,
     handle: &RaftHandle,
     inputs: std::sync::mpsc::Receiver<Input>,
     hooks: Arc<dyn Hooks>,
     runtime: tokio::runtime::Handle,
 ) -> Result<std::thread::JoinHandle<()>, IndexError> {
     let voters: Vec<u64> = config.members.keys().copied().collect();
-    let storage = storage::RaftStorage::open(index.clone(), &voters)?;
+    let storage = storage::RaftStorage::open(index.clone(), log_dir, &voters)?;
     let (applied, _) = index.applied()?;
     let raft_config = raft::Config {
         id: config.id,

@@ -5,14 +5,16 @@
 //! entries → advance apply.
 //!
 //! Group commit: every input waiting in the channel is taken before the next Ready, so many
-//! proposals share one Ready; applying the committed entries and appending the new ones is one
-//! `redb` write transaction, fsynced only when raft-rs says the Ready must be synced (new
-//! entries, a new term or vote). Applying alone is written without fsync: it can always be
-//! replayed from the durable log after a crash, and the applied index is stored in the same
-//! transaction as its effects. A follower lets such apply-only writes wait (at most one tick)
-//! for its next append from the leader, so that it writes once per append
+//! proposals share one Ready; its new entries and HardState are one append to the log's
+//! segment files, fsynced when raft-rs says the Ready must be synced (new entries, a new term
+//! or vote), and its committed entries are applied in one `redb` write transaction. That one is
+//! written without fsync except at a checkpoint (every [`CHECKPOINT_ENTRIES`] entries or
+//! [`CHECKPOINT_INTERVAL`]): what it loses in a crash is replayed from the durable log, which
+//! compaction keeps back to the last checkpoint, and the applied index is stored in the same
+//! transaction as its effects. A follower lets apply-only writes wait (at most one tick) for
+//! its next append from the leader, so that it writes once per append
 //! ([`Node::write_or_defer`]); `symcluster_raft_write_transactions_total{durability}` counts
-//! both kinds.
+//! the index's write transactions, checkpoints (`fsync`) and the others (`none`).
 
 use std::collections::HashMap;
 use std::sync::mpsc::{Receiver, RecvTimeoutError};
@@ -59,10 +61,19 @@ pub struct Node {
     deferred: Vec<Entry>,
     deferred_hard_state: Option<raft::prelude::HardState>,
     deferred_since: Option<Instant>,
+    /// The last applied index written durably to the index (a restart starts from there).
+    durable_applied: u64,
+    last_checkpoint: Instant,
 }
 
 /// At most this many committed entries wait on a follower for a write that is due anyway.
 const MAX_DEFERRED: usize = 1024;
+
+/// The index is written durably (fsynced) once this many log entries were applied since the
+/// last durable write...
+const CHECKPOINT_ENTRIES: u64 = 1024;
+/// ...or once this long has passed since it.
+const CHECKPOINT_INTERVAL: Duration = Duration::from_secs(1);
 
 impl Node {
     /// A node over `raw` (whose storage holds `index`'s database).
@@ -98,6 +109,8 @@ impl Node {
             deferred: Vec::new(),
             deferred_hard_state: None,
             deferred_since: None,
+            durable_applied: applied,
+            last_checkpoint: Instant::now(),
         }
     }
 
@@ -326,6 +339,7 @@ impl Node {
         self.index.restore(&snapshot.data, meta.index, meta.term)?;
         self.raw.mut_store().apply_snapshot(meta)?;
         self.applied = meta.index;
+        self.durable_applied = meta.index;
         self.hooks.restored();
         Ok(())
     }
@@ -385,14 +399,29 @@ impl Node {
         self.write(&all, &[], hard_state.as_ref(), false)
     }
 
-    /// Applies what waits, then ends the thread.
+    /// Applies what waits and writes the index durably, then ends the thread (a restart then
+    /// replays nothing).
     fn stop(&mut self) {
         if let Err(e) = self.apply_deferred() {
             tracing::warn!(error = %e, "applying deferred entries at stop failed");
         }
+        let checkpoint = self
+            .index
+            .database()
+            .begin_write()
+            .map_err(redb::Error::from)
+            .and_then(|txn| txn.commit().map_err(redb::Error::from));
+        match checkpoint {
+            Ok(()) => self.durable_applied = self.applied,
+            Err(e) => tracing::warn!(error = %e, "the index's last durable write failed"),
+        }
     }
 
-    /// One write transaction: apply `committed`, append `entries`, store `hard_state`.
+    /// One Ready's writes: append `entries` and `hard_state` to the log (fsynced when
+    /// `must_sync` or new entries), then apply `committed` to the index in one write
+    /// transaction, durable only at a checkpoint ([`CHECKPOINT_ENTRIES`],
+    /// [`CHECKPOINT_INTERVAL`]): between checkpoints the log holds what the index may lose, and
+    /// compaction keeps it.
     fn write(
         &mut self,
         committed: &[Entry],
@@ -407,11 +436,27 @@ impl Node {
         if committed.is_empty() && entries.is_empty() && hard_state.is_none() {
             return Ok(());
         }
+        let sync = must_sync || !entries.is_empty();
         let started = Instant::now();
+        let storage = self.raw.mut_store();
+        storage.append(entries);
+        if let Some(hs) = hard_state {
+            storage.set_hard_state(hs);
+        }
+        storage.persist(sync)?;
+        if sync {
+            metrics::RAFT_FSYNC_SECONDS.observe(started.elapsed().as_secs_f64());
+            metrics::RAFT_ENTRIES_PER_FSYNC.observe(entries.len() as f64);
+        }
+        let Some(last) = committed.last() else {
+            return Ok(());
+        };
+        let last_index = last.index;
+        let checkpoint = last_index - self.durable_applied >= CHECKPOINT_ENTRIES
+            || self.last_checkpoint.elapsed() >= CHECKPOINT_INTERVAL;
         let db = self.index.database().clone();
         let mut txn = db.begin_write().map_err(crate::index::db)?;
-        let durable = must_sync || !entries.is_empty();
-        if !durable {
+        if !checkpoint {
             txn.set_durability(Durability::None)
                 .map_err(|e| IndexError::Corrupt(e.to_string()))?;
         }
@@ -437,25 +482,18 @@ impl Node {
                 applier.set_applied(entry.index, entry.term)?;
             }
         }
-        let storage = self.raw.mut_store();
-        storage.append(&txn, entries)?;
-        if let Some(hs) = hard_state {
-            storage.set_hard_state(&txn, hs)?;
-        }
-        if let Some(last) = committed.last() {
-            self.raw.mut_store().maybe_compact(&txn, last.index)?;
-        }
         txn.commit().map_err(crate::index::db)?;
-        if let Some(last) = committed.last() {
-            self.applied = last.index;
-        }
+        self.applied = last_index;
         metrics::RAFT_WRITES
-            .with_label_values(&[if durable { "fsync" } else { "none" }])
+            .with_label_values(&[if checkpoint { "fsync" } else { "none" }])
             .inc();
-        if durable {
-            metrics::RAFT_FSYNC_SECONDS.observe(started.elapsed().as_secs_f64());
-            metrics::RAFT_ENTRIES_PER_FSYNC.observe(entries.len() as f64);
+        if checkpoint {
+            self.durable_applied = last_index;
+            self.last_checkpoint = Instant::now();
         }
+        self.raw
+            .mut_store()
+            .maybe_compact(self.applied, self.durable_applied)?;
         if !changes.is_empty() {
             let is_leader = self.role == StateRole::Leader;
             let (contexts, applied): (Vec<Vec<u8>>, Vec<(Command, Applied)>) = changes

@@ -1,28 +1,36 @@
-//! Raft's durable storage (raft-rs's `Storage` trait) in the master's `redb` file.
+//! Raft's durable storage (raft-rs's `Storage` trait): the log, HardState and compaction point
+//! in append-only segment files ([`super::segment_log`], `<data dir>/raft-log/`), beside the
+//! index's `redb` file.
 //!
-//! Tables: `raft_log` (log index → `eraftpb::Entry`, prost) and `raft_state` (`hard_state`,
-//! `conf_state`, `compacted` → prost messages). The log since the last compaction is also kept in
-//! memory for the reads raft-rs makes on every step; compaction keeps it short
-//! ([`COMPACT_AT`] entries at most, down to [`KEEP_AFTER_COMPACTION`] applied ones), so both the
-//! file and the memory stay bounded. A follower that needs an entry older than that receives a
-//! snapshot of the index instead ([`Storage::snapshot`] builds it from the index tables).
+//! The log since the last compaction is also kept in memory for the reads raft-rs makes on
+//! every step; compaction keeps it short ([`COMPACT_AT`] entries at most, down to
+//! [`KEEP_AFTER_COMPACTION`] applied ones), so both the files and the memory stay bounded. The
+//! index is written without fsync between its checkpoints, so compaction never passes the
+//! index's last durable applied index: a restart replays the log from there. A follower that
+//! needs an entry older than the compaction point receives a snapshot of the index instead
+//! ([`Storage::snapshot`] builds it from the index tables).
 //!
-//! Writes happen in the caller's write transaction ([`RaftStorage::append`],
-//! [`RaftStorage::set_hard_state`], [`RaftStorage::compact`]), so that one Ready is one
-//! transaction and one fsync.
+//! Writes are queued by [`RaftStorage::append`] and [`RaftStorage::set_hard_state`] and written
+//! by [`RaftStorage::persist`]: one Ready is one write and at most one fsync. A master whose
+//! log is still in the `redb` tables of earlier versions (`raft_log`, `raft_state`) moves it
+//! into segments when it opens ([`RaftStorage::open`]).
 
 use std::collections::VecDeque;
-use std::sync::Arc;
+use std::path::Path;
 
 use prost011::Message as _;
 use raft::prelude::{ConfState, Entry, HardState, Snapshot, SnapshotMetadata};
 use raft::{GetEntriesContext, RaftState, StorageError};
-use redb::{Database, ReadableDatabase, ReadableTable, TableDefinition, WriteTransaction};
+use redb::{ReadableDatabase, ReadableTable, TableDefinition};
 
+use super::segment_log::{LogError, SegmentLog};
 use crate::index::{Index, IndexError, db};
 
-const LOG: TableDefinition<u64, &[u8]> = TableDefinition::new("raft_log");
-const STATE: TableDefinition<&str, &[u8]> = TableDefinition::new("raft_state");
+/// The log's table in the `redb` file of versions before segment files (log index → prost
+/// `Entry`); read once to move the log, then deleted.
+const OLD_LOG: TableDefinition<u64, &[u8]> = TableDefinition::new("raft_log");
+/// `hard_state`, `conf_state`, `compacted` → prost messages, in the same older versions.
+const OLD_STATE: TableDefinition<&str, &[u8]> = TableDefinition::new("raft_state");
 
 /// Log entries kept before a compaction.
 pub const COMPACT_AT: usize = 2048;
@@ -31,7 +39,7 @@ pub const KEEP_AFTER_COMPACTION: u64 = 256;
 
 /// Raft's log, HardState and ConfState.
 pub struct RaftStorage {
-    db: Arc<Database>,
+    log: SegmentLog,
     index: Index,
     hard_state: HardState,
     conf_state: ConfState,
@@ -39,6 +47,12 @@ pub struct RaftStorage {
     compacted: SnapshotMetadata,
     /// The log after `compacted.index`, in order.
     entries: VecDeque<Entry>,
+}
+
+impl From<LogError> for IndexError {
+    fn from(e: LogError) -> Self {
+        IndexError::Log(Box::new(e))
+    }
 }
 
 fn decode_err(what: &str, e: prost011::DecodeError) -> IndexError {
@@ -50,48 +64,36 @@ fn storage_err(e: IndexError) -> raft::Error {
 }
 
 impl RaftStorage {
-    /// Opens Raft's tables in the index's database; a new group starts with `voters`.
-    pub fn open(index: Index, voters: &[u64]) -> Result<Self, IndexError> {
-        let database = index.database().clone();
-        let txn = database.begin_write().map_err(db)?;
-        txn.open_table(LOG).map_err(db)?;
-        txn.open_table(STATE).map_err(db)?;
-        txn.commit().map_err(db)?;
-        let read = database.begin_read().map_err(db)?;
-        let state = read.open_table(STATE).map_err(db)?;
-        let get = |key: &str| -> Result<Option<Vec<u8>>, IndexError> {
-            Ok(state.get(key).map_err(db)?.map(|v| v.value().to_vec()))
-        };
-        let mut hard_state = match get("hard_state")? {
-            Some(b) => HardState::decode(b.as_slice()).map_err(|e| decode_err("hard state", e))?,
-            None => HardState::default(),
-        };
+    /// Opens the log in `dir` (moving an older version's log out of `index`'s database first);
+    /// a new group starts with `voters`. Errors: the file system's, a corrupt log
+    /// ([`IndexError::Log`]), the database's.
+    pub fn open(index: Index, dir: &Path, voters: &[u64]) -> Result<Self, IndexError> {
+        move_old_log(&index, dir)?;
+        let (log, replayed) = SegmentLog::open(dir)?;
+        let mut hard_state = replayed.hard_state.unwrap_or_default();
         // Entries are applied only once committed: a commit index stored before the last
         // apply (it travels without fsync) is at least the applied index.
         let (applied, _) = index.applied()?;
         hard_state.commit = hard_state.commit.max(applied);
-        let conf_state = match get("conf_state")? {
-            Some(b) => ConfState::decode(b.as_slice()).map_err(|e| decode_err("conf state", e))?,
-            None => ConfState::from((voters.to_vec(), Vec::<u64>::new())),
+        let compacted = replayed.compacted.unwrap_or_default();
+        let conf_state = match compacted.conf_state.as_ref() {
+            Some(cs) if !cs.voters.is_empty() => cs.clone(),
+            _ => ConfState::from((voters.to_vec(), Vec::<u64>::new())),
         };
-        let compacted = match get("compacted")? {
-            Some(b) => {
-                SnapshotMetadata::decode(b.as_slice()).map_err(|e| decode_err("compaction", e))?
-            }
-            None => SnapshotMetadata::default(),
-        };
-        let mut entries = VecDeque::new();
-        for entry in read.open_table(LOG).map_err(db)?.iter().map_err(db)? {
-            let (_, bytes) = entry.map_err(db)?;
-            entries.push_back(Entry::decode(bytes.value()).map_err(|e| decode_err("entry", e))?);
+        if applied < compacted.index {
+            return Err(IndexError::Corrupt(format!(
+                "the index was applied up to {applied} but the raft log starts after {}: \
+                 entries in between are lost",
+                compacted.index
+            )));
         }
         Ok(RaftStorage {
-            db: database,
+            log,
             index,
             hard_state,
             conf_state,
             compacted,
-            entries,
+            entries: replayed.entries.into_values().collect(),
         })
     }
 
@@ -118,39 +120,25 @@ impl RaftStorage {
         self.entries.is_empty()
     }
 
-    /// Appends `entries` (replacing any conflicting suffix) in `txn`.
-    pub fn append(&mut self, txn: &WriteTransaction, entries: &[Entry]) -> Result<(), IndexError> {
+    /// Queues `entries` (replacing any conflicting suffix) for [`Self::persist`].
+    pub fn append(&mut self, entries: &[Entry]) {
         let Some(first_new) = entries.first().map(|e| e.index) else {
-            return Ok(());
+            return;
         };
-        let mut log = txn.open_table(LOG).map_err(db)?;
         if first_new <= self.last() {
-            for i in first_new.max(self.first())..=self.last() {
-                log.remove(i).map_err(db)?;
-            }
             let keep = first_new.saturating_sub(self.first()) as usize;
             self.entries.truncate(keep);
         }
         for entry in entries {
-            log.insert(entry.index, entry.encode_to_vec().as_slice())
-                .map_err(db)?;
+            self.log.push_entry(entry);
             self.entries.push_back(entry.clone());
         }
-        Ok(())
     }
 
-    /// Stores `hs` in `txn`.
-    pub fn set_hard_state(
-        &mut self,
-        txn: &WriteTransaction,
-        hs: &HardState,
-    ) -> Result<(), IndexError> {
-        let mut state = txn.open_table(STATE).map_err(db)?;
-        state
-            .insert("hard_state", hs.encode_to_vec().as_slice())
-            .map_err(db)?;
+    /// Queues `hs` for [`Self::persist`].
+    pub fn set_hard_state(&mut self, hs: &HardState) {
+        self.log.push_hard_state(hs);
         self.hard_state = hs.clone();
-        Ok(())
     }
 
     /// Sets the commit index in memory (a LightReady's commit; stored with the next HardState).
@@ -158,67 +146,136 @@ impl RaftStorage {
         self.hard_state.commit = commit;
     }
 
+    /// Writes what was queued, fsynced when `sync`; starts a new segment when the active one
+    /// is full.
+    pub fn persist(&mut self, sync: bool) -> Result<(), IndexError> {
+        self.log.flush(sync)?;
+        if self.log.should_rotate() {
+            self.log.rotate(&self.hard_state, &self.compacted)?;
+        }
+        Ok(())
+    }
+
     /// Drops entries up to `applied - KEEP_AFTER_COMPACTION` once more than [`COMPACT_AT`] are
-    /// held; returns whether it did.
-    pub fn maybe_compact(
-        &mut self,
-        txn: &WriteTransaction,
-        applied: u64,
-    ) -> Result<bool, IndexError> {
+    /// held, never past `durable` (the index's last durable applied index: a restart replays
+    /// from there); deletes the segments it passed. Returns whether it compacted.
+    pub fn maybe_compact(&mut self, applied: u64, durable: u64) -> Result<bool, IndexError> {
         if self.entries.len() < COMPACT_AT {
             return Ok(false);
         }
         let to = applied
             .saturating_sub(KEEP_AFTER_COMPACTION)
+            .min(durable)
             .min(self.last());
         if to < self.first() {
             return Ok(false);
         }
         let term = self.entries[(to - self.first()) as usize].term;
-        let mut log = txn.open_table(LOG).map_err(db)?;
-        for i in self.first()..=to {
-            log.remove(i).map_err(db)?;
-        }
         let drop = (to + 1 - self.first()) as usize;
         self.entries.drain(..drop);
         self.compacted.index = to;
         self.compacted.term = term;
         self.compacted.set_conf_state(self.conf_state.clone());
-        let mut state = txn.open_table(STATE).map_err(db)?;
-        state
-            .insert("compacted", self.compacted.encode_to_vec().as_slice())
-            .map_err(db)?;
+        self.log.push_compacted(&self.compacted);
+        self.log.flush(true)?;
+        self.log.remove_through(to)?;
         Ok(true)
     }
 
-    /// Installs a snapshot's metadata: the log restarts after it. The index itself is restored
-    /// by the caller ([`Index::restore`]) in its own transaction.
+    /// Installs a snapshot's metadata: the log restarts after it (older segments deleted). The
+    /// index itself is restored, durably, by the caller first ([`Index::restore`]).
     pub fn apply_snapshot(&mut self, meta: &SnapshotMetadata) -> Result<(), IndexError> {
-        let txn = self.db.begin_write().map_err(db)?;
-        txn.delete_table(LOG).map_err(db)?;
-        txn.open_table(LOG).map_err(db)?;
         self.entries.clear();
         self.compacted = meta.clone();
         self.conf_state = meta.get_conf_state().clone();
         self.hard_state.term = self.hard_state.term.max(meta.term);
         self.hard_state.commit = self.hard_state.commit.max(meta.index);
-        {
-            let mut state = txn.open_table(STATE).map_err(db)?;
-            state
-                .insert("compacted", self.compacted.encode_to_vec().as_slice())
-                .map_err(db)?;
-            state
-                .insert("conf_state", self.conf_state.encode_to_vec().as_slice())
-                .map_err(db)?;
-            state
-                .insert("hard_state", self.hard_state.encode_to_vec().as_slice())
-                .map_err(db)?;
-        }
-        txn.commit().map_err(db)?;
+        self.log.reset(&self.hard_state, &self.compacted)?;
         Ok(())
+    }
+
+    /// Segment files on disk.
+    pub fn segments(&self) -> usize {
+        self.log.segments()
     }
 }
 
+/// Moves the log of an older version, kept in `index`'s database, into segment files in
+/// `dir`: written into `dir` + `.new`, fsynced, renamed, then the old tables are deleted. A
+/// crash before the rename leaves the old tables as they were (the move starts again); after
+/// it, only the deletion is left to do.
+fn move_old_log(index: &Index, dir: &Path) -> Result<(), IndexError> {
+    let database = index.database();
+    let read = database.begin_read().map_err(db)?;
+    let has_old = match read.open_table(OLD_STATE) {
+        Ok(_) => true,
+        Err(redb::TableError::TableDoesNotExist(_)) => false,
+        Err(e) => return Err(db(e)),
+    };
+    if !has_old {
+        return Ok(());
+    }
+    if !dir.exists() {
+        let staging = dir.with_extension("new");
+        if staging.exists() {
+            std::fs::remove_dir_all(&staging).map_err(|source| LogError::Io {
+                path: staging.clone(),
+                source,
+            })?;
+        }
+        let (mut log, _) = SegmentLog::open(&staging)?;
+        let state = read.open_table(OLD_STATE).map_err(db)?;
+        let get = |key: &str| -> Result<Option<Vec<u8>>, IndexError> {
+            Ok(state.get(key).map_err(db)?.map(|v| v.value().to_vec()))
+        };
+        let mut compacted = match get("compacted")? {
+            Some(b) => {
+                SnapshotMetadata::decode(b.as_slice()).map_err(|e| decode_err("compaction", e))?
+            }
+            None => SnapshotMetadata::default(),
+        };
+        if let Some(b) = get("conf_state")? {
+            compacted.set_conf_state(
+                ConfState::decode(b.as_slice()).map_err(|e| decode_err("conf state", e))?,
+            );
+        }
+        log.push_compacted(&compacted);
+        if let Some(b) = get("hard_state")? {
+            log.push_hard_state(
+                &HardState::decode(b.as_slice()).map_err(|e| decode_err("hard state", e))?,
+            );
+        }
+        let mut moved = 0u64;
+        if let Ok(table) = read.open_table(OLD_LOG) {
+            for entry in table.iter().map_err(db)? {
+                let (_, bytes) = entry.map_err(db)?;
+                log.push_entry(&Entry::decode(bytes.value()).map_err(|e| decode_err("entry", e))?);
+                moved += 1;
+            }
+        }
+        log.flush(true)?;
+        drop(log);
+        std::fs::rename(&staging, dir).map_err(|source| LogError::Io {
+            path: dir.to_path_buf(),
+            source,
+        })?;
+        if let Some(parent) = dir.parent() {
+            std::fs::File::open(parent)
+                .and_then(|d| d.sync_all())
+                .map_err(|source| LogError::Io {
+                    path: parent.to_path_buf(),
+                    source,
+                })?;
+        }
+        tracing::info!(entries = moved, dir = %dir.display(), "raft log moved into segment files");
+    }
+    drop(read);
+    let txn = database.begin_write().map_err(db)?;
+    txn.delete_table(OLD_LOG).map_err(db)?;
+    txn.delete_table(OLD_STATE).map_err(db)?;
+    txn.commit().map_err(db)?;
+    Ok(())
+}
 impl raft::Storage for RaftStorage {
     fn initial_state(&self) -> raft::Result<RaftState> {
         Ok(RaftState::new(
@@ -290,41 +347,17 @@ impl raft::Storage for RaftStorage {
 #[cfg(test)]
 mod tests {
     use raft::Storage;
+    use redb::Database;
 
     use super::*;
+    use crate::raft::segment_log::tests::entry;
 
-    fn entry(index: u64, term: u64) -> Entry {
-        Entry {
-            index,
-            term,
-            data: vec![index as u8],
-            ..Entry::default()
-        }
+    fn open(dir: &Path) -> RaftStorage {
+        let index = Index::open(Index::open_database(&dir.join("master.redb")).unwrap()).unwrap();
+        RaftStorage::open(index, &dir.join("raft-log"), &[1, 2, 3]).unwrap()
     }
 
-    #[test]
-    fn the_log_and_hard_state_survive_reopen_and_conflicts_are_replaced() {
-        let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("master.redb");
-        {
-            let index = Index::open(Index::open_database(&path).unwrap()).unwrap();
-            let mut storage = RaftStorage::open(index.clone(), &[1, 2, 3]).unwrap();
-            let txn = index.database().begin_write().unwrap();
-            storage
-                .append(&txn, &[entry(1, 1), entry(2, 1), entry(3, 1)])
-                .unwrap();
-            // A new leader overwrites 3 with its own entry of term 2.
-            storage.append(&txn, &[entry(3, 2), entry(4, 2)]).unwrap();
-            let hs = HardState {
-                term: 2,
-                vote: 3,
-                commit: 2,
-            };
-            storage.set_hard_state(&txn, &hs).unwrap();
-            txn.commit().unwrap();
-        }
-        let index = Index::open(Index::open_database(&path).unwrap()).unwrap();
-        let storage = RaftStorage::open(index, &[1, 2, 3]).unwrap();
+    fn check_reopened(storage: &RaftStorage) {
         let state = storage.initial_state().unwrap();
         assert_eq!(
             (
@@ -348,5 +381,108 @@ mod tests {
             .entries(2, 5, None, GetEntriesContext::empty(false))
             .unwrap();
         assert_eq!(got.iter().map(|e| e.index).collect::<Vec<_>>(), [2, 3, 4]);
+    }
+
+    #[test]
+    fn the_log_and_hard_state_survive_reopen_and_conflicts_are_replaced() {
+        let dir = tempfile::tempdir().unwrap();
+        {
+            let mut storage = open(dir.path());
+            storage.append(&[entry(1, 1), entry(2, 1), entry(3, 1)]);
+            // A new leader overwrites 3 with its own entry of term 2.
+            storage.append(&[entry(3, 2), entry(4, 2)]);
+            storage.set_hard_state(&HardState {
+                term: 2,
+                vote: 3,
+                commit: 2,
+            });
+            storage.persist(true).unwrap();
+        }
+        check_reopened(&open(dir.path()));
+    }
+
+    #[test]
+    fn compaction_stops_at_the_durable_index_and_survives_reopen() {
+        let dir = tempfile::tempdir().unwrap();
+        let last = COMPACT_AT as u64 + 100;
+        {
+            let mut storage = open(dir.path());
+            let entries: Vec<Entry> = (1..=last).map(|i| entry(i, 1)).collect();
+            storage.append(&entries);
+            storage.persist(true).unwrap();
+            // Applied everywhere, but durable in the index only up to 500.
+            let txn = storage.index.database().begin_write().unwrap();
+            crate::index::apply::Applier::new(&txn)
+                .unwrap()
+                .set_applied(500, 1)
+                .unwrap();
+            txn.commit().unwrap();
+            assert!(storage.maybe_compact(last, 500).unwrap());
+            assert_eq!(storage.first_index().unwrap(), 501);
+        }
+        let storage = open(dir.path());
+        assert_eq!(
+            (
+                storage.first_index().unwrap(),
+                storage.last_index().unwrap()
+            ),
+            (501, last)
+        );
+        assert_eq!(storage.term(500).unwrap(), 1);
+        drop(storage);
+        // An index behind the log's start lost entries: refused, with both indexes named.
+        let database = Index::open_database(&dir.path().join("master.redb")).unwrap();
+        let txn = database.begin_write().unwrap();
+        crate::index::apply::Applier::new(&txn)
+            .unwrap()
+            .set_applied(200, 1)
+            .unwrap();
+        txn.commit().unwrap();
+        let index = Index::open(database).unwrap();
+        let error = RaftStorage::open(index, &dir.path().join("raft-log"), &[1])
+            .err()
+            .unwrap()
+            .to_string();
+        assert!(
+            error.contains("applied up to 200") && error.contains("starts after 500"),
+            "{error}"
+        );
+    }
+
+    #[test]
+    fn a_log_in_the_redb_tables_of_earlier_versions_is_moved_into_segments() {
+        let dir = tempfile::tempdir().unwrap();
+        {
+            // What an earlier master left: its log and state in `master.redb`.
+            let database = Database::create(dir.path().join("master.redb")).unwrap();
+            let txn = database.begin_write().unwrap();
+            {
+                let mut log = txn.open_table(OLD_LOG).unwrap();
+                for e in [entry(1, 1), entry(2, 1), entry(3, 2), entry(4, 2)] {
+                    log.insert(e.index, e.encode_to_vec().as_slice()).unwrap();
+                }
+                let mut state = txn.open_table(OLD_STATE).unwrap();
+                let hs = HardState {
+                    term: 2,
+                    vote: 3,
+                    commit: 2,
+                };
+                state
+                    .insert("hard_state", hs.encode_to_vec().as_slice())
+                    .unwrap();
+                let cs = ConfState::from((vec![1, 2, 3], Vec::<u64>::new()));
+                state
+                    .insert("conf_state", cs.encode_to_vec().as_slice())
+                    .unwrap();
+            }
+            txn.commit().unwrap();
+        }
+        check_reopened(&open(dir.path()));
+        // The old tables are gone; the next open reads the segments alone.
+        let storage = open(dir.path());
+        check_reopened(&storage);
+        let database = storage.index.database();
+        let read = database.begin_read().unwrap();
+        assert!(read.open_table(OLD_LOG).is_err() && read.open_table(OLD_STATE).is_err());
     }
 }

@@ -1,0 +1,576 @@
+//! Raft's log on disk as append-only segment files: `<data dir>/raft-log/<sequence>.log`.
+//!
+//! A segment is a sequence of records, each `len: u32 LE` (bytes of `kind` + payload),
+//! `crc32: u32 LE` (CRC-32/ISO-HDLC of `kind` + payload, the `crc32fast` crate), `kind: u8`,
+//! then the payload, a prost message of raft-rs's `eraftpb`:
+//!
+//! | kind | payload | replay |
+//! |---|---|---|
+//! | 1 | `Entry` | replaces the entry at its index and drops every later one (a new leader's conflicting suffix) |
+//! | 2 | `HardState` | the last one wins |
+//! | 3 | `SnapshotMetadata` | the log starts after its index (compaction or an installed snapshot) |
+//!
+//! One Ready is one `write` of its records, fsynced (`fdatasync`) when raft-rs asks
+//! ([`SegmentLog::flush`]): appending costs what the bytes cost, where a B-tree table rewrote
+//! pages for each entry and again to remove it at compaction. A segment grows to
+//! [`SEGMENT_BYTES`], then the next one starts with the current HardState and compaction point
+//! ([`SegmentLog::rotate`]); whole segments are deleted once compaction has passed all their
+//! entries ([`SegmentLog::remove_through`]). Only the last segment can end in a torn record (a
+//! crash during an append that was never acknowledged): replay stops there and cuts the file.
+//! The layout follows the write-ahead logs of etcd's `wal` package and tikv's raft-engine,
+//! reduced to one Raft group.
+
+use std::collections::BTreeMap;
+use std::fs::{self, File, OpenOptions};
+use std::io::{self, Read, Write};
+use std::path::{Path, PathBuf};
+
+use prost011::Message as _;
+use raft::prelude::{Entry, HardState, SnapshotMetadata};
+
+/// A segment is closed and the next one started once it holds this many bytes.
+pub const SEGMENT_BYTES: u64 = 64 << 20;
+
+const KIND_ENTRY: u8 = 1;
+const KIND_HARD_STATE: u8 = 2;
+const KIND_COMPACTED: u8 = 3;
+/// `len` + `crc32`.
+const HEADER_BYTES: usize = 8;
+/// A record longer than this is corruption, not data (raft-rs entries are bounded by the
+/// proposal size, far below).
+const MAX_RECORD_BYTES: u32 = 1 << 30;
+
+/// Errors of the segment log: the file, and what was done to it.
+#[derive(Debug, thiserror::Error)]
+pub enum LogError {
+    /// A read, write, fsync or delete failed.
+    #[error("raft log {}: {source}", path.display())]
+    Io {
+        /// The file or directory.
+        path: PathBuf,
+        /// The system's error.
+        source: io::Error,
+    },
+    /// A record before the last segment's tail does not check or decode.
+    #[error("raft log {}: {what} at byte {offset}", path.display())]
+    Corrupt {
+        /// The segment.
+        path: PathBuf,
+        /// Where the record starts.
+        offset: u64,
+        /// What is wrong.
+        what: String,
+    },
+}
+
+fn io_err(path: &Path) -> impl FnOnce(io::Error) -> LogError + '_ {
+    move |source| LogError::Io {
+        path: path.to_path_buf(),
+        source,
+    }
+}
+
+/// What replaying the segments found.
+#[derive(Debug, Default)]
+pub struct Replayed {
+    /// The last HardState written.
+    pub hard_state: Option<HardState>,
+    /// The last compaction point (or installed snapshot).
+    pub compacted: Option<SnapshotMetadata>,
+    /// The entries after the compaction point, by index.
+    pub entries: BTreeMap<u64, Entry>,
+}
+
+struct Segment {
+    sequence: u64,
+    path: PathBuf,
+    /// Highest entry index written into it (0: none).
+    max_index: u64,
+}
+
+/// The open segment log (see the module documentation).
+pub struct SegmentLog {
+    dir: PathBuf,
+    /// Closed segments, oldest first.
+    closed: Vec<Segment>,
+    active: Segment,
+    file: File,
+    bytes: u64,
+    /// Records not yet written.
+    buffer: Vec<u8>,
+    buffered_max_index: u64,
+}
+
+fn segment_path(dir: &Path, sequence: u64) -> PathBuf {
+    dir.join(format!("{sequence:020}.log"))
+}
+
+fn sync_dir(dir: &Path) -> Result<(), LogError> {
+    File::open(dir)
+        .and_then(|d| d.sync_all())
+        .map_err(io_err(dir))
+}
+
+impl SegmentLog {
+    /// Opens the log in `dir` (created when missing) and replays it. Errors: the file system's,
+    /// and [`LogError::Corrupt`] for a bad record anywhere but at the end of the last segment.
+    pub fn open(dir: &Path) -> Result<(Self, Replayed), LogError> {
+        fs::create_dir_all(dir).map_err(io_err(dir))?;
+        let mut sequences = Vec::new();
+        for entry in fs::read_dir(dir).map_err(io_err(dir))? {
+            let entry = entry.map_err(io_err(dir))?;
+            let name = entry.file_name();
+            let Some(sequence) = name
+                .to_str()
+                .and_then(|n| n.strip_suffix(".log"))
+                .and_then(|n| n.parse::<u64>().ok())
+            else {
+                continue;
+            };
+            sequences.push(sequence);
+        }
+        sequences.sort_unstable();
+        let mut replayed = Replayed::default();
+        let mut closed = Vec::new();
+        let count = sequences.len();
+        for (i, sequence) in sequences.into_iter().enumerate() {
+            let path = segment_path(dir, sequence);
+            let max_index = replay_segment(&path, i + 1 == count, &mut replayed)?;
+            closed.push(Segment {
+                sequence,
+                path,
+                max_index,
+            });
+        }
+        // Entries left after the compaction point must follow it without a gap.
+        let first = replayed.compacted.as_ref().map_or(0, |c| c.index) + 1;
+        for (expected, index) in (first..).zip(replayed.entries.keys()) {
+            if *index != expected {
+                return Err(LogError::Corrupt {
+                    path: dir.to_path_buf(),
+                    offset: 0,
+                    what: format!("entry {expected} is missing (the log jumps to {index})"),
+                });
+            }
+        }
+        let (active, file, bytes) = match closed.pop() {
+            Some(last) => {
+                let file = OpenOptions::new()
+                    .append(true)
+                    .open(&last.path)
+                    .map_err(io_err(&last.path))?;
+                let bytes = file.metadata().map_err(io_err(&last.path))?.len();
+                (last, file, bytes)
+            }
+            None => {
+                let path = segment_path(dir, 1);
+                let file = create_segment(dir, &path)?;
+                (
+                    Segment {
+                        sequence: 1,
+                        path,
+                        max_index: 0,
+                    },
+                    file,
+                    0,
+                )
+            }
+        };
+        Ok((
+            SegmentLog {
+                dir: dir.to_path_buf(),
+                closed,
+                active,
+                file,
+                bytes,
+                buffer: Vec::new(),
+                buffered_max_index: 0,
+            },
+            replayed,
+        ))
+    }
+
+    fn push(&mut self, kind: u8, payload: &impl prost011::Message) {
+        let len = 1 + payload.encoded_len();
+        let start = self.buffer.len();
+        self.buffer.extend_from_slice(&(len as u32).to_le_bytes());
+        self.buffer.extend_from_slice(&[0; 4]);
+        self.buffer.push(kind);
+        payload
+            .encode(&mut self.buffer)
+            .expect("a Vec grows as needed");
+        let crc = crc32fast::hash(&self.buffer[start + HEADER_BYTES..]);
+        self.buffer[start + 4..start + 8].copy_from_slice(&crc.to_le_bytes());
+    }
+
+    /// Queues `entry` for the next [`Self::flush`].
+    pub fn push_entry(&mut self, entry: &Entry) {
+        self.push(KIND_ENTRY, entry);
+        self.buffered_max_index = self.buffered_max_index.max(entry.index);
+    }
+
+    /// Queues `hs` for the next [`Self::flush`].
+    pub fn push_hard_state(&mut self, hs: &HardState) {
+        self.push(KIND_HARD_STATE, hs);
+    }
+
+    /// Queues a compaction point (or an installed snapshot's metadata).
+    pub fn push_compacted(&mut self, meta: &SnapshotMetadata) {
+        self.push(KIND_COMPACTED, meta);
+    }
+
+    /// Writes what was queued in one `write`, then `fdatasync`s when `sync`. Errors: the file
+    /// system's; the log must not be used after one (the node stops).
+    pub fn flush(&mut self, sync: bool) -> Result<(), LogError> {
+        if !self.buffer.is_empty() {
+            self.file
+                .write_all(&self.buffer)
+                .map_err(io_err(&self.active.path))?;
+            self.bytes += self.buffer.len() as u64;
+            self.buffer.clear();
+            self.active.max_index = self.active.max_index.max(self.buffered_max_index);
+            self.buffered_max_index = 0;
+        }
+        if sync {
+            self.file.sync_data().map_err(io_err(&self.active.path))?;
+        }
+        Ok(())
+    }
+
+    /// Whether the active segment is full ([`SEGMENT_BYTES`]).
+    pub fn should_rotate(&self) -> bool {
+        self.bytes >= SEGMENT_BYTES
+    }
+
+    /// Closes the active segment (fsynced) and starts the next one with `hard_state` and
+    /// `compacted` (fsynced), so that older segments are never needed for them.
+    pub fn rotate(
+        &mut self,
+        hard_state: &HardState,
+        compacted: &SnapshotMetadata,
+    ) -> Result<(), LogError> {
+        self.flush(true)?;
+        let sequence = self.active.sequence + 1;
+        let path = segment_path(&self.dir, sequence);
+        let file = create_segment(&self.dir, &path)?;
+        let old = std::mem::replace(
+            &mut self.active,
+            Segment {
+                sequence,
+                path,
+                max_index: 0,
+            },
+        );
+        self.closed.push(old);
+        self.file = file;
+        self.bytes = 0;
+        self.push_hard_state(hard_state);
+        self.push_compacted(compacted);
+        self.flush(true)
+    }
+
+    /// Deletes the closed segments whose entries are all at or below `index` (the compaction
+    /// point, already written and fsynced).
+    pub fn remove_through(&mut self, index: u64) -> Result<(), LogError> {
+        let before = self.closed.len();
+        let mut kept = Vec::with_capacity(before);
+        for segment in std::mem::take(&mut self.closed) {
+            if segment.max_index <= index {
+                fs::remove_file(&segment.path).map_err(io_err(&segment.path))?;
+            } else {
+                kept.push(segment);
+            }
+        }
+        self.closed = kept;
+        if self.closed.len() != before {
+            sync_dir(&self.dir)?;
+        }
+        Ok(())
+    }
+
+    /// Starts over from an installed snapshot: a new segment holding `hard_state` and `meta`
+    /// only (fsynced), then every older segment deleted.
+    pub fn reset(
+        &mut self,
+        hard_state: &HardState,
+        meta: &SnapshotMetadata,
+    ) -> Result<(), LogError> {
+        self.buffer.clear();
+        self.buffered_max_index = 0;
+        self.rotate(hard_state, meta)?;
+        self.remove_through(u64::MAX)
+    }
+
+    /// Segment files on disk (the active one included).
+    pub fn segments(&self) -> usize {
+        self.closed.len() + 1
+    }
+}
+
+fn create_segment(dir: &Path, path: &Path) -> Result<File, LogError> {
+    let file = OpenOptions::new()
+        .create_new(true)
+        .append(true)
+        .open(path)
+        .map_err(io_err(path))?;
+    sync_dir(dir)?;
+    Ok(file)
+}
+
+/// Replays one segment into `into`; returns its highest entry index. A torn or corrupt record
+/// ends the last segment (`is_last`: the file is cut there) and is an error elsewhere.
+fn replay_segment(path: &Path, is_last: bool, into: &mut Replayed) -> Result<u64, LogError> {
+    let mut bytes = Vec::new();
+    File::open(path)
+        .and_then(|mut f| f.read_to_end(&mut bytes))
+        .map_err(io_err(path))?;
+    let mut offset = 0usize;
+    let mut max_index = 0;
+    while offset < bytes.len() {
+        match read_record(&bytes[offset..]) {
+            Ok((kind, payload, used)) => {
+                let bad = |what: String| LogError::Corrupt {
+                    path: path.to_path_buf(),
+                    offset: offset as u64,
+                    what,
+                };
+                match kind {
+                    KIND_ENTRY => {
+                        let entry = Entry::decode(payload)
+                            .map_err(|e| bad(format!("entry does not decode: {e}")))?;
+                        max_index = max_index.max(entry.index);
+                        // A rewritten index drops the suffix it conflicts with.
+                        into.entries.split_off(&entry.index);
+                        into.entries.insert(entry.index, entry);
+                    }
+                    KIND_HARD_STATE => {
+                        into.hard_state = Some(
+                            HardState::decode(payload)
+                                .map_err(|e| bad(format!("hard state does not decode: {e}")))?,
+                        );
+                    }
+                    KIND_COMPACTED => {
+                        let meta = SnapshotMetadata::decode(payload)
+                            .map_err(|e| bad(format!("compaction point does not decode: {e}")))?;
+                        into.entries = into.entries.split_off(&(meta.index + 1));
+                        into.compacted = Some(meta);
+                    }
+                    other => return Err(bad(format!("unknown record kind {other}"))),
+                }
+                offset += used;
+            }
+            Err(what) if is_last => {
+                tracing::warn!(
+                    path = %path.display(),
+                    offset,
+                    what,
+                    "the raft log ends in an unfinished record (a crash during an append); cut there"
+                );
+                let file = OpenOptions::new()
+                    .write(true)
+                    .open(path)
+                    .map_err(io_err(path))?;
+                file.set_len(offset as u64).map_err(io_err(path))?;
+                file.sync_all().map_err(io_err(path))?;
+                break;
+            }
+            Err(what) => {
+                return Err(LogError::Corrupt {
+                    path: path.to_path_buf(),
+                    offset: offset as u64,
+                    what: what.into(),
+                });
+            }
+        }
+    }
+    Ok(max_index)
+}
+
+/// One record at the start of `bytes`: (kind, payload, bytes used), or why it is not whole.
+fn read_record(bytes: &[u8]) -> Result<(u8, &[u8], usize), &'static str> {
+    if bytes.len() < HEADER_BYTES + 1 {
+        return Err("record header cut short");
+    }
+    let len = u32::from_le_bytes(bytes[0..4].try_into().expect("4 bytes"));
+    let crc = u32::from_le_bytes(bytes[4..8].try_into().expect("4 bytes"));
+    if len == 0 || len > MAX_RECORD_BYTES {
+        return Err("record length out of range");
+    }
+    let end = HEADER_BYTES + len as usize;
+    if bytes.len() < end {
+        return Err("record cut short");
+    }
+    let body = &bytes[HEADER_BYTES..end];
+    if crc32fast::hash(body) != crc {
+        return Err("record checksum mismatch");
+    }
+    Ok((body[0], &body[1..], end))
+}
+
+#[cfg(test)]
+pub(super) mod tests {
+    use super::*;
+
+    /// A log entry of 100 bytes of data.
+    pub(in crate::raft) fn entry(index: u64, term: u64) -> Entry {
+        Entry {
+            index,
+            term,
+            data: vec![index as u8; 100],
+            ..Entry::default()
+        }
+    }
+
+    fn indexes(replayed: &Replayed) -> Vec<(u64, u64)> {
+        replayed
+            .entries
+            .values()
+            .map(|e| (e.index, e.term))
+            .collect()
+    }
+
+    #[test]
+    fn entries_hard_state_and_conflicts_replay_in_order() {
+        let dir = tempfile::tempdir().unwrap();
+        {
+            let (mut log, replayed) = SegmentLog::open(dir.path()).unwrap();
+            assert!(replayed.entries.is_empty() && replayed.hard_state.is_none());
+            for i in 1..=5 {
+                log.push_entry(&entry(i, 1));
+            }
+            log.push_hard_state(&HardState {
+                term: 1,
+                vote: 1,
+                commit: 3,
+            });
+            log.flush(true).unwrap();
+            // A new leader replaces 4.. with its own entries of term 2.
+            log.push_entry(&entry(4, 2));
+            log.push_hard_state(&HardState {
+                term: 2,
+                vote: 2,
+                commit: 4,
+            });
+            log.flush(true).unwrap();
+        }
+        let (_, replayed) = SegmentLog::open(dir.path()).unwrap();
+        assert_eq!(indexes(&replayed), [(1, 1), (2, 1), (3, 1), (4, 2)]);
+        let hs = replayed.hard_state.unwrap();
+        assert_eq!((hs.term, hs.vote, hs.commit), (2, 2, 4));
+    }
+
+    #[test]
+    fn a_torn_tail_is_cut_and_appends_go_on_after_it() {
+        let dir = tempfile::tempdir().unwrap();
+        {
+            let (mut log, _) = SegmentLog::open(dir.path()).unwrap();
+            log.push_entry(&entry(1, 1));
+            log.push_entry(&entry(2, 1));
+            log.flush(true).unwrap();
+        }
+        // A crash in the middle of the third record's write.
+        let path = segment_path(dir.path(), 1);
+        let whole = fs::metadata(&path).unwrap().len();
+        let mut record = Vec::new();
+        let (mut scratch, _) = SegmentLog::open(tempfile::tempdir().unwrap().path()).unwrap();
+        scratch.push_entry(&entry(3, 1));
+        record.extend_from_slice(&scratch.buffer);
+        let mut file = OpenOptions::new().append(true).open(&path).unwrap();
+        file.write_all(&record[..record.len() / 2]).unwrap();
+        drop(file);
+        {
+            let (mut log, replayed) = SegmentLog::open(dir.path()).unwrap();
+            assert_eq!(indexes(&replayed), [(1, 1), (2, 1)]);
+            assert_eq!(fs::metadata(&path).unwrap().len(), whole);
+            log.push_entry(&entry(3, 1));
+            log.flush(true).unwrap();
+        }
+        let (_, replayed) = SegmentLog::open(dir.path()).unwrap();
+        assert_eq!(indexes(&replayed), [(1, 1), (2, 1), (3, 1)]);
+    }
+
+    #[test]
+    fn a_bad_record_before_the_last_segment_is_an_error_naming_the_file() {
+        let dir = tempfile::tempdir().unwrap();
+        {
+            let (mut log, _) = SegmentLog::open(dir.path()).unwrap();
+            log.push_entry(&entry(1, 1));
+            log.rotate(&HardState::default(), &SnapshotMetadata::default())
+                .unwrap();
+            log.push_entry(&entry(2, 1));
+            log.flush(true).unwrap();
+        }
+        let first = segment_path(dir.path(), 1);
+        let mut bytes = fs::read(&first).unwrap();
+        let last = bytes.len() - 1;
+        bytes[last] ^= 0xff;
+        fs::write(&first, bytes).unwrap();
+        let error = SegmentLog::open(dir.path()).err().unwrap().to_string();
+        assert!(
+            error.contains("00000000000000000001.log")
+                && error.contains("checksum mismatch at byte 0"),
+            "{error}"
+        );
+    }
+
+    #[test]
+    fn compaction_deletes_passed_segments_and_replay_starts_after_it() {
+        let dir = tempfile::tempdir().unwrap();
+        {
+            let (mut log, _) = SegmentLog::open(dir.path()).unwrap();
+            for i in 1..=3 {
+                log.push_entry(&entry(i, 1));
+            }
+            log.rotate(&HardState::default(), &SnapshotMetadata::default())
+                .unwrap();
+            for i in 4..=6 {
+                log.push_entry(&entry(i, 1));
+            }
+            log.flush(true).unwrap();
+            assert_eq!(log.segments(), 2);
+            let meta = SnapshotMetadata {
+                index: 4,
+                term: 1,
+                ..SnapshotMetadata::default()
+            };
+            log.push_compacted(&meta);
+            log.flush(true).unwrap();
+            log.remove_through(4).unwrap();
+            assert_eq!(log.segments(), 1);
+        }
+        let (log, replayed) = SegmentLog::open(dir.path()).unwrap();
+        assert_eq!(log.segments(), 1);
+        assert_eq!(replayed.compacted.as_ref().unwrap().index, 4);
+        assert_eq!(indexes(&replayed), [(5, 1), (6, 1)]);
+    }
+
+    #[test]
+    fn reset_keeps_only_the_snapshot_point() {
+        let dir = tempfile::tempdir().unwrap();
+        {
+            let (mut log, _) = SegmentLog::open(dir.path()).unwrap();
+            for i in 1..=3 {
+                log.push_entry(&entry(i, 1));
+            }
+            log.flush(true).unwrap();
+            let meta = SnapshotMetadata {
+                index: 90,
+                term: 3,
+                ..SnapshotMetadata::default()
+            };
+            let hs = HardState {
+                term: 3,
+                vote: 0,
+                commit: 90,
+            };
+            log.reset(&hs, &meta).unwrap();
+            log.push_entry(&entry(91, 3));
+            log.flush(true).unwrap();
+        }
+        let (log, replayed) = SegmentLog::open(dir.path()).unwrap();
+        assert_eq!(log.segments(), 1);
+        assert_eq!(replayed.compacted.as_ref().unwrap().index, 90);
+        assert_eq!(replayed.hard_state.as_ref().unwrap().commit, 90);
+        assert_eq!(indexes(&replayed), [(91, 3)]);
+    }
+}
