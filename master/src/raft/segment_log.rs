@@ -8,15 +8,18 @@
 //! |---|---|---|
 //! | 1 | `Entry` | replaces the entry at its index and drops every later one (a new leader's conflicting suffix) |
 //! | 2 | `HardState` | the last one wins |
-//! | 3 | `SnapshotMetadata` | the log starts after its index (compaction or an installed snapshot) |
+//! | 3 | `SnapshotMetadata` | the log starts after its index (compaction) |
+//! | 4 | `SnapshotMetadata` | every entry is dropped and the log starts after its index (an installed snapshot) |
 //!
 //! One Ready is one `write` of its records, fsynced (`fdatasync`) when raft-rs asks
 //! ([`SegmentLog::flush`]): appending costs what the bytes cost, where a B-tree table rewrote
 //! pages for each entry and again to remove it at compaction. A segment grows to
 //! [`SEGMENT_BYTES`], then the next one starts with the current HardState and compaction point
 //! ([`SegmentLog::rotate`]); whole segments are deleted once compaction has passed all their
-//! entries ([`SegmentLog::remove_through`]). Only the last segment can end in a torn record (a
-//! crash during an append that was never acknowledged): replay stops there and cuts the file.
+//! entries ([`SegmentLog::remove_through`], oldest first, so that a crash between two deletions
+//! leaves a suffix of the segments). Only the last segment can end in a torn record (a crash
+//! during an append that was never acknowledged): replay stops there and cuts the file; a bad
+//! record followed by more data is corruption, reported, never cut.
 //! The layout follows the write-ahead logs of etcd's `wal` package and tikv's raft-engine,
 //! reduced to one Raft group.
 
@@ -34,6 +37,7 @@ pub const SEGMENT_BYTES: u64 = 64 << 20;
 const KIND_ENTRY: u8 = 1;
 const KIND_HARD_STATE: u8 = 2;
 const KIND_COMPACTED: u8 = 3;
+const KIND_RESET: u8 = 4;
 /// `len` + `crc32`.
 const HEADER_BYTES: usize = 8;
 /// A record longer than this is corruption, not data (raft-rs entries are bounded by the
@@ -115,7 +119,13 @@ impl SegmentLog {
     /// Opens the log in `dir` (created when missing) and replays it. Errors: the file system's,
     /// and [`LogError::Corrupt`] for a bad record anywhere but at the end of the last segment.
     pub fn open(dir: &Path) -> Result<(Self, Replayed), LogError> {
-        fs::create_dir_all(dir).map_err(io_err(dir))?;
+        if !dir.exists() {
+            fs::create_dir_all(dir).map_err(io_err(dir))?;
+            // The new directory's own entry must survive a power loss with what it will hold.
+            if let Some(parent) = dir.parent() {
+                sync_dir(parent)?;
+            }
+        }
         let mut sequences = Vec::new();
         for entry in fs::read_dir(dir).map_err(io_err(dir))? {
             let entry = entry.map_err(io_err(dir))?;
@@ -143,7 +153,11 @@ impl SegmentLog {
             });
         }
         // Entries left after the compaction point must follow it without a gap.
-        let first = replayed.compacted.as_ref().map_or(0, |c| c.index) + 1;
+        let first = replayed
+            .compacted
+            .as_ref()
+            .map_or(0, |c| c.index)
+            .saturating_add(1);
         for (expected, index) in (first..).zip(replayed.entries.keys()) {
             if *index != expected {
                 return Err(LogError::Corrupt {
@@ -249,6 +263,15 @@ impl SegmentLog {
         hard_state: &HardState,
         compacted: &SnapshotMetadata,
     ) -> Result<(), LogError> {
+        self.start_segment(hard_state, KIND_COMPACTED, compacted)
+    }
+
+    fn start_segment(
+        &mut self,
+        hard_state: &HardState,
+        kind: u8,
+        compacted: &SnapshotMetadata,
+    ) -> Result<(), LogError> {
         self.flush(true)?;
         let sequence = self.active.sequence + 1;
         let path = segment_path(&self.dir, sequence);
@@ -265,31 +288,32 @@ impl SegmentLog {
         self.file = file;
         self.bytes = 0;
         self.push_hard_state(hard_state);
-        self.push_compacted(compacted);
+        self.push(kind, compacted);
         self.flush(true)
     }
 
-    /// Deletes the closed segments whose entries are all at or below `index` (the compaction
-    /// point, already written and fsynced).
+    /// Deletes the oldest closed segments while their entries are all at or below `index` (the
+    /// compaction point, already written and fsynced). Stops at the first one still needed:
+    /// a newer segment may have rewritten an older one's tail, and deleting it alone would
+    /// bring that tail back at replay.
     pub fn remove_through(&mut self, index: u64) -> Result<(), LogError> {
-        let before = self.closed.len();
-        let mut kept = Vec::with_capacity(before);
-        for segment in std::mem::take(&mut self.closed) {
-            if segment.max_index <= index {
-                fs::remove_file(&segment.path).map_err(io_err(&segment.path))?;
-            } else {
-                kept.push(segment);
-            }
+        let passed = self
+            .closed
+            .iter()
+            .take_while(|segment| segment.max_index <= index)
+            .count();
+        for segment in self.closed.drain(..passed) {
+            fs::remove_file(&segment.path).map_err(io_err(&segment.path))?;
         }
-        self.closed = kept;
-        if self.closed.len() != before {
+        if passed > 0 {
             sync_dir(&self.dir)?;
         }
         Ok(())
     }
 
-    /// Starts over from an installed snapshot: a new segment holding `hard_state` and `meta`
-    /// only (fsynced), then every older segment deleted.
+    /// Starts over from an installed snapshot: a new segment holding `hard_state` and a reset
+    /// to `meta` (which drops every earlier entry at replay, so that segments a crash leaves
+    /// undeleted change nothing), fsynced, then every older segment deleted.
     pub fn reset(
         &mut self,
         hard_state: &HardState,
@@ -297,7 +321,7 @@ impl SegmentLog {
     ) -> Result<(), LogError> {
         self.buffer.clear();
         self.buffered_max_index = 0;
-        self.rotate(hard_state, meta)?;
+        self.start_segment(hard_state, KIND_RESET, meta)?;
         self.remove_through(u64::MAX)
     }
 
@@ -349,17 +373,24 @@ fn replay_segment(path: &Path, is_last: bool, into: &mut Replayed) -> Result<u64
                                 .map_err(|e| bad(format!("hard state does not decode: {e}")))?,
                         );
                     }
-                    KIND_COMPACTED => {
+                    KIND_COMPACTED | KIND_RESET => {
                         let meta = SnapshotMetadata::decode(payload)
                             .map_err(|e| bad(format!("compaction point does not decode: {e}")))?;
-                        into.entries = into.entries.split_off(&(meta.index + 1));
+                        if kind == KIND_RESET {
+                            into.entries.clear();
+                        } else {
+                            let Some(after) = meta.index.checked_add(1) else {
+                                return Err(bad("compaction point out of range".into()));
+                            };
+                            into.entries = into.entries.split_off(&after);
+                        }
                         into.compacted = Some(meta);
                     }
                     other => return Err(bad(format!("unknown record kind {other}"))),
                 }
                 offset += used;
             }
-            Err(what) if is_last => {
+            Err(what) if is_last && is_torn_tail(&bytes[offset..]) => {
                 tracing::warn!(
                     path = %path.display(),
                     offset,
@@ -384,6 +415,20 @@ fn replay_segment(path: &Path, is_last: bool, into: &mut Replayed) -> Result<u64
         }
     }
     Ok(max_index)
+}
+
+/// Whether a record that does not read at the start of `rest` is what a crash during an append
+/// leaves: a record reaching the end of the file, or zeros to the end (space the file system
+/// allocated before the data). A whole record with a bad checksum and more after it is not.
+fn is_torn_tail(rest: &[u8]) -> bool {
+    if rest.len() < HEADER_BYTES + 1 {
+        return true;
+    }
+    let len = u32::from_le_bytes(rest[0..4].try_into().expect("4 bytes"));
+    if len == 0 || len > MAX_RECORD_BYTES {
+        return rest.iter().all(|b| *b == 0);
+    }
+    HEADER_BYTES + len as usize >= rest.len()
 }
 
 /// One record at the start of `bytes`: (kind, payload, bytes used), or why it is not whole.
@@ -490,6 +535,46 @@ pub(super) mod tests {
     }
 
     #[test]
+    fn a_bad_record_followed_by_more_in_the_last_segment_is_corruption_not_a_torn_tail() {
+        let dir = tempfile::tempdir().unwrap();
+        {
+            let (mut log, _) = SegmentLog::open(dir.path()).unwrap();
+            log.push_entry(&entry(1, 1));
+            log.push_entry(&entry(2, 1));
+            log.flush(true).unwrap();
+        }
+        let path = segment_path(dir.path(), 1);
+        let mut bytes = fs::read(&path).unwrap();
+        bytes[HEADER_BYTES + 2] ^= 0xff;
+        fs::write(&path, &bytes).unwrap();
+        let error = SegmentLog::open(dir.path()).err().unwrap().to_string();
+        assert!(error.contains("checksum mismatch at byte 0"), "{error}");
+        assert_eq!(fs::read(&path).unwrap(), bytes, "nothing was cut");
+    }
+
+    #[test]
+    fn segments_are_deleted_oldest_first_only() {
+        let dir = tempfile::tempdir().unwrap();
+        let (mut log, _) = SegmentLog::open(dir.path()).unwrap();
+        // Segment 1 holds 1..=5; segment 2 rewrites 3 (a new leader), segment 3 goes on.
+        for i in 1..=5 {
+            log.push_entry(&entry(i, 1));
+        }
+        log.rotate(&HardState::default(), &SnapshotMetadata::default())
+            .unwrap();
+        log.push_entry(&entry(3, 2));
+        log.rotate(&HardState::default(), &SnapshotMetadata::default())
+            .unwrap();
+        log.push_entry(&entry(4, 2));
+        log.flush(true).unwrap();
+        // Compaction to 3 has passed segment 2 but not segment 1: neither may go alone.
+        log.remove_through(3).unwrap();
+        assert_eq!(log.segments(), 3);
+        log.remove_through(5).unwrap();
+        assert_eq!(log.segments(), 1);
+    }
+
+    #[test]
     fn a_bad_record_before_the_last_segment_is_an_error_naming_the_file() {
         let dir = tempfile::tempdir().unwrap();
         {
@@ -545,14 +630,17 @@ pub(super) mod tests {
     }
 
     #[test]
-    fn reset_keeps_only_the_snapshot_point() {
+    fn reset_keeps_only_the_snapshot_point_even_if_old_segments_survive_a_crash() {
         let dir = tempfile::tempdir().unwrap();
+        let first = segment_path(dir.path(), 1);
+        let kept_copy = dir.path().join("copy");
         {
             let (mut log, _) = SegmentLog::open(dir.path()).unwrap();
             for i in 1..=3 {
                 log.push_entry(&entry(i, 1));
             }
             log.flush(true).unwrap();
+            fs::copy(&first, &kept_copy).unwrap();
             let meta = SnapshotMetadata {
                 index: 90,
                 term: 3,
@@ -567,8 +655,10 @@ pub(super) mod tests {
             log.push_entry(&entry(91, 3));
             log.flush(true).unwrap();
         }
+        // A crash before the old segment's deletion reached the disk: it is back at replay.
+        fs::rename(&kept_copy, &first).unwrap();
         let (log, replayed) = SegmentLog::open(dir.path()).unwrap();
-        assert_eq!(log.segments(), 1);
+        assert_eq!(log.segments(), 2);
         assert_eq!(replayed.compacted.as_ref().unwrap().index, 90);
         assert_eq!(replayed.hard_state.as_ref().unwrap().commit, 90);
         assert_eq!(indexes(&replayed), [(91, 3)]);

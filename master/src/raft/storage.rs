@@ -69,17 +69,37 @@ impl RaftStorage {
     /// ([`IndexError::Log`]), the database's.
     pub fn open(index: Index, dir: &Path, voters: &[u64]) -> Result<Self, IndexError> {
         move_old_log(&index, dir)?;
-        let (log, replayed) = SegmentLog::open(dir)?;
+        let (mut log, replayed) = SegmentLog::open(dir)?;
         let mut hard_state = replayed.hard_state.unwrap_or_default();
         // Entries are applied only once committed: a commit index stored before the last
         // apply (it travels without fsync) is at least the applied index.
-        let (applied, _) = index.applied()?;
+        let (applied, applied_term) = index.applied()?;
         hard_state.commit = hard_state.commit.max(applied);
-        let compacted = replayed.compacted.unwrap_or_default();
+        let mut compacted = replayed.compacted.unwrap_or_default();
         let conf_state = match compacted.conf_state.as_ref() {
             Some(cs) if !cs.voters.is_empty() => cs.clone(),
             _ => ConfState::from((voters.to_vec(), Vec::<u64>::new())),
         };
+        let mut entries: VecDeque<Entry> = replayed.entries.into_values().collect();
+        let last = compacted.index + entries.len() as u64;
+        if applied > last {
+            // Only a snapshot puts the index ahead of the log: a crash came between its
+            // durable restore and the log's reset. Finish the reset now.
+            tracing::warn!(
+                applied,
+                last,
+                "the index holds a snapshot the raft log does not know yet; the log starts after it"
+            );
+            compacted = SnapshotMetadata {
+                index: applied,
+                term: applied_term,
+                ..SnapshotMetadata::default()
+            };
+            compacted.set_conf_state(conf_state.clone());
+            hard_state.term = hard_state.term.max(applied_term);
+            log.reset(&hard_state, &compacted)?;
+            entries.clear();
+        }
         if applied < compacted.index {
             return Err(IndexError::Corrupt(format!(
                 "the index was applied up to {applied} but the raft log starts after {}: \
@@ -93,7 +113,7 @@ impl RaftStorage {
             hard_state,
             conf_state,
             compacted,
-            entries: replayed.entries.into_values().collect(),
+            entries,
         })
     }
 
@@ -447,6 +467,38 @@ mod tests {
             error.contains("applied up to 200") && error.contains("starts after 500"),
             "{error}"
         );
+    }
+
+    #[test]
+    fn a_crash_between_a_snapshot_restore_and_the_log_reset_is_finished_at_open() {
+        let dir = tempfile::tempdir().unwrap();
+        {
+            let mut storage = open(dir.path());
+            storage.append(&[entry(1, 1), entry(2, 1)]);
+            storage.persist(true).unwrap();
+            // The index was restored (durably) to a snapshot at 90, term 3; then the crash.
+            let txn = storage.index.database().begin_write().unwrap();
+            crate::index::apply::Applier::new(&txn)
+                .unwrap()
+                .set_applied(90, 3)
+                .unwrap();
+            txn.commit().unwrap();
+        }
+        let storage = open(dir.path());
+        assert_eq!(
+            (
+                storage.first_index().unwrap(),
+                storage.last_index().unwrap(),
+                storage.term(90).unwrap()
+            ),
+            (91, 90, 3)
+        );
+        let state = storage.initial_state().unwrap();
+        assert_eq!((state.hard_state.commit, state.hard_state.term), (90, 3));
+        assert_eq!(state.conf_state.voters, vec![1, 2, 3]);
+        // The reset is on disk: the next open needs no repair.
+        drop(storage);
+        assert_eq!(open(dir.path()).first_index().unwrap(), 91);
     }
 
     #[test]
