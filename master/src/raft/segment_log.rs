@@ -109,7 +109,8 @@ fn segment_path(dir: &Path, sequence: u64) -> PathBuf {
     dir.join(format!("{sequence:020}.log"))
 }
 
-fn sync_dir(dir: &Path) -> Result<(), LogError> {
+/// fsyncs directory `dir` (its entries: files created, renamed or deleted in it).
+pub(super) fn sync_dir(dir: &Path) -> Result<(), LogError> {
     File::open(dir)
         .and_then(|d| d.sync_all())
         .map_err(io_err(dir))

@@ -213,11 +213,6 @@ impl RaftStorage {
         self.log.reset(&self.hard_state, &self.compacted)?;
         Ok(())
     }
-
-    /// Segment files on disk.
-    pub fn segments(&self) -> usize {
-        self.log.segments()
-    }
 }
 
 /// Moves the log of an older version, kept in `index`'s database, into segment files in
@@ -280,12 +275,7 @@ fn move_old_log(index: &Index, dir: &Path) -> Result<(), IndexError> {
             source,
         })?;
         if let Some(parent) = dir.parent() {
-            std::fs::File::open(parent)
-                .and_then(|d| d.sync_all())
-                .map_err(|source| LogError::Io {
-                    path: parent.to_path_buf(),
-                    source,
-                })?;
+            super::segment_log::sync_dir(parent)?;
         }
         tracing::info!(entries = moved, dir = %dir.display(), "raft log moved into segment files");
     }
@@ -372,6 +362,16 @@ mod tests {
     use super::*;
     use crate::raft::segment_log::tests::entry;
 
+    /// Stores, durably, that the index applied the log up to `index` (of `term`).
+    fn set_applied(database: &Database, index: u64, term: u64) {
+        let txn = database.begin_write().unwrap();
+        crate::index::apply::Applier::new(&txn)
+            .unwrap()
+            .set_applied(index, term)
+            .unwrap();
+        txn.commit().unwrap();
+    }
+
     fn open(dir: &Path) -> RaftStorage {
         let index = Index::open(Index::open_database(&dir.join("master.redb")).unwrap()).unwrap();
         RaftStorage::open(index, &dir.join("raft-log"), &[1, 2, 3]).unwrap()
@@ -431,12 +431,7 @@ mod tests {
             storage.append(&entries);
             storage.persist(true).unwrap();
             // Applied everywhere, but durable in the index only up to 500.
-            let txn = storage.index.database().begin_write().unwrap();
-            crate::index::apply::Applier::new(&txn)
-                .unwrap()
-                .set_applied(500, 1)
-                .unwrap();
-            txn.commit().unwrap();
+            set_applied(storage.index.database(), 500, 1);
             assert!(storage.maybe_compact(last, 500).unwrap());
             assert_eq!(storage.first_index().unwrap(), 501);
         }
@@ -452,12 +447,7 @@ mod tests {
         drop(storage);
         // An index behind the log's start lost entries: refused, with both indexes named.
         let database = Index::open_database(&dir.path().join("master.redb")).unwrap();
-        let txn = database.begin_write().unwrap();
-        crate::index::apply::Applier::new(&txn)
-            .unwrap()
-            .set_applied(200, 1)
-            .unwrap();
-        txn.commit().unwrap();
+        set_applied(&database, 200, 1);
         let index = Index::open(database).unwrap();
         let error = RaftStorage::open(index, &dir.path().join("raft-log"), &[1])
             .err()
@@ -477,12 +467,7 @@ mod tests {
             storage.append(&[entry(1, 1), entry(2, 1)]);
             storage.persist(true).unwrap();
             // The index was restored (durably) to a snapshot at 90, term 3; then the crash.
-            let txn = storage.index.database().begin_write().unwrap();
-            crate::index::apply::Applier::new(&txn)
-                .unwrap()
-                .set_applied(90, 3)
-                .unwrap();
-            txn.commit().unwrap();
+            set_applied(storage.index.database(), 90, 3);
         }
         let storage = open(dir.path());
         assert_eq!(
