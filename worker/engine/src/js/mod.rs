@@ -12,9 +12,11 @@ pub mod render;
 pub mod restore;
 pub mod result;
 pub mod sourcemap;
+mod sources;
 pub mod stack;
 
 pub use restore::{RestoreOptions, restore, restore_with};
 pub use result::{JsFrameResult, JsFrameStatus, JsRestoreResult};
-pub use sourcemap::{JsSourceMap, SourceMapError};
+pub use sourcemap::{JsSourceMap, MappedLocation, SourceMapError};
+pub use sources::SourceText;
 pub use stack::{JsFrame, JsStack, StackError, parse_stack};

@@ -8,10 +8,10 @@
 //!   `x_hermes_function_offsets[segment][FunctionID] + ByteCodeOffset`, in the segment the
 //!   `SourceURL` selects; without function offsets the frame is `missing_mapping`.
 
-use symbolic_sourcemapcache::{ScopeLookupResult, SourceLocation};
+use symbolic_sourcemapcache::ScopeLookupResult;
 
 use super::result::{JsFrameResult, JsFrameStatus, JsRestoreResult};
-use super::sourcemap::{JsSourceMap, Segment};
+use super::sourcemap::{JsSourceMap, MappedLocation, Segment};
 use super::stack::{JsFrame, JsStack, StackItem};
 
 /// Lines of context on each side of `context_line`, by default.
@@ -89,7 +89,7 @@ pub fn restore_frame(
                 return missing();
             };
             match segment.lookup(line0, column.saturating_sub(1)) {
-                Some(location) => symbolicated(index, segment, &location, options),
+                Some(mapped) => symbolicated(index, segment, &mapped, options),
                 None => missing(),
             }
         }
@@ -110,7 +110,7 @@ pub fn restore_frame(
                 return missing();
             };
             match segment.lookup(*key, column) {
-                Some(location) => symbolicated(index, segment, &location, options),
+                Some(mapped) => symbolicated(index, segment, &mapped, options),
                 None => missing(),
             }
         }
@@ -120,21 +120,19 @@ pub fn restore_frame(
 fn symbolicated(
     index: usize,
     segment: &Segment,
-    location: &SourceLocation<'_>,
+    mapped: &MappedLocation<'_>,
     options: RestoreOptions,
 ) -> JsFrameResult {
+    let location = &mapped.location;
     let function = match location.scope() {
         ScopeLookupResult::NamedScope(name) => Some(name.to_owned()),
         ScopeLookupResult::AnonymousScope | ScopeLookupResult::Unknown => None,
     };
     let line = location.line() as usize;
-    let file = location.file();
-    let source_line = |n: usize| {
-        file.and_then(|f| f.line(n))
-            .map(|l| l.trim_end_matches(['\n', '\r']).to_owned())
-    };
     let context = options.context_lines;
-    let context_line = if context > 0 { source_line(line) } else { None };
+    let source = if context > 0 { mapped.source() } else { None };
+    let source_line = |n: usize| source.and_then(|s| s.line(n)).map(str::to_owned);
+    let context_line = source_line(line);
     let (pre_context, post_context) = if context_line.is_some() {
         (
             (line.saturating_sub(context)..line)

@@ -20,11 +20,13 @@ use std::collections::{BTreeMap, HashMap, HashSet};
 
 use serde::Deserialize;
 use serde_json::Value;
+use serde_json::value::RawValue;
 use symbolic_common::{ByteView, SelfCell};
 use symbolic_sourcemapcache::{
     SourceLocation, SourceMapCache, SourceMapCacheWriter, SourcePosition,
 };
 
+use super::sources::{SourceText, SourceTexts};
 use crate::guard::no_panic;
 
 /// Why a source map could not be prepared. One line.
@@ -53,7 +55,7 @@ impl JsSourceMap {
         self.segments
             .values()
             .flat_map(|s| &s.sections)
-            .map(|s| s.cache.owner().len())
+            .map(|s| s.cache.owner().len() + s.sources.size_bytes())
             .sum()
     }
 }
@@ -79,10 +81,36 @@ pub struct Segment {
     ignored_sources: HashSet<String>,
 }
 
+/// One leaf map: its generated offset, its SourceMapCache (built without the map's
+/// `sourcesContent`) and the source texts ([`SourceTexts`]).
 struct Section {
     line: u32,
     column: u32,
     cache: SelfCell<ByteView<'static>, SourceMapCache<'static>>,
+    sources: SourceTexts,
+}
+
+/// What a generated position maps to: symbolic-sourcemapcache's location, and the original
+/// source text of its file when the map carried it.
+pub struct MappedLocation<'a> {
+    /// File (name), 0-based line and column, name and scope.
+    pub location: SourceLocation<'a>,
+    sources: &'a SourceTexts,
+}
+
+impl<'a> MappedLocation<'a> {
+    /// The original text of the location's file (`sourcesContent`), if the map has it.
+    pub fn source(&self) -> Option<&'a SourceText> {
+        self.sources.get(self.location.file_name()?)
+    }
+}
+
+/// `sourcesContent` of a plain map, borrowed as raw JSON, so that the map's text can be given
+/// to the cache writer without it.
+#[derive(Deserialize)]
+struct RawSourcesContent<'a> {
+    #[serde(borrow, default, rename = "sourcesContent")]
+    sources_content: Option<&'a RawValue>,
 }
 
 /// Top-level fields read without building a tree of the (possibly huge) mappings.
@@ -127,8 +155,9 @@ impl JsSourceMap {
                 .map_err(|e| SourceMapError::InvalidJson(e.to_string()))?;
             let text =
                 std::str::from_utf8(map).map_err(|e| SourceMapError::InvalidJson(e.to_string()))?;
+            let (text, contents) = without_sources_content(text)?;
             let segment = Segment {
-                sections: vec![Section::build(0, 0, text, bundle)?],
+                sections: vec![Section::build(0, 0, &text, contents, bundle)?],
                 module_offsets: value.x_facebook_offsets.clone().unwrap_or_default(),
                 hermes_offsets: value.hermes_offsets()?,
                 ignored_sources: value.ignored_sources(),
@@ -239,16 +268,20 @@ impl Segment {
             let leaf_small: SmallFields = serde_json::from_value(strip_big_fields(leaf))
                 .map_err(|e| SourceMapError::Malformed(e.to_string()))?;
             ignored_sources.extend(leaf_small.ignored_sources());
-            let text = if leaf.get("version").is_some() {
-                serde_json::to_string(leaf)
-            } else {
+            let contents = match leaf.get("sourcesContent") {
+                None | Some(Value::Null) => Vec::new(),
+                Some(value) => serde_json::from_value(value.clone())
+                    .map_err(|e| SourceMapError::Malformed(format!("sourcesContent: {e}")))?,
+            };
+            let mut leaf = leaf.clone();
+            if let Some(object) = leaf.as_object_mut() {
+                object.remove("sourcesContent");
                 // Metro omits `version` in some section maps; the decoder wants it.
-                let mut leaf = leaf.clone();
-                leaf["version"] = Value::from(3);
-                serde_json::to_string(&leaf)
+                object.entry("version").or_insert(Value::from(3));
             }
-            .map_err(|e| SourceMapError::Malformed(e.to_string()))?;
-            sections.push(Section::build(line, column, &text, bundle)?);
+            let text = serde_json::to_string(&leaf)
+                .map_err(|e| SourceMapError::Malformed(e.to_string()))?;
+            sections.push(Section::build(line, column, &text, contents, bundle)?);
         }
         sections.sort_by_key(|s| (s.line, s.column));
         Ok(Segment {
@@ -261,7 +294,7 @@ impl Segment {
 
     /// Looks up a 0-based generated position; `None` when nothing maps there (no mapping on
     /// that line at or before the column, or an unmapped segment).
-    pub fn lookup(&self, line: u32, column: u32) -> Option<SourceLocation<'_>> {
+    pub fn lookup(&self, line: u32, column: u32) -> Option<MappedLocation<'_>> {
         let after = self
             .sections
             .partition_point(|s| (s.line, s.column) <= (line, column));
@@ -272,10 +305,14 @@ impl Segment {
         } else {
             column
         };
-        section
+        let location = section
             .cache
             .get()
-            .lookup(SourcePosition::new(local_line, local_column))
+            .lookup(SourcePosition::new(local_line, local_column))?;
+        Some(MappedLocation {
+            location,
+            sources: &section.sources,
+        })
     }
 
     /// The generated line offset of RAM bundle module `id` (`x_facebook_offsets`), if known.
@@ -305,10 +342,13 @@ impl Segment {
 }
 
 impl Section {
+    /// `map`: the leaf map's JSON without `sourcesContent`; `contents`: that field, in
+    /// `sources` order.
     fn build(
         line: u32,
         column: u32,
         map: &str,
+        contents: Vec<Option<String>>,
         bundle: Option<&str>,
     ) -> Result<Self, SourceMapError> {
         let bytes = no_panic(|| {
@@ -324,10 +364,12 @@ impl Section {
             SourceMapCache::parse(unsafe { &*data })
         })
         .map_err(|e| SourceMapError::Malformed(format!("source map cache: {e}")))?;
+        let sources = SourceTexts::new(cache.get().files().map(|f| f.name()), contents);
         Ok(Section {
             line,
             column,
             cache,
+            sources,
         })
     }
 }
@@ -402,6 +444,29 @@ fn strip_big_fields(value: &Value) -> Value {
         ),
         other => other.clone(),
     }
+}
+
+/// A plain map's text with its top-level `sourcesContent` value replaced by `null` (the cache
+/// writer then stores no source), and that field's strings (`None` for a `null` entry).
+/// Errors: a `sourcesContent` that is not an array of strings and nulls.
+fn without_sources_content(
+    text: &str,
+) -> Result<(std::borrow::Cow<'_, str>, Vec<Option<String>>), SourceMapError> {
+    let raw: RawSourcesContent<'_> =
+        serde_json::from_str(text).map_err(|e| SourceMapError::InvalidJson(e.to_string()))?;
+    let Some(raw) = raw.sources_content else {
+        return Ok((text.into(), Vec::new()));
+    };
+    let contents: Option<Vec<Option<String>>> = serde_json::from_str(raw.get())
+        .map_err(|e| SourceMapError::Malformed(format!("sourcesContent: {e}")))?;
+    // `raw` borrows from `text`: its offset there is where the value starts.
+    let start = raw.get().as_ptr() as usize - text.as_ptr() as usize;
+    let end = start + raw.get().len();
+    let mut stripped = String::with_capacity(text.len() - (end - start) + 4);
+    stripped.push_str(&text[..start]);
+    stripped.push_str("null");
+    stripped.push_str(&text[end..]);
+    Ok((stripped.into(), contents.unwrap_or_default()))
 }
 
 /// Strips the `)]}'` anti-XSSI prefix some servers put before JSON.

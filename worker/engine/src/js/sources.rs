@@ -1,0 +1,135 @@
+//! Original source texts (a map's `sourcesContent`), kept beside a section's SourceMapCache for
+//! context lines.
+//!
+//! symbolic-sourcemapcache 13.9 keeps the sources in its string table, and every lookup that
+//! resolves a file checks that file's whole source text as UTF-8 again (`StringTable::read`),
+//! so a lookup cost time in proportion to the size of the original file, context or not. A
+//! section's cache is therefore built from its map without `sourcesContent`; the texts live here,
+//! checked once when the map is prepared, with the byte offset of every line.
+//!
+//! Lines are split as symbolic-sourcemapcache splits them (`str::lines`: `\n` or `\r\n` end a
+//! line; a text ending in `\n` has one more, empty, last line), so context lines are the same
+//! as before the move.
+
+use std::collections::HashMap;
+
+/// The source texts of one section, by the file names its SourceMapCache reports.
+#[derive(Default)]
+pub(crate) struct SourceTexts {
+    by_name: HashMap<Box<str>, usize>,
+    texts: Vec<SourceText>,
+}
+
+impl SourceTexts {
+    /// `names`: the section's file names in the cache's file order (`SourceMapCache::files`);
+    /// `contents`: `sourcesContent` in the map's `sources` order (the same order). A file
+    /// without content, or whose name came earlier, has no entry.
+    pub(crate) fn new<'a>(
+        names: impl Iterator<Item = Option<&'a str>>,
+        contents: Vec<Option<String>>,
+    ) -> Self {
+        let mut out = SourceTexts::default();
+        for (name, content) in names.zip(contents) {
+            let (Some(name), Some(content)) = (name, content) else {
+                continue;
+            };
+            if out.by_name.contains_key(name) {
+                continue;
+            }
+            let Some(text) = SourceText::new(content) else {
+                continue;
+            };
+            out.by_name.insert(name.into(), out.texts.len());
+            out.texts.push(text);
+        }
+        out
+    }
+
+    /// The text of file `name`, if the map carried it.
+    pub(crate) fn get(&self, name: &str) -> Option<&SourceText> {
+        self.by_name.get(name).map(|&i| &self.texts[i])
+    }
+
+    /// Bytes held (texts, line offsets and names), for cache weights.
+    pub(crate) fn size_bytes(&self) -> usize {
+        self.texts
+            .iter()
+            .map(|t| t.text.len() + 4 * t.line_starts.len())
+            .sum::<usize>()
+            + self.by_name.keys().map(|k| k.len() + 16).sum::<usize>()
+    }
+}
+
+/// One original source file and the byte offset at which each of its lines starts.
+pub struct SourceText {
+    text: Box<str>,
+    line_starts: Vec<u32>,
+}
+
+impl SourceText {
+    /// `None` for a text of 4 GiB or more (offsets are `u32`).
+    fn new(text: String) -> Option<Self> {
+        u32::try_from(text.len()).ok()?;
+        let mut line_starts = Vec::new();
+        if text.is_empty() {
+            line_starts.push(0);
+        } else {
+            let base = text.as_ptr() as usize;
+            line_starts.extend(text.lines().map(|l| (l.as_ptr() as usize - base) as u32));
+            if text.ends_with('\n') {
+                line_starts.push(text.len() as u32);
+            }
+        }
+        Some(SourceText {
+            text: text.into_boxed_str(),
+            line_starts,
+        })
+    }
+
+    /// Line `line` (0-based) with its line ending removed; `None` past the last line.
+    pub fn line(&self, line: usize) -> Option<&str> {
+        let from = *self.line_starts.get(line)? as usize;
+        let to = self
+            .line_starts
+            .get(line + 1)
+            .map_or(self.text.len(), |&o| o as usize);
+        self.text
+            .get(from..to)
+            .map(|l| l.trim_end_matches(['\n', '\r']))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn lines(text: &str) -> Vec<Option<String>> {
+        let t = SourceText::new(text.to_owned()).unwrap();
+        (0..4).map(|n| t.line(n).map(str::to_owned)).collect()
+    }
+
+    fn expect(want: [Option<&str>; 4]) -> Vec<Option<String>> {
+        want.iter().map(|l| l.map(str::to_owned)).collect()
+    }
+
+    #[test]
+    fn lines_split_as_the_cache_splits_them() {
+        assert_eq!(lines(""), expect([Some(""), None, None, None]));
+        assert_eq!(lines("a"), expect([Some("a"), None, None, None]));
+        assert_eq!(lines("a\nb"), expect([Some("a"), Some("b"), None, None]));
+        assert_eq!(
+            lines("a\r\nb\n"),
+            expect([Some("a"), Some("b"), Some(""), None])
+        );
+    }
+
+    #[test]
+    fn first_name_wins_and_files_without_content_are_absent() {
+        let texts = SourceTexts::new(
+            [Some("a.js"), Some("b.js"), Some("a.js")].into_iter(),
+            vec![Some("one".into()), None, Some("two".into())],
+        );
+        assert_eq!(texts.get("a.js").and_then(|t| t.line(0)), Some("one"));
+        assert!(texts.get("b.js").is_none());
+    }
+}
