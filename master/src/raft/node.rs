@@ -1,19 +1,21 @@
 //! The one owner of `RawNode` and its storage: a thread fed by one channel ([`Input`]), ticking
-//! on a timer, handling each Ready in raft-rs's documented order (`examples/five_mem_node`):
-//! send messages → apply the snapshot → apply committed entries → append entries and persist the
-//! HardState → send persisted messages → advance → (light ready) commit, messages, committed
-//! entries → advance apply.
+//! on a timer, handling each Ready in raft-rs's documented order (`examples/five_mem_node`,
+//! with committed entries applied after the append, as its async-ready variant allows):
+//! send messages → apply the snapshot → append entries and persist the HardState → send
+//! persisted messages → advance → (light ready) commit, messages → apply the committed entries
+//! of both → advance apply.
 //!
 //! Group commit: every input waiting in the channel is taken before the next Ready, so many
 //! proposals share one Ready; its new entries and HardState are one append to the log's
 //! segment files, fsynced when raft-rs says the Ready must be synced (new entries, a new term
-//! or vote), and its committed entries are applied in one `redb` write transaction. That one is
+//! or vote); a commit index alone is not written ([`Node::persist`]). The committed entries of
+//! the Ready and of its light ready are applied in one `redb` write transaction. That one is
 //! written without fsync except at a checkpoint (every [`CHECKPOINT_ENTRIES`] entries or
 //! [`CHECKPOINT_INTERVAL`]): what it loses in a crash is replayed from the durable log, which
 //! compaction keeps back to the last checkpoint, and the applied index is stored in the same
-//! transaction as its effects. A follower lets apply-only writes wait (at most one tick) for
-//! its next append from the leader, so that it writes once per append
-//! ([`Node::write_or_defer`]); `symcluster_raft_write_transactions_total{durability}` counts
+//! transaction as its effects. A follower lets committed entries wait (at most one tick or
+//! [`MAX_DEFERRED`] entries) and applies many appends' worth at once
+//! ([`Node::apply_or_defer`]); `symcluster_raft_write_transactions_total{durability}` counts
 //! the index's write transactions, checkpoints (`fsync`) and the others (`none`).
 
 use std::collections::HashMap;
@@ -56,17 +58,15 @@ pub struct Node {
     leader_id: u64,
     applied: u64,
     addresses: HashMap<u64, String>,
-    /// Committed entries a follower has not applied yet, and the commit index (HardState)
-    /// that came with them: see [`Node::write_or_defer`].
+    /// Committed entries a follower has not applied yet: see [`Node::apply_or_defer`].
     deferred: Vec<Entry>,
-    deferred_hard_state: Option<raft::prelude::HardState>,
     deferred_since: Option<Instant>,
     /// The last applied index written durably to the index (a restart starts from there).
     durable_applied: u64,
     last_checkpoint: Instant,
 }
 
-/// At most this many committed entries wait on a follower for a write that is due anyway.
+/// At most this many committed entries wait on a follower to be applied together.
 const MAX_DEFERRED: usize = 1024;
 
 /// The index is written durably (fsynced) once this many log entries were applied since the
@@ -107,7 +107,6 @@ impl Node {
             applied,
             addresses,
             deferred: Vec::new(),
-            deferred_hard_state: None,
             deferred_since: None,
             durable_applied: applied,
             last_checkpoint: Instant::now(),
@@ -280,28 +279,24 @@ impl Node {
         if !ready.snapshot().is_empty() {
             self.restore(ready.snapshot().clone())?;
         }
-        let committed = ready.take_committed_entries();
+        let mut committed = ready.take_committed_entries();
         let entries = ready.take_entries();
-        let hard_state = ready.hs().cloned();
-        self.write_or_defer(committed, &entries, hard_state, ready.must_sync())?;
+        self.persist(&entries, ready.hs(), ready.must_sync())?;
         if !ready.persisted_messages().is_empty() {
             self.transport.send(ready.take_persisted_messages());
         }
 
         let mut light = self.raw.advance(ready);
-        let mut hard_state = None;
         if let Some(commit) = light.commit_index() {
+            // Kept in memory only: see `Node::persist`.
             self.raw.mut_store().set_commit(commit);
-            hard_state = Some(self.raw.store().hard_state().clone());
         }
         if !light.messages().is_empty() {
             self.transport.send(light.take_messages());
         }
-        let committed = light.take_committed_entries();
-        if !committed.is_empty() || hard_state.is_some() {
-            // A new commit index needs no fsync: it can be learnt again from the leader.
-            self.write_or_defer(committed, &[], hard_state, false)?;
-        }
+        // The Ready's committed entries and the light ready's: one write transaction.
+        committed.extend(light.take_committed_entries());
+        self.apply_or_defer(committed)?;
         self.raw.advance_apply();
         Ok(())
     }
@@ -334,7 +329,6 @@ impl Node {
         );
         // The snapshot holds everything up to its index, deferred entries included.
         self.deferred.clear();
-        self.deferred_hard_state = None;
         self.deferred_since = None;
         self.index.restore(&snapshot.data, meta.index, meta.term)?;
         self.raw.mut_store().apply_snapshot(meta)?;
@@ -344,59 +338,62 @@ impl Node {
         Ok(())
     }
 
-    /// Writes as [`Node::write`] does, except on a follower for a write that needs no fsync
-    /// (committed entries and a commit index, no new entries): those wait, at most one tick
-    /// or [`MAX_DEFERRED`] entries, for the next write that is due anyway, so a follower makes
-    /// one write transaction per append from the leader instead of two. Nothing waits on a
-    /// follower's apply (clients are answered by the leader), the entries are already durable
-    /// in the log (a restart applies them again from there), and a follower that becomes
-    /// leader applies them first ([`Node::on_ready`], before [`Node::role_changed`]).
-    fn write_or_defer(
+    /// Appends `entries` (and a new term or vote in `hard_state`) to the log, fsynced when
+    /// raft-rs says the Ready must be synced. A HardState whose only change is the commit index
+    /// is kept in memory, not written: a commit index can always be learnt again (from the
+    /// leader, or by a new leader's first commit), and a restart starts from at least the
+    /// index's applied index ([`RaftStorage::open`]).
+    fn persist(
         &mut self,
-        committed: Vec<Entry>,
         entries: &[Entry],
-        hard_state: Option<raft::prelude::HardState>,
+        hard_state: Option<&raft::prelude::HardState>,
         must_sync: bool,
     ) -> Result<(), IndexError> {
-        let durable = must_sync || !entries.is_empty();
-        if !durable
-            && self.role != StateRole::Leader
-            && self.deferred.len() + committed.len() <= MAX_DEFERRED
-        {
-            self.deferred.extend(committed);
-            if hard_state.is_some() {
-                self.deferred_hard_state = hard_state;
-            }
-            if self.deferred_since.is_none()
-                && (!self.deferred.is_empty() || self.deferred_hard_state.is_some())
-            {
-                self.deferred_since = Some(Instant::now());
+        let sync = must_sync || !entries.is_empty();
+        let storage = self.raw.mut_store();
+        if !sync {
+            if let Some(hs) = hard_state {
+                storage.set_commit(hs.commit);
             }
             return Ok(());
         }
-        let mut all = std::mem::take(&mut self.deferred);
-        all.extend(committed);
-        // A newer HardState supersedes the deferred one (it carries the same or a later commit).
-        let deferred_hard_state = self.deferred_hard_state.take();
-        self.deferred_since = None;
-        self.write(
-            &all,
-            entries,
-            hard_state.or(deferred_hard_state).as_ref(),
-            must_sync,
-        )
+        let started = Instant::now();
+        storage.append(entries);
+        if let Some(hs) = hard_state {
+            storage.set_hard_state(hs);
+        }
+        storage.persist(true)?;
+        metrics::RAFT_FSYNC_SECONDS.observe(started.elapsed().as_secs_f64());
+        metrics::RAFT_ENTRIES_PER_FSYNC.observe(entries.len() as f64);
+        Ok(())
     }
 
-    /// Applies what [`Node::write_or_defer`] let wait.
+    /// Applies `committed` to the index now on the leader (clients wait for it). A follower
+    /// lets them wait, at most [`TICK`] or [`MAX_DEFERRED`] entries, and applies many appends'
+    /// worth in one write transaction: nothing waits on a follower's apply (clients are
+    /// answered by the leader), the entries are durable in the log (a restart applies them
+    /// again from there), and a follower that becomes leader applies them first
+    /// ([`Node::on_ready`], before [`Node::role_changed`]).
+    fn apply_or_defer(&mut self, committed: Vec<Entry>) -> Result<(), IndexError> {
+        if committed.is_empty() {
+            return Ok(());
+        }
+        self.deferred.extend(committed);
+        if self.role == StateRole::Leader || self.deferred.len() >= MAX_DEFERRED {
+            return self.apply_deferred();
+        }
+        self.deferred_since.get_or_insert_with(Instant::now);
+        Ok(())
+    }
+
+    /// Applies what [`Node::apply_or_defer`] let wait.
     fn apply_deferred(&mut self) -> Result<(), IndexError> {
-        if self.deferred.is_empty() && self.deferred_hard_state.is_none() {
-            self.deferred_since = None;
+        self.deferred_since = None;
+        if self.deferred.is_empty() {
             return Ok(());
         }
         let all = std::mem::take(&mut self.deferred);
-        let hard_state = self.deferred_hard_state.take();
-        self.deferred_since = None;
-        self.write(&all, &[], hard_state.as_ref(), false)
+        self.apply(&all)
     }
 
     /// Applies what waits and writes the index durably, then ends the thread (a restart then
@@ -417,37 +414,14 @@ impl Node {
         }
     }
 
-    /// One Ready's writes: append `entries` and `hard_state` to the log (fsynced when
-    /// `must_sync` or new entries), then apply `committed` to the index in one write
-    /// transaction, durable only at a checkpoint ([`CHECKPOINT_ENTRIES`],
-    /// [`CHECKPOINT_INTERVAL`]): between checkpoints the log holds what the index may lose, and
-    /// compaction keeps it.
-    fn write(
-        &mut self,
-        committed: &[Entry],
-        entries: &[Entry],
-        hard_state: Option<&raft::prelude::HardState>,
-        must_sync: bool,
-    ) -> Result<(), IndexError> {
+    /// Applies `committed` to the index in one write transaction, durable only at a
+    /// checkpoint ([`CHECKPOINT_ENTRIES`], [`CHECKPOINT_INTERVAL`]): between checkpoints the
+    /// log holds what the index may lose, and compaction keeps it.
+    fn apply(&mut self, committed: &[Entry]) -> Result<(), IndexError> {
         let committed: Vec<&Entry> = committed
             .iter()
             .filter(|e| e.index > self.applied)
             .collect();
-        if committed.is_empty() && entries.is_empty() && hard_state.is_none() {
-            return Ok(());
-        }
-        let sync = must_sync || !entries.is_empty();
-        let started = Instant::now();
-        let storage = self.raw.mut_store();
-        storage.append(entries);
-        if let Some(hs) = hard_state {
-            storage.set_hard_state(hs);
-        }
-        storage.persist(sync)?;
-        if sync {
-            metrics::RAFT_FSYNC_SECONDS.observe(started.elapsed().as_secs_f64());
-            metrics::RAFT_ENTRIES_PER_FSYNC.observe(entries.len() as f64);
-        }
         let Some(last) = committed.last() else {
             return Ok(());
         };
