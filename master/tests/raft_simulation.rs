@@ -1,11 +1,11 @@
 //! A seeded simulation of the Raft core as the master drives it: three raft-rs members handling
-//! each Ready in the master's order (messages → snapshot → apply committed → append + HardState
-//! → persisted messages → advance → light ready), over a network that drops, reorders and
-//! duplicates messages, with members crashing and restarting.
+//! each Ready in the master's order (messages → snapshot → append + HardState → persisted
+//! messages → advance → light ready → apply the committed entries of both), over a network that
+//! drops, reorders and duplicates messages, with members crashing and restarting.
 //!
-//! A crash loses what the master writes without fsync: the applied state and commit indexes
-//! learnt from light readies (the master writes those with `Durability::None`); it keeps the
-//! log and the HardState written with must-sync readies. The check, over many seeds: no two
+//! A crash loses what the master does not fsync: the applied state, and every commit index not
+//! written with a must-sync Ready (the master keeps a commit index alone in memory); it keeps
+//! the log and the HardState written with must-sync readies. The check, over many seeds: no two
 //! members ever apply different commands at the same log index, and every command the leader
 //! applied (acknowledged to a client) is applied, at the same index, by every member at the end.
 //!
@@ -151,29 +151,29 @@ impl Member {
             ready.snapshot().is_empty(),
             "no compaction in this simulation"
         );
-        let committed = ready.take_committed_entries();
+        let mut committed = ready.take_committed_entries();
         let must_sync = ready.must_sync();
         let entries = ready.take_entries();
         let hard_state = ready.hs().cloned();
-        self.apply(&committed, acked, global);
         let mut core = self.storage.wl();
         core.append(&entries).unwrap();
         if let Some(hs) = hard_state {
+            // Written (and fsynced) only with a must-sync Ready; a commit alone is not.
+            if must_sync || !entries.is_empty() {
+                self.synced_commit = hs.commit;
+            }
             core.set_hardstate(hs);
-        }
-        if must_sync || !entries.is_empty() {
-            self.synced_commit = core.hard_state().commit;
         }
         drop(core);
         let raw = self.raw.as_mut().unwrap();
         network.extend(ready.take_persisted_messages());
         let mut light = raw.advance(ready);
         if let Some(commit) = light.commit_index() {
-            // Written without fsync.
+            // Kept in memory only.
             self.storage.wl().mut_hard_state().set_commit(commit);
         }
         network.extend(light.take_messages());
-        let committed = light.take_committed_entries();
+        committed.extend(light.take_committed_entries());
         self.apply(&committed, acked, global);
         self.raw.as_mut().unwrap().advance_apply();
     }

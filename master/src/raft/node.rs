@@ -117,7 +117,11 @@ impl Node {
     pub fn run(mut self) {
         let mut last_tick = Instant::now();
         loop {
-            let wait = TICK.saturating_sub(last_tick.elapsed());
+            // Wake for the next tick, or when entries a follower let wait are due.
+            let wait = TICK.saturating_sub(last_tick.elapsed()).min(
+                self.deferred_since
+                    .map_or(TICK, |since| TICK.saturating_sub(since.elapsed())),
+            );
             match self.inputs.recv_timeout(wait) {
                 Ok(Input::Stop) => return self.stop(),
                 Ok(input) => self.handle(input),
@@ -267,14 +271,15 @@ impl Node {
         }
         let mut ready = self.raw.ready();
 
+        // A new leader's first appends go out before it applies what waited (below).
+        if !ready.messages().is_empty() {
+            self.transport.send(ready.take_messages());
+        }
         if let Some(ss) = ready.ss() {
             // A new leader schedules from the applied state: everything committed must be in
             // it. A write that fails here stops the node like any other.
             self.apply_deferred()?;
             self.role_changed(ss.raft_state, ss.leader_id);
-        }
-        if !ready.messages().is_empty() {
-            self.transport.send(ready.take_messages());
         }
         if !ready.snapshot().is_empty() {
             self.restore(ready.snapshot().clone())?;

@@ -71,8 +71,9 @@ impl RaftStorage {
         move_old_log(&index, dir)?;
         let (mut log, replayed) = SegmentLog::open(dir)?;
         let mut hard_state = replayed.hard_state.unwrap_or_default();
-        // Entries are applied only once committed: a commit index stored before the last
-        // apply (it travels without fsync) is at least the applied index.
+        // Entries are applied only once committed: the commit index is written only with a
+        // new term, vote or entries (a commit alone stays in memory), so the stored one may be
+        // behind the index's applied index, which is committed.
         let (applied, applied_term) = index.applied()?;
         hard_state.commit = hard_state.commit.max(applied);
         let mut compacted = replayed.compacted.unwrap_or_default();
@@ -125,11 +126,6 @@ impl RaftStorage {
         self.compacted.index + self.entries.len() as u64
     }
 
-    /// The current HardState.
-    pub fn hard_state(&self) -> &HardState {
-        &self.hard_state
-    }
-
     /// Entries held (since the last compaction).
     pub fn len(&self) -> usize {
         self.entries.len()
@@ -161,7 +157,9 @@ impl RaftStorage {
         self.hard_state = hs.clone();
     }
 
-    /// Sets the commit index in memory (a LightReady's commit; stored with the next HardState).
+    /// Sets the commit index in memory (a LightReady's commit, or a Ready's HardState whose
+    /// only change is the commit): written only with the next HardState that must be synced,
+    /// or at the start of the next segment.
     pub fn set_commit(&mut self, commit: u64) {
         self.hard_state.commit = commit;
     }

@@ -268,14 +268,14 @@ impl Segment {
             let leaf_small: SmallFields = serde_json::from_value(strip_big_fields(leaf))
                 .map_err(|e| SourceMapError::Malformed(e.to_string()))?;
             ignored_sources.extend(leaf_small.ignored_sources());
-            let contents = match leaf.get("sourcesContent") {
-                None | Some(Value::Null) => Vec::new(),
-                Some(value) => serde_json::from_value(value.clone())
-                    .map_err(|e| SourceMapError::Malformed(format!("sourcesContent: {e}")))?,
-            };
             let mut leaf = leaf.clone();
+            let mut contents = Vec::new();
             if let Some(object) = leaf.as_object_mut() {
-                object.remove("sourcesContent");
+                if let Some(value) = object.remove("sourcesContent") {
+                    let read: Option<Vec<Option<String>>> = serde_json::from_value(value)
+                        .map_err(|e| SourceMapError::Malformed(format!("sourcesContent: {e}")))?;
+                    contents = read.unwrap_or_default();
+                }
                 // Metro omits `version` in some section maps; the decoder wants it.
                 object.entry("version").or_insert(Value::from(3));
             }

@@ -14,40 +14,60 @@
 use std::collections::HashMap;
 
 /// The source texts of one section, by the file names its SourceMapCache reports.
+///
+/// A name the map lists twice with different texts (or once without) has no text here: a
+/// lookup reports only the name, so it could not tell which text is meant, and no context is
+/// better than another file's.
 #[derive(Default)]
 pub(crate) struct SourceTexts {
-    by_name: HashMap<Box<str>, usize>,
+    /// Name → index in `texts`; `None` when the name has no text or an ambiguous one.
+    by_name: HashMap<Box<str>, Option<usize>>,
     texts: Vec<SourceText>,
 }
 
 impl SourceTexts {
     /// `names`: the section's file names in the cache's file order (`SourceMapCache::files`);
-    /// `contents`: `sourcesContent` in the map's `sources` order (the same order). A file
-    /// without content, or whose name came earlier, has no entry.
+    /// `contents`: `sourcesContent` in the map's `sources` order (the same order; missing
+    /// entries count as `null`).
     pub(crate) fn new<'a>(
         names: impl Iterator<Item = Option<&'a str>>,
         contents: Vec<Option<String>>,
     ) -> Self {
         let mut out = SourceTexts::default();
-        for (name, content) in names.zip(contents) {
-            let (Some(name), Some(content)) = (name, content) else {
-                continue;
-            };
-            if out.by_name.contains_key(name) {
-                continue;
+        let mut contents = contents.into_iter();
+        for name in names {
+            let content = contents.next().flatten();
+            let Some(name) = name else { continue };
+            match out.by_name.get_mut(name) {
+                Some(slot) => {
+                    let same = match (*slot, &content) {
+                        (Some(i), Some(c)) => *out.texts[i].text == **c,
+                        (None, None) => true,
+                        _ => false,
+                    };
+                    if !same {
+                        *slot = None;
+                    }
+                }
+                None => {
+                    let index = content.and_then(SourceText::new).map(|text| {
+                        out.texts.push(text);
+                        out.texts.len() - 1
+                    });
+                    out.by_name.insert(name.into(), index);
+                }
             }
-            let Some(text) = SourceText::new(content) else {
-                continue;
-            };
-            out.by_name.insert(name.into(), out.texts.len());
-            out.texts.push(text);
         }
         out
     }
 
-    /// The text of file `name`, if the map carried it.
+    /// The text of file `name`, if the map carried exactly one.
     pub(crate) fn get(&self, name: &str) -> Option<&SourceText> {
-        self.by_name.get(name).map(|&i| &self.texts[i])
+        self.by_name
+            .get(name)
+            .copied()
+            .flatten()
+            .map(|i| &self.texts[i])
     }
 
     /// Bytes held (texts, line offsets and names), for cache weights.
@@ -124,12 +144,32 @@ mod tests {
     }
 
     #[test]
-    fn first_name_wins_and_files_without_content_are_absent() {
+    fn a_name_with_two_texts_or_none_has_no_text() {
         let texts = SourceTexts::new(
-            [Some("a.js"), Some("b.js"), Some("a.js")].into_iter(),
-            vec![Some("one".into()), None, Some("two".into())],
+            [
+                Some("a.js"),
+                Some("b.js"),
+                Some("a.js"),
+                Some("c.js"),
+                Some("c.js"),
+                Some("d.js"),
+                Some("d.js"),
+            ]
+            .into_iter(),
+            vec![
+                Some("one".into()),
+                None,
+                Some("two".into()),
+                Some("same".into()),
+                Some("same".into()),
+                None,
+                Some("late".into()),
+            ],
         );
-        assert_eq!(texts.get("a.js").and_then(|t| t.line(0)), Some("one"));
+        assert!(texts.get("a.js").is_none());
         assert!(texts.get("b.js").is_none());
+        assert_eq!(texts.get("c.js").and_then(|t| t.line(0)), Some("same"));
+        assert!(texts.get("d.js").is_none());
+        assert!(texts.get("e.js").is_none());
     }
 }
