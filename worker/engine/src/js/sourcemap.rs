@@ -105,17 +105,11 @@ impl<'a> MappedLocation<'a> {
     }
 }
 
-/// `sourcesContent` of a plain map, borrowed as raw JSON, so that the map's text can be given
-/// to the cache writer without it.
+/// Top-level fields read without building a tree of the (possibly huge) mappings;
+/// `sourcesContent` borrowed as raw JSON, so that a plain map's text can be given to the cache
+/// writer without it ([`without_sources_content`]).
 #[derive(Deserialize)]
-struct RawSourcesContent<'a> {
-    #[serde(borrow, default, rename = "sourcesContent")]
-    sources_content: Option<&'a RawValue>,
-}
-
-/// Top-level fields read without building a tree of the (possibly huge) mappings.
-#[derive(Deserialize)]
-struct Probe {
+struct Probe<'a> {
     #[serde(default)]
     version: Option<serde::de::IgnoredAny>,
     #[serde(default)]
@@ -124,6 +118,8 @@ struct Probe {
     sections: Option<serde::de::IgnoredAny>,
     #[serde(default)]
     x_facebook_segments: Option<serde::de::IgnoredAny>,
+    #[serde(borrow, default, rename = "sourcesContent")]
+    sources_content: Option<&'a RawValue>,
 }
 
 impl JsSourceMap {
@@ -139,7 +135,7 @@ impl JsSourceMap {
                 "the top level is not a JSON object".into(),
             ));
         }
-        let probe: Probe =
+        let probe: Probe<'_> =
             serde_json::from_slice(map).map_err(|e| SourceMapError::InvalidJson(e.to_string()))?;
         if probe.mappings.is_none() && probe.sections.is_none() {
             return Err(SourceMapError::NotASourceMap(
@@ -155,7 +151,7 @@ impl JsSourceMap {
                 .map_err(|e| SourceMapError::InvalidJson(e.to_string()))?;
             let text =
                 std::str::from_utf8(map).map_err(|e| SourceMapError::InvalidJson(e.to_string()))?;
-            let (text, contents) = without_sources_content(text)?;
+            let (text, contents) = without_sources_content(text, probe.sources_content)?;
             let segment = Segment {
                 sections: vec![Section::build(0, 0, &text, contents, bundle)?],
                 module_offsets: value.x_facebook_offsets.clone().unwrap_or_default(),
@@ -446,22 +442,27 @@ fn strip_big_fields(value: &Value) -> Value {
     }
 }
 
-/// A plain map's text with its top-level `sourcesContent` value replaced by `null` (the cache
-/// writer then stores no source), and that field's strings (`None` for a `null` entry).
-/// Errors: a `sourcesContent` that is not an array of strings and nulls.
-fn without_sources_content(
-    text: &str,
-) -> Result<(std::borrow::Cow<'_, str>, Vec<Option<String>>), SourceMapError> {
-    let raw: RawSourcesContent<'_> =
-        serde_json::from_str(text).map_err(|e| SourceMapError::InvalidJson(e.to_string()))?;
-    let Some(raw) = raw.sources_content else {
+/// A plain map's text with its top-level `sourcesContent` value (`raw`, borrowed from `text`
+/// by [`Probe`]) replaced by `null` (the cache writer then stores no source), and that field's
+/// strings (`None` for a `null` entry). Errors: a `sourcesContent` that is not an array of
+/// strings and nulls.
+fn without_sources_content<'t>(
+    text: &'t str,
+    raw: Option<&RawValue>,
+) -> Result<(std::borrow::Cow<'t, str>, Vec<Option<String>>), SourceMapError> {
+    let Some(raw) = raw else {
         return Ok((text.into(), Vec::new()));
     };
     let contents: Option<Vec<Option<String>>> = serde_json::from_str(raw.get())
         .map_err(|e| SourceMapError::Malformed(format!("sourcesContent: {e}")))?;
     // `raw` borrows from `text`: its offset there is where the value starts.
-    let start = raw.get().as_ptr() as usize - text.as_ptr() as usize;
-    let end = start + raw.get().len();
+    let start = (raw.get().as_ptr() as usize).wrapping_sub(text.as_ptr() as usize);
+    let end = start.saturating_add(raw.get().len());
+    if end > text.len() || !text.is_char_boundary(start) || !text.is_char_boundary(end) {
+        return Err(SourceMapError::Malformed(
+            "sourcesContent is not part of the map's text".into(),
+        ));
+    }
     let mut stripped = String::with_capacity(text.len() - (end - start) + 4);
     stripped.push_str(&text[..start]);
     stripped.push_str("null");
