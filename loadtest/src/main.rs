@@ -447,6 +447,7 @@ async fn run(
                     limit: 1000,
                     project: String::new(),
                     call_trees: false,
+                    kind: String::new(),
                 })
                 .await
                 .map(|r| r.into_inner().groups.iter().map(|g| g.count).sum())

@@ -34,11 +34,67 @@ int symcluster_sdk_install(const char *report_dir);
 int symcluster_sdk_thread_init(void);
 
 /**
- * Starts the hang watchdog for the calling thread, which must be the main thread: a hang
- * starts after `threshold_ms` without [`symcluster_sdk_heartbeat`], and is reported if it lasts
- * at least `report_min_ms`. Returns 0 on success, -1 on error (SDK not installed).
+ * Starts the main-thread watchdog for the calling thread, which must be the main thread.
+ * A main thread silent (no [`symcluster_sdk_heartbeat`]) for `jank_ms` or more (250 is
+ * usual) is sampled; if it answers again within `hang_ms` (2000 is usual) the stall is a
+ * `jank` report, else a `hang` report (kept on disk while it lasts). Both are rate-limited
+ * ([`symcluster_sdk_set_report_limits`]). Returns 0 on success, -1 on error (SDK not
+ * installed).
  */
-int symcluster_sdk_start_hang_watchdog(uint32_t threshold_ms, uint32_t report_min_ms);
+int symcluster_sdk_start_hang_watchdog(uint32_t jank_ms, uint32_t hang_ms);
+
+/**
+ * Starts the CPU monitor: every `interval_ms` (1000 is usual) each thread's CPU usage is
+ * read; when at least `trigger` (5) of the last `window` (8) intervals were above
+ * `threshold_percent` (80) of one core, the thread's stack is sampled, and
+ * `samples_per_report` (10) samples with app code make one `cpu` report (call tree, thread
+ * name, average usage, level). A 0 argument takes the usual value. Rate-limited
+ * ([`symcluster_sdk_set_report_limits`]). Returns 0 on success, -1 on error (SDK not
+ * installed, `trigger` over `window`).
+ */
+int symcluster_sdk_start_cpu_monitor(uint32_t interval_ms,
+                                     uint32_t threshold_percent,
+                                     uint32_t window,
+                                     uint32_t trigger,
+                                     uint32_t samples_per_report);
+
+/**
+ * Sets the rate limits of `hang`, `jank` and `cpu` reports: at most `per_launch` reports of
+ * one kind per launch (3 by default) and `per_day` per UTC day (10 by default; counted in the
+ * report directory across launches).
+ */
+void symcluster_sdk_set_report_limits(uint32_t per_launch, uint32_t per_day);
+
+/**
+ * Sets how often the memory footprint is recorded for the out-of-memory decision, in ms
+ * (1000 by default). Call before [`symcluster_sdk_install`].
+ */
+void symcluster_sdk_set_memory_interval(uint32_t interval_ms);
+
+/**
+ * Tells the SDK whether the app is in the foreground (non-zero) or the background (0): an
+ * app the system ends for memory is reported as a foreground or background OOM. Call it from
+ * the app's did-become-active / did-enter-background notifications; the SDK assumes the
+ * foreground at launch.
+ */
+void symcluster_sdk_set_foreground(int in_foreground);
+
+/**
+ * Sets the breadcrumb (the screen or activity the user is in, `Settings`) that an `oom`
+ * report of this run carries and is grouped by. Returns 0, or -1 for a null or non-UTF-8
+ * string.
+ *
+ * # Safety
+ * `breadcrumb` must be a NUL-terminated string (or null).
+ */
+int symcluster_sdk_set_breadcrumb(const char *breadcrumb);
+
+/**
+ * Marks the app's first frame: writes a `launch` report with the time since the process
+ * started (the kernel's start time) and returns it in ms; -1 when this launch was marked
+ * already or the SDK is not installed.
+ */
+int64_t symcluster_sdk_mark_launched(void);
 
 /**
  * Tells the hang watchdog the main thread is responsive. Call it from the main run loop.

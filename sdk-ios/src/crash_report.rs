@@ -168,9 +168,16 @@ pub fn write<B: Backend>(crash: &CrashInfo<B::Thread>) {
     let crashed = B::thread_report_id(crash.thread);
     let skip = crash.skip.map(B::thread_report_id);
     let current = B::thread_report_id(B::current_thread());
+    // The SDK's own threads (`symcluster-*`: memory records, CPU monitor, watchdog) are not
+    // the app's: left out.
     let others = |t: &B::Thread| {
         let id = B::thread_report_id(*t);
-        id != crashed && Some(id) != skip && id != current
+        let mut name = [0u8; 16];
+        let len = B::thread_name(*t, &mut name);
+        id != crashed
+            && Some(id) != skip
+            && id != current
+            && !name[..len].starts_with(b"symcluster-")
     };
     for &other in threads[..count].iter().filter(|t| others(t)) {
         B::suspend(other);

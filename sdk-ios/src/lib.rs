@@ -21,12 +21,17 @@
 
 #![deny(missing_docs)]
 
+pub mod call_tree;
+pub mod cpu;
 pub mod crash;
 pub mod crash_report;
 pub mod images;
+pub mod launch;
+pub mod limits;
 // The platform backends declare Mach/dyld functions: not part of the C header.
 /// cbindgen:ignore
 pub mod platform;
+pub mod run_state;
 pub mod send;
 pub mod unwind;
 pub mod watchdog;
@@ -43,6 +48,8 @@ pub const SYMCLUSTER_REPORT_VERSION: u32 = 1;
 
 static REPORT_DIR: OnceLock<PathBuf> = OnceLock::new();
 static APP_VERSION: OnceLock<String> = OnceLock::new();
+/// Milliseconds between two memory footprint records of the run state (before install).
+static MEMORY_INTERVAL_MS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1000);
 
 /// `uname(2)`'s `(release, machine)`: the kernel release, and the hardware (`x86_64`; on iOS
 /// devices the model identifier, `iPhone14,2`).
@@ -89,24 +96,45 @@ fn metadata_json() -> Vec<u8> {
     w.as_bytes().to_vec()
 }
 
-/// Installs the crash handlers; reports go to `dir`. See [`crash::install`].
+/// Installs the crash handlers; reports go to `dir`. See [`crash::install`]. Then judges how
+/// the previous run ended (an `oom` report if it ran out of memory) and starts this run's
+/// state ([`run_state::start`]).
 pub fn install(dir: &Path) -> std::io::Result<()> {
     let _ = REPORT_DIR.set(dir.to_owned());
-    crash::install(dir, metadata_json())
+    crash::install(dir, metadata_json())?;
+    run_state::start(
+        dir,
+        APP_VERSION.get().map_or("", String::as_str),
+        &metadata_json(),
+        MEMORY_INTERVAL_MS.load(std::sync::atomic::Ordering::Relaxed),
+    );
+    Ok(())
 }
 
-/// Starts the hang watchdog on the calling (main) thread. See [`watchdog`].
-pub fn start_hang_watchdog(threshold_ms: u64, report_min_ms: u64) -> std::io::Result<()> {
-    let dir = REPORT_DIR
+fn report_dir() -> std::io::Result<PathBuf> {
+    REPORT_DIR
         .get()
         .cloned()
-        .ok_or_else(|| std::io::Error::other("install the SDK first"))?;
+        .ok_or_else(|| std::io::Error::other("install the SDK first"))
+}
+
+/// Starts the main-thread watchdog on the calling (main) thread: a jank after `jank_ms`
+/// without a heartbeat, a hang after `hang_ms`. See [`watchdog`].
+pub fn start_hang_watchdog(jank_ms: u64, hang_ms: u64) -> std::io::Result<()> {
     watchdog::start(watchdog::HangConfig {
-        threshold_ms,
-        report_min_ms,
-        dir,
+        jank_ms,
+        hang_ms,
+        dir: report_dir()?,
         metadata_json: metadata_json(),
     })
+}
+
+/// Starts the CPU monitor with `config`'s settings (its `dir` and `metadata_json` are the
+/// SDK's). See [`cpu`].
+pub fn start_cpu_monitor(configure: impl FnOnce(&mut cpu::CpuConfig)) -> std::io::Result<()> {
+    let mut config = cpu::CpuConfig::new(report_dir()?, metadata_json());
+    configure(&mut config);
+    cpu::start(config)
 }
 
 fn c_path(path: *const c_char) -> Option<PathBuf> {
@@ -170,18 +198,102 @@ pub extern "C" fn symcluster_sdk_thread_init() -> c_int {
     }
 }
 
-/// Starts the hang watchdog for the calling thread, which must be the main thread: a hang
-/// starts after `threshold_ms` without [`symcluster_sdk_heartbeat`], and is reported if it lasts
-/// at least `report_min_ms`. Returns 0 on success, -1 on error (SDK not installed).
+/// Starts the main-thread watchdog for the calling thread, which must be the main thread.
+/// A main thread silent (no [`symcluster_sdk_heartbeat`]) for `jank_ms` or more (250 is
+/// usual) is sampled; if it answers again within `hang_ms` (2000 is usual) the stall is a
+/// `jank` report, else a `hang` report (kept on disk while it lasts). Both are rate-limited
+/// ([`symcluster_sdk_set_report_limits`]). Returns 0 on success, -1 on error (SDK not
+/// installed).
 #[unsafe(no_mangle)]
-pub extern "C" fn symcluster_sdk_start_hang_watchdog(
-    threshold_ms: u32,
-    report_min_ms: u32,
-) -> c_int {
-    match start_hang_watchdog(u64::from(threshold_ms), u64::from(report_min_ms)) {
+pub extern "C" fn symcluster_sdk_start_hang_watchdog(jank_ms: u32, hang_ms: u32) -> c_int {
+    match start_hang_watchdog(u64::from(jank_ms), u64::from(hang_ms)) {
         Ok(()) => 0,
         Err(_) => -1,
     }
+}
+
+/// Starts the CPU monitor: every `interval_ms` (1000 is usual) each thread's CPU usage is
+/// read; when at least `trigger` (5) of the last `window` (8) intervals were above
+/// `threshold_percent` (80) of one core, the thread's stack is sampled, and
+/// `samples_per_report` (10) samples with app code make one `cpu` report (call tree, thread
+/// name, average usage, level). A 0 argument takes the usual value. Rate-limited
+/// ([`symcluster_sdk_set_report_limits`]). Returns 0 on success, -1 on error (SDK not
+/// installed, `trigger` over `window`).
+#[unsafe(no_mangle)]
+pub extern "C" fn symcluster_sdk_start_cpu_monitor(
+    interval_ms: u32,
+    threshold_percent: u32,
+    window: u32,
+    trigger: u32,
+    samples_per_report: u32,
+) -> c_int {
+    let or = |value: u32, usual: u64| if value == 0 { usual } else { u64::from(value) };
+    let started = start_cpu_monitor(|c| {
+        c.interval_ms = or(interval_ms, c.interval_ms);
+        c.threshold_percent = or(threshold_percent, u64::from(c.threshold_percent)) as u32;
+        c.window = or(window, c.window as u64) as usize;
+        c.trigger = or(trigger, c.trigger as u64) as usize;
+        c.samples_per_report = or(samples_per_report, c.samples_per_report);
+    });
+    match started {
+        Ok(()) if trigger <= window || window == 0 => 0,
+        _ => -1,
+    }
+}
+
+/// Sets the rate limits of `hang`, `jank` and `cpu` reports: at most `per_launch` reports of
+/// one kind per launch (3 by default) and `per_day` per UTC day (10 by default; counted in the
+/// report directory across launches).
+#[unsafe(no_mangle)]
+pub extern "C" fn symcluster_sdk_set_report_limits(per_launch: u32, per_day: u32) {
+    limits::set(per_launch, per_day);
+}
+
+/// Sets how often the memory footprint is recorded for the out-of-memory decision, in ms
+/// (1000 by default). Call before [`symcluster_sdk_install`].
+#[unsafe(no_mangle)]
+pub extern "C" fn symcluster_sdk_set_memory_interval(interval_ms: u32) {
+    MEMORY_INTERVAL_MS.store(
+        u64::from(interval_ms.max(10)),
+        std::sync::atomic::Ordering::Relaxed,
+    );
+}
+
+/// Tells the SDK whether the app is in the foreground (non-zero) or the background (0): an
+/// app the system ends for memory is reported as a foreground or background OOM. Call it from
+/// the app's did-become-active / did-enter-background notifications; the SDK assumes the
+/// foreground at launch.
+#[unsafe(no_mangle)]
+pub extern "C" fn symcluster_sdk_set_foreground(in_foreground: c_int) {
+    run_state::set_foreground(in_foreground != 0);
+}
+
+/// Sets the breadcrumb (the screen or activity the user is in, `Settings`) that an `oom`
+/// report of this run carries and is grouped by. Returns 0, or -1 for a null or non-UTF-8
+/// string.
+///
+/// # Safety
+/// `breadcrumb` must be a NUL-terminated string (or null).
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn symcluster_sdk_set_breadcrumb(breadcrumb: *const c_char) -> c_int {
+    match c_str(breadcrumb) {
+        Some(b) => {
+            run_state::set_breadcrumb(&b);
+            0
+        }
+        None => -1,
+    }
+}
+
+/// Marks the app's first frame: writes a `launch` report with the time since the process
+/// started (the kernel's start time) and returns it in ms; -1 when this launch was marked
+/// already or the SDK is not installed.
+#[unsafe(no_mangle)]
+pub extern "C" fn symcluster_sdk_mark_launched() -> i64 {
+    report_dir()
+        .ok()
+        .and_then(|dir| launch::mark_launched(&dir, &metadata_json()))
+        .map_or(-1, |ms| ms as i64)
 }
 
 /// Tells the hang watchdog the main thread is responsive. Call it from the main run loop.

@@ -1,6 +1,7 @@
 //! Sending pending reports to the cluster on the next launch.
 //!
-//! Every `crash-*.json` and `hang-*.json` in the report directory is submitted as a native job
+//! Every report (`crash-*.json`, `hang-*.json`, `jank-*.json`, `cpu-*.json`, `oom-*.json`,
+//! `launch-*.json`) in the report directory is submitted as a native job
 //! (the job id is `<prefix>-<file name>`, so a retry after a lost acknowledgement is idempotent)
 //! and deleted only once the master acknowledged it. Errors another try can fix (masters out of
 //! reach or electing, a deadline, a rate limit: [`symcluster_client::retry::is_retryable`]) are
@@ -57,6 +58,9 @@ impl Fate {
     }
 }
 
+/// The report kinds the SDK writes, each file named `<kind>-<ms>-<pid>.json`.
+pub const REPORT_KINDS: [&str; 6] = ["crash", "hang", "jank", "cpu", "oom", "launch"];
+
 /// Reports waiting in `dir`, oldest first.
 pub fn pending(dir: &Path) -> Vec<PathBuf> {
     let mut files: Vec<PathBuf> = std::fs::read_dir(dir)
@@ -66,7 +70,10 @@ pub fn pending(dir: &Path) -> Vec<PathBuf> {
         .map(|e| e.path())
         .filter(|p| {
             let name = p.file_name().and_then(|n| n.to_str()).unwrap_or("");
-            (name.starts_with("crash-") || name.starts_with("hang-")) && name.ends_with(".json")
+            REPORT_KINDS
+                .iter()
+                .any(|kind| name.strip_prefix(kind).is_some_and(|r| r.starts_with('-')))
+                && name.ends_with(".json")
         })
         .collect();
     files.sort();

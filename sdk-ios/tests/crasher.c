@@ -7,10 +7,19 @@
  *   crasher REPORT_DIR tiny-altstack    (the app gives the main thread a 4 KiB alternate stack
  *                                        above a guard page: the SDK's handler overflows it)
  *   crasher REPORT_DIR send ENDPOINT TOKEN      (sends pending reports, prints how many)
+ *   crasher REPORT_DIR cpu | cpu-burst  (a thread named "hog" spins for 3 s | for 100 ms, under
+ *                                        the CPU monitor; an idle thread sleeps beside it)
+ *   crasher REPORT_DIR jank N           (N slow main run-loop passes of 400 ms, limit 2 a launch)
+ *   crasher REPORT_DIR oom              (allocates and touches memory until the system ends it)
+ *   crasher REPORT_DIR wait | clean     (waits to be killed | exits normally at once)
+ *   crasher REPORT_DIR launch           (marks its first frame 300 ms after start, twice)
+ *
+ * The app version is "1.2 (34)", or $CRASHER_APP_VERSION.
  *
  * Each crash site ends with a [sdk-frame NAME] marker; the tests read the expected line numbers
  * from these markers. Compiled with -g -O0 -fno-omit-frame-pointer by the tests.
  */
+#define _GNU_SOURCE
 #include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
@@ -105,6 +114,37 @@ __attribute__((noinline)) static void block_main_thread(long long ms) {
     busy_wait_ms(ms); /* [sdk-frame hang-caller] */
 }
 
+/* The CPU hog: spins until `ms` have passed. */
+__attribute__((noinline)) static void spin_hog(long long ms) {
+    busy_wait_ms(ms); /* [sdk-frame cpu] */
+}
+
+static long long hog_ms;
+
+static void *hog_thread(void *arg) {
+    (void)arg;
+    pthread_setname_np(pthread_self(), "hog");
+    spin_hog(hog_ms);
+    return NULL;
+}
+
+static void *idle_thread(void *arg) {
+    (void)arg;
+    pthread_setname_np(pthread_self(), "idle");
+    usleep(3500 * 1000);
+    return NULL;
+}
+
+/* Allocates 1 MiB at a time, touching every page, until the system ends the process. */
+__attribute__((noinline)) static void eat_memory(void) {
+    for (;;) {
+        char *chunk = malloc(1 << 20);
+        if (chunk == NULL) continue;
+        memset(chunk, 7, 1 << 20); /* [sdk-frame oom] */
+        usleep(2 * 1000);
+    }
+}
+
 static void run_loop(int iterations) {
     for (int i = 0; i < iterations; i++) {
         symcluster_sdk_heartbeat();
@@ -124,7 +164,9 @@ int main(int argc, char **argv) {
         return 0;
     }
     if (strcmp(mode, "chain") == 0) install_previous_handler();
-    symcluster_sdk_set_app_version("1.2 (34)");
+    const char *version = getenv("CRASHER_APP_VERSION");
+    symcluster_sdk_set_app_version(version != NULL ? version : "1.2 (34)");
+    symcluster_sdk_set_memory_interval(20);
     if (symcluster_sdk_install(argv[1]) != 0) {
         fprintf(stderr, "install failed\n");
         return 3;
@@ -149,6 +191,48 @@ int main(int argc, char **argv) {
         pthread_t t;
         pthread_create(&t, NULL, crashing_thread, NULL);
         pthread_join(t, NULL);
+    }
+    if (strcmp(mode, "cpu") == 0 || strcmp(mode, "cpu-burst") == 0) {
+        /* 50 ms intervals; 5 busy of the last 8 start sampling; 6 samples make a report. */
+        if (symcluster_sdk_start_cpu_monitor(50, 80, 8, 5, 6) != 0) return 4;
+        hog_ms = strcmp(mode, "cpu") == 0 ? 3000 : 100;
+        pthread_t hog, idle;
+        pthread_create(&idle, NULL, idle_thread, NULL);
+        usleep(200 * 1000);
+        pthread_create(&hog, NULL, hog_thread, NULL);
+        pthread_join(hog, NULL);
+        pthread_join(idle, NULL);
+        return 0;
+    }
+    if (strcmp(mode, "jank") == 0) {
+        int passes = argc > 3 ? atoi(argv[3]) : 1;
+        const char *day = getenv("CRASHER_DAY_LIMIT");
+        symcluster_sdk_set_report_limits(2, day != NULL ? (uint32_t)atoi(day) : 100);
+        symcluster_sdk_start_hang_watchdog(200, 1000);
+        run_loop(10);
+        for (int i = 0; i < passes; i++) {
+            block_main_thread(400);
+            run_loop(10);
+        }
+        return 0;
+    }
+    if (strcmp(mode, "oom") == 0) {
+        symcluster_sdk_set_breadcrumb("Settings");
+        eat_memory();
+    }
+    if (strcmp(mode, "wait") == 0) {
+        symcluster_sdk_set_breadcrumb("Checkout");
+        printf("ready\n");
+        fflush(stdout);
+        for (;;) pause();
+    }
+    if (strcmp(mode, "clean") == 0) return 0;
+    if (strcmp(mode, "launch") == 0) {
+        usleep(300 * 1000);
+        long long first = symcluster_sdk_mark_launched();
+        long long second = symcluster_sdk_mark_launched();
+        printf("%lld %lld\n", first, second);
+        return 0;
     }
     if (strcmp(mode, "hang") == 0 || strcmp(mode, "hang-forever") == 0) {
         symcluster_sdk_start_hang_watchdog(200, 500);

@@ -15,6 +15,7 @@
 
 use std::hash::{Hash, Hasher};
 
+use symcluster_engine::ReportKind;
 use symcluster_engine::js::{JsFrameStatus, JsRestoreResult};
 use symcluster_engine::result::{FrameStatus, SymbolicationResult};
 
@@ -23,10 +24,72 @@ use symcluster_client::api::CrashGroupKey as GroupKey;
 /// Frames in a fingerprint and key stack.
 pub const KEY_FRAMES: usize = 5;
 
-/// The crash group of a native result: by its top symbolicated frames, else
-/// ([`unsymbolicated`]) by the top frames' image offsets; `None` when its crashed thread has
-/// neither.
+/// The group of a native result.
+///
+/// - A crash, hang, jank or CPU hog: by its requesting thread's top symbolicated frames (for a
+///   sampled report, its key stack: the heaviest path of the call tree), else
+///   ([`unsymbolicated`]) by the top frames' image offsets; `None` when that thread has
+///   neither. Other kinds than `crash` salt the fingerprint with their name, so a hang and a
+///   crash at the same place are two groups.
+/// - An out-of-memory exit ([`oom`]): by app version, last breadcrumb and foreground/background.
+/// - A launch-time report: `None` (a metric, not a problem to group).
 pub fn native(result: &SymbolicationResult) -> Option<GroupKey> {
+    let mut key = match result.kind {
+        ReportKind::Launch => return None,
+        ReportKind::Oom => return Some(oom(result)),
+        _ => by_stack(result)?,
+    };
+    if result.kind != ReportKind::Crash {
+        let mut hasher = StableHasher::default();
+        result.kind.name().hash(&mut hasher);
+        key.fingerprint.hash(&mut hasher);
+        key.fingerprint = format!("{:016x}", hasher.finish());
+    }
+    key.kind = result.kind.name().to_owned();
+    Some(key)
+}
+
+/// The group of an `oom` report: its `details.oom` app version, breadcrumb (the screen the
+/// app said was active) and whether it was in the foreground; titled
+/// `Out of memory (foreground) in 1.2 (34) at Settings`.
+fn oom(result: &SymbolicationResult) -> GroupKey {
+    let oom = result.details.as_ref().and_then(|d| d.get("oom"));
+    let field = |name: &str| {
+        oom.and_then(|o| o.get(name))
+            .and_then(serde_json::Value::as_str)
+            .unwrap_or("")
+            .to_owned()
+    };
+    let version = field("app_version");
+    let breadcrumb = field("breadcrumb");
+    let foreground = oom
+        .and_then(|o| o.get("in_foreground"))
+        .and_then(serde_json::Value::as_bool)
+        .unwrap_or(true);
+    let mut hasher = StableHasher::default();
+    ("oom", &version, &breadcrumb, foreground).hash(&mut hasher);
+    let place = if foreground {
+        "foreground"
+    } else {
+        "background"
+    };
+    let mut title = format!(
+        "Out of memory ({place}) in {}",
+        if version.is_empty() { "?" } else { &version }
+    );
+    if !breadcrumb.is_empty() {
+        title.push_str(&format!(" at {breadcrumb}"));
+    }
+    GroupKey {
+        fingerprint: format!("{:016x}", hasher.finish()),
+        title,
+        key_stack: Vec::new(),
+        kind: ReportKind::Oom.name().to_owned(),
+    }
+}
+
+/// The group of a result with a stack: see [`native`].
+fn by_stack(result: &SymbolicationResult) -> Option<GroupKey> {
     let thread = result.crashed_thread()?;
     let system: std::collections::HashSet<&str> = result
         .modules
@@ -66,6 +129,7 @@ pub fn native(result: &SymbolicationResult) -> Option<GroupKey> {
                 }
             })
             .collect(),
+        kind: String::new(),
     })
 }
 
@@ -122,6 +186,7 @@ fn unsymbolicated(
         fingerprint: format!("{:016x}", hasher.finish()),
         title,
         key_stack: located,
+        kind: String::new(),
     })
 }
 
@@ -157,6 +222,7 @@ pub fn js(result: &JsRestoreResult) -> Option<GroupKey> {
                 )
             })
             .collect(),
+        kind: ReportKind::Crash.name().to_owned(),
     })
 }
 

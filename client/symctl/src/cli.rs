@@ -244,12 +244,43 @@ pub struct GroupsArgs {
     /// the self hits of its innermost frame, as flame-graph tools read).
     #[arg(long, value_enum, default_value_t = TreeFormat::Text, requires = "tree")]
     pub format: TreeFormat,
+    /// Only groups of this report kind (default: every kind).
+    #[arg(long, value_enum)]
+    pub kind: Option<GroupKind>,
     /// How many groups.
     #[arg(long, default_value_t = 20)]
     pub limit: u32,
     /// The list as a `table` or as `json` (an array of groups).
     #[arg(long, value_enum, default_value_t = Output::Table, conflicts_with = "tree")]
     pub output: Output,
+}
+
+/// The report kinds groups are made of (the SDK's `kind`; JS errors are crashes).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum GroupKind {
+    /// Crashes (signals, Mach exceptions, uncaught exceptions, JS errors).
+    Crash,
+    /// Main-thread hangs (no answer for the hang threshold).
+    Hang,
+    /// Slow main run-loop passes, shorter than a hang.
+    Jank,
+    /// Threads over the CPU threshold for most of a sampling window.
+    Cpu,
+    /// Runs ended by the system for memory (grouped by app version and breadcrumb).
+    Oom,
+}
+
+impl GroupKind {
+    /// The name the API uses (`ListGroupsRequest.kind`).
+    pub fn name(self) -> &'static str {
+        match self {
+            GroupKind::Crash => "crash",
+            GroupKind::Hang => "hang",
+            GroupKind::Jank => "jank",
+            GroupKind::Cpu => "cpu",
+            GroupKind::Oom => "oom",
+        }
+    }
 }
 
 #[derive(Debug, clap::Args)]

@@ -152,6 +152,7 @@ async fn projects_see_only_their_own_jobs_groups_and_files() {
                     limit: 100,
                     project,
                     call_trees: false,
+                    kind: String::new(),
                 })
                 .await?
                 .into_inner()

@@ -119,6 +119,7 @@ pub async fn groups(client: &Client, limit: u32) -> Vec<api::CrashGroup> {
             limit,
             project: String::new(),
             call_trees: false,
+            kind: String::new(),
         })
         .await
         .expect("list groups")

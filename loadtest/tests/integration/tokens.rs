@@ -110,6 +110,7 @@ async fn each_role_does_only_what_it_may() {
                 limit: 10,
                 project: String::new(),
                 call_trees: false,
+                kind: String::new(),
             })
             .await,
         "token \"demo-app\" has role device; listing crash groups needs ingest or admin",

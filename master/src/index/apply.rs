@@ -414,6 +414,11 @@ impl<'t> Applier<'t> {
                 last_job_id: job_id.to_owned(),
                 project: project.to_owned(),
                 call_tree: Vec::new(),
+                kind: if key.kind.is_empty() {
+                    "crash".to_owned()
+                } else {
+                    key.kind.clone()
+                },
             },
         };
         group.count += 1;
@@ -556,6 +561,7 @@ mod tests {
             fingerprint: fingerprint.into(),
             title: "t".into(),
             key_stack: vec!["f (a.c:1)".into()],
+            kind: String::new(),
         }
     }
 
@@ -671,7 +677,7 @@ mod tests {
         assert!(index.missing_files(10, |_| true).unwrap().is_empty());
         assert_eq!(index.spec(key).unwrap(), Some(vec![7]));
         let counts: Vec<(String, u64)> = index
-            .groups(10, |_| true)
+            .groups(10, None, |_| true)
             .unwrap()
             .into_iter()
             .map(|g| (g.fingerprint, g.count))
@@ -719,7 +725,7 @@ mod tests {
                 .collect::<Vec<_>>(),
             vec![key.to_owned()]
         );
-        assert_eq!(index.groups(10, |_| true).unwrap()[0].count, 1);
+        assert_eq!(index.groups(10, None, |_| true).unwrap()[0].count, 1);
         assert_eq!(index.counts().unwrap().completed, 1);
     }
 
@@ -797,7 +803,7 @@ mod tests {
         assert_eq!(job.record.worker_id, "w1");
         assert_eq!(job.record.finished_at_ms, 10);
         assert_eq!(job.result_json.as_deref(), Some(&b"{\"r\":1}"[..]));
-        let groups = index.groups(10, |_| true).unwrap();
+        let groups = index.groups(10, None, |_| true).unwrap();
         assert_eq!((groups.len(), groups[0].count), (1, 1));
         assert_eq!(
             index.counts().unwrap(),

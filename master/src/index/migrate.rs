@@ -196,7 +196,7 @@ mod tests {
                 ("default/a/b", "default")
             );
             assert_eq!(index.open_jobs().unwrap()[0].job_id, "default/a/b");
-            let groups = index.groups(10, |p| p == "default").unwrap();
+            let groups = index.groups(10, None, |p| p == "default").unwrap();
             assert_eq!((groups.len(), groups[0].project.as_str()), (1, "default"));
             drop(Arc::clone(index.database()));
         }

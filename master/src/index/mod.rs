@@ -337,6 +337,7 @@ impl Index {
     pub fn groups(
         &self,
         limit: usize,
+        kind: Option<&str>,
         sees: impl Fn(&str) -> bool,
     ) -> Result<Vec<v1::CrashGroup>, IndexError> {
         let read = self.db.begin_read().map_err(db)?;
@@ -347,12 +348,13 @@ impl Index {
             if !sees(keys::split(k.value()).0) {
                 continue;
             }
-            groups.push(v1::CrashGroup::decode(v.value()).map_err(|source| {
-                IndexError::Decode {
-                    what: format!("group {}", k.value()),
-                    source,
-                }
-            })?);
+            let group = v1::CrashGroup::decode(v.value()).map_err(|source| IndexError::Decode {
+                what: format!("group {}", k.value()),
+                source,
+            })?;
+            if kind.is_none_or(|kind| group_kind(&group) == kind) {
+                groups.push(group);
+            }
         }
         groups.sort_by(|a, b| {
             b.count
@@ -569,5 +571,15 @@ mod tests {
                 MAX_RESULT_BYTES + (1 << 20)
             ))
         );
+    }
+}
+
+/// A group's report kind: its `kind`, or for a group made before kinds were recorded, `hang`
+/// when it sums call trees (only hangs had them) and `crash` otherwise.
+pub fn group_kind(group: &v1::CrashGroup) -> &str {
+    match group.kind.as_str() {
+        "" if !group.call_tree.is_empty() => "hang",
+        "" => "crash",
+        kind => kind,
     }
 }

@@ -233,8 +233,8 @@ mod tests {
         );
         assert_eq!(two.open_jobs().unwrap(), one.open_jobs().unwrap());
         assert_eq!(
-            two.groups(10, |_| true).unwrap(),
-            one.groups(10, |_| true).unwrap()
+            two.groups(10, None, |_| true).unwrap(),
+            one.groups(10, None, |_| true).unwrap()
         );
         assert_eq!(two.counts().unwrap(), one.counts().unwrap());
         // The missing table is rebuilt from the records, and the spec a job that lacked a file

@@ -201,11 +201,24 @@ impl Ingest for IngestService {
             n => n.min(1000) as usize,
         };
         let sees = caller.listing(&r.project)?;
+        let kind = match r.kind.as_str() {
+            "" => None,
+            kind @ ("crash" | "hang" | "jank" | "cpu" | "oom") => Some(kind),
+            other => {
+                return Err(Status::invalid_argument(format!(
+                    "kind {other:?} is not one of crash, hang, jank, cpu, oom"
+                )));
+            }
+        };
         let mut groups = self
             .scheduler
             .index()
-            .groups(limit, sees)
+            .groups(limit, kind, sees)
             .map_err(index_status)?;
+        for group in &mut groups {
+            // Groups made before kinds were recorded say what they are.
+            group.kind = crate::index::group_kind(group).to_owned();
+        }
         if !r.call_trees {
             for group in &mut groups {
                 group.call_tree.clear();

@@ -91,6 +91,33 @@ pub trait Backend {
     /// Installs what the platform needs beyond the POSIX signal handlers (Linux: the sampling
     /// signal; Apple: the Mach exception server). Called once, from [`crate::crash::install`].
     fn install() -> std::io::Result<()>;
+
+    /// CPU time the thread has used so far (user + system), in nanoseconds; `None` when the
+    /// thread is gone. Linux: the thread's CPU-time clock (`clock_gettime`); Apple:
+    /// `thread_info(THREAD_BASIC_INFO)`'s `user_time + system_time` (microsecond resolution).
+    fn thread_cpu_time_ns(thread: Self::Thread) -> Option<u64>;
+
+    /// The process's memory footprint in bytes, as the system's memory limit counts it. Apple:
+    /// `task_info(TASK_VM_INFO).phys_footprint` (what jetsam compares with its limit); Linux:
+    /// the resident set (`/proc/self/statm`), what a memory cgroup charges for anonymous memory.
+    fn memory_footprint() -> Option<u64>;
+
+    /// When this process started, in ms since the Unix epoch, from the kernel. Linux:
+    /// `/proc/self/stat` field 22 (clock ticks after boot) against the boot clock
+    /// (`CLOCK_BOOTTIME`) and the wall clock (10 ms resolution); Apple: `sysctl(KERN_PROC_PID)`'s `p_starttime`.
+    fn process_start_ms() -> Option<u64>;
+
+    /// When the device booted, in seconds since the Unix epoch. Linux: `/proc/stat` `btime`;
+    /// Apple: `sysctl kern.boottime`.
+    fn boot_time_s() -> Option<u64>;
+
+    /// The address range `[start, end)` of the program's `main` function. Apple: the main
+    /// image's `LC_MAIN` entry offset, ended by the next entry of `LC_FUNCTION_STARTS`; Linux:
+    /// the `main` symbol of `/proc/self/exe` (address and size), moved by the load bias.
+    fn main_function() -> Option<(u64, u64)>;
+
+    /// Whether a debugger is attached (`P_TRACED` on Apple platforms, `TracerPid` on Linux).
+    fn debugger_attached() -> bool;
 }
 
 /// The backend of the platform being compiled.

@@ -35,6 +35,8 @@ fn files(dir: &Path) -> Vec<String> {
     let mut names: Vec<String> = std::fs::read_dir(dir)
         .unwrap()
         .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        // The run state every launch keeps (for the out-of-memory decision).
+        .filter(|n| n != symcluster_sdk::run_state::STATE_FILE)
         .collect();
     names.sort();
     names

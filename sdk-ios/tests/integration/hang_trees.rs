@@ -51,6 +51,7 @@ async fn two_hangs_sum_their_trees_in_their_group() {
                 limit: 10,
                 project: String::new(),
                 call_trees: true,
+                kind: String::new(),
             })
             .await
             .unwrap()

@@ -3,6 +3,7 @@
 //! it writes are read by the engine, symbolicated against the program's own ELF debug info, and
 //! sent to a real local cluster.
 
+mod apm;
 mod apple_images;
 mod capture;
 mod delivery;

@@ -31,7 +31,7 @@ pub mod symbolicate;
 pub mod symcache;
 
 pub use local::LocalSymCaches;
-pub use model::{NativeReport, ReportFormat};
+pub use model::{NativeReport, ReportFormat, ReportKind};
 pub use reports::{ReportError, parse_report};
 pub use result::SymbolicationResult;
 pub use symbolicate::{ModuleLoad, SymCacheSource, referenced_images, symbolicate};

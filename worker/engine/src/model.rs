@@ -54,6 +54,71 @@ pub struct NativeReport {
     /// A hang report's call tree (the SDK's `call_tree`): every sampled path of the blocked
     /// thread with hit counts, flat, parents before children; empty for other reports.
     pub call_tree: Vec<CallTreeNode>,
+    /// What the report is about (the SDK's `kind`); [`ReportKind::Crash`] for every format but
+    /// the SDK's.
+    pub kind: ReportKind,
+    /// The SDK's fields of that kind, as sent (`cpu`, `oom`, `launch`, with `hang_duration_ms`
+    /// / `jank_duration_ms` and `samples` folded in): carried into the result unchanged;
+    /// `None` for crashes of other formats.
+    pub details: Option<serde_json::Value>,
+}
+
+/// What a report is about: the SDK's `kind` field (`"crash"` when absent).
+///
+/// Crashes and hangs have a stack; a `jank` (one slow main run-loop pass) and a `cpu` hog carry
+/// a sampled call tree like a hang; an `oom` (the previous run was killed for memory, decided at
+/// the next launch) and a `launch` (time to the first frame) may carry no stack at all.
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, Hash, Default, serde::Serialize, serde::Deserialize,
+)]
+#[serde(rename_all = "snake_case")]
+pub enum ReportKind {
+    /// A crash (signal, Mach exception, uncaught exception).
+    #[default]
+    Crash,
+    /// The main thread did not answer for the hang threshold (iOS's watchdog kills such apps).
+    Hang,
+    /// One main run-loop pass took longer than the jank threshold, but less than a hang.
+    Jank,
+    /// A thread used more than a threshold of a core for most of a sampling window.
+    Cpu,
+    /// The previous run was ended by the system for memory (foreground or background).
+    Oom,
+    /// Time from process start to the app's first frame.
+    Launch,
+}
+
+impl ReportKind {
+    /// The SDK's name of the kind (`crash`, `hang`, `jank`, `cpu`, `oom`, `launch`).
+    pub fn name(self) -> &'static str {
+        match self {
+            ReportKind::Crash => "crash",
+            ReportKind::Hang => "hang",
+            ReportKind::Jank => "jank",
+            ReportKind::Cpu => "cpu",
+            ReportKind::Oom => "oom",
+            ReportKind::Launch => "launch",
+        }
+    }
+
+    /// The kind named `name`; `None` for an unknown name.
+    pub fn from_name(name: &str) -> Option<ReportKind> {
+        [
+            ReportKind::Crash,
+            ReportKind::Hang,
+            ReportKind::Jank,
+            ReportKind::Cpu,
+            ReportKind::Oom,
+            ReportKind::Launch,
+        ]
+        .into_iter()
+        .find(|k| k.name() == name)
+    }
+
+    /// Whether a report of this kind may have no stack trace (`oom`, `launch`).
+    pub fn stackless(self) -> bool {
+        matches!(self, ReportKind::Oom | ReportKind::Launch)
+    }
 }
 
 /// One node of a sampled call tree: a frame reached by `hits` samples.

@@ -92,6 +92,18 @@ pub struct SymbolicationResult {
     /// report gives it); absent from the JSON for other reports.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub call_tree: Vec<CallTreeResult>,
+    /// What the report was about (`hang`, `jank`, `cpu`, `oom`, `launch`); absent from the
+    /// JSON for crashes.
+    #[serde(default, skip_serializing_if = "is_crash")]
+    pub kind: crate::model::ReportKind,
+    /// The SDK's fields of that kind, as the report gave them (see
+    /// [`crate::model::NativeReport::details`]); absent for crashes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub details: Option<serde_json::Value>,
+}
+
+fn is_crash(kind: &crate::model::ReportKind) -> bool {
+    *kind == crate::model::ReportKind::Crash
 }
 
 /// One symbolicated node of a hang report's call tree.

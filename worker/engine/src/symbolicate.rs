@@ -136,6 +136,8 @@ pub fn symbolicate(report: &NativeReport, source: &dyn SymCacheSource) -> Symbol
         threads,
         modules,
         call_tree: symbolicate_tree(report, &tree_images, &loads),
+        kind: report.kind,
+        details: report.details.clone(),
     }
 }
 

@@ -245,6 +245,7 @@ pub async fn groups(args: GroupsArgs) -> anyhow::Result<()> {
             },
             project: args.project.unwrap_or_default(),
             call_trees: args.tree.is_some(),
+            kind: args.kind.map(|k| k.name().to_owned()).unwrap_or_default(),
         })
         .await?
         .into_inner()
@@ -264,7 +265,7 @@ pub async fn groups(args: GroupsArgs) -> anyhow::Result<()> {
         };
         if group.call_tree.is_empty() {
             anyhow::bail!(
-                "crash group {} has no call tree (only hang reports have one)",
+                "crash group {} has no call tree (hang, jank and cpu reports have one)",
                 group.fingerprint
             );
         }

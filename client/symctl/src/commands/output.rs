@@ -54,6 +54,7 @@ pub fn groups(groups: &[api::CrashGroup], output: Output) -> anyhow::Result<()> 
                 json!({
                     "project": g.project,
                     "fingerprint": g.fingerprint,
+                    "kind": g.kind,
                     "title": g.title,
                     "count": g.count,
                     "first_seen_ms": g.first_seen_ms,
@@ -65,11 +66,19 @@ pub fn groups(groups: &[api::CrashGroup], output: Output) -> anyhow::Result<()> 
             .collect();
         return print_json(&Value::Array(list));
     }
-    let mut t = table(&["count", "project", "fingerprint", "title", "key stack"]);
+    let mut t = table(&[
+        "count",
+        "project",
+        "kind",
+        "fingerprint",
+        "title",
+        "key stack",
+    ]);
     for g in groups {
         t.add_row(vec![
             g.count.to_string(),
             g.project.clone(),
+            g.kind.clone(),
             g.fingerprint.clone(),
             g.title.clone(),
             g.key_stack.join("\n"),

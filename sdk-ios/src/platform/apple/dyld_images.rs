@@ -89,3 +89,33 @@ pub fn loaded_images() -> Vec<Image> {
     LIVE.store(true, Ordering::Release);
     list
 }
+
+/// `main`'s `[start, end)`: the main executable's `LC_MAIN` entry offset from its header,
+/// ended by the next function start in its `LC_FUNCTION_STARTS` (read where `__LINKEDIT` is
+/// mapped: the header's slide plus `__LINKEDIT`'s `vmaddr`, plus the data's offset in it).
+/// `None` for an executable without `LC_MAIN` or without function starts.
+pub fn main_function() -> Option<(u64, u64)> {
+    // SAFETY: image 0 is the main executable, mapped with its load commands.
+    let header = unsafe { ffi::_dyld_get_image_header(0) };
+    if header.is_null() {
+        return None;
+    }
+    // SAFETY: as in `image_at`: the header and its load commands are mapped.
+    let parsed = unsafe {
+        let first = std::slice::from_raw_parts(header as *const u8, 32);
+        let len = macho::header_and_commands_len(first).ok()?;
+        macho::parse(std::slice::from_raw_parts(header as *const u8, len)).ok()?
+    };
+    let base = header as u64;
+    let entry = parsed.main_entry_offset?;
+    let (dataoff, datasize) = parsed.function_starts?;
+    let (linkedit_vmaddr, linkedit_fileoff) = parsed.linkedit?;
+    let slide = base.wrapping_sub(parsed.text_vmaddr);
+    let data_addr = slide
+        .wrapping_add(linkedit_vmaddr)
+        .wrapping_add(u64::from(dataoff).checked_sub(linkedit_fileoff)?);
+    // SAFETY: dyld maps __LINKEDIT whole; the function starts lie inside it.
+    let data = unsafe { std::slice::from_raw_parts(data_addr as *const u8, datasize as usize) };
+    let end = macho::next_function_start(data, entry)?;
+    Some((base + entry, base + end))
+}

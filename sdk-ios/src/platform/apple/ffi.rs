@@ -409,7 +409,24 @@ unsafe extern "C" {
     );
     /// `<mach-o/dyld.h>`.
     pub fn _dyld_get_image_header(index: u32) -> *const mach_header;
+    /// `<mach/task.h>`.
+    pub fn task_info(
+        task: mach_port_t,
+        flavor: u32,
+        info: *mut c_int,
+        count: *mut mach_msg_type_number_t,
+    ) -> kern_return_t;
 }
+
+/// `<mach/task_info.h>`: `TASK_VM_INFO`.
+pub const TASK_VM_INFO: u32 = 22;
+/// `<mach/task_info.h>`: byte offset of `phys_footprint` in `struct task_vm_info` (after
+/// `virtual_size`, `region_count`, `page_size` and 16 `mach_vm_size_t` counters), and
+/// `TASK_VM_INFO_REV1_COUNT` (the revision that added it), in `natural_t` words.
+pub const TASK_VM_INFO_PHYS_FOOTPRINT_OFFSET: usize = 144;
+pub const TASK_VM_INFO_REV1_COUNT: mach_msg_type_number_t = 38;
+const _: () =
+    assert!(TASK_VM_INFO_PHYS_FOOTPRINT_OFFSET + 8 == TASK_VM_INFO_REV1_COUNT as usize * 4);
 
 /// `<sys/sysctl.h>`: `CTL_KERN`, `KERN_PROC`, `KERN_PROC_PID`.
 pub const CTL_KERN: c_int = 1;
@@ -419,6 +436,9 @@ pub const KERN_PROC_PID: c_int = 1;
 /// `p_un` (16 bytes), `p_vmspace` and `p_sigacts`), and `sizeof(struct kinfo_proc)` (648).
 pub const KINFO_PROC_P_FLAG_OFFSET: usize = 32;
 pub const KINFO_PROC_SIZE: usize = 648;
+/// `<sys/sysctl.h>`: `kp_proc.p_un.__p_starttime`, a `struct timeval` at offset 0 of
+/// `struct kinfo_proc` (`tv_sec` i64, then `tv_usec` i32).
+pub const KINFO_PROC_P_STARTTIME_OFFSET: usize = 0;
 /// `<sys/proc.h>`: the process is being debugged.
 pub const P_TRACED: c_int = 0x0000_0800;
 

@@ -15,6 +15,10 @@ pub const MH_MAGIC: u32 = 0xfeed_face;
 const LC_SEGMENT: u32 = 0x1;
 const LC_SEGMENT_64: u32 = 0x19;
 const LC_UUID: u32 = 0x1b;
+/// `LC_MAIN` (`LC_REQ_DYLD | 0x28`): `entry_point_command`, `entryoff` (u64) at 8.
+const LC_MAIN: u32 = 0x8000_0028;
+/// `LC_FUNCTION_STARTS`: `linkedit_data_command`, `dataoff` (u32) at 8, `datasize` at 12.
+const LC_FUNCTION_STARTS: u32 = 0x26;
 const CPU_ARCH_ABI64: i32 = 0x0100_0000;
 const CPU_ARCH_ABI64_32: i32 = 0x0200_0000;
 const CPU_TYPE_X86: i32 = 7;
@@ -33,6 +37,40 @@ pub struct MachImage {
     pub text_vmaddr: u64,
     /// `__TEXT`'s size in bytes (`vmsize`): the image size reports give.
     pub text_vmsize: u64,
+    /// `LC_MAIN`'s `entryoff`: `main`'s offset from the header (executables only).
+    pub main_entry_offset: Option<u64>,
+    /// `LC_FUNCTION_STARTS`: `(dataoff, datasize)` of the function starts in the file.
+    pub function_starts: Option<(u32, u32)>,
+    /// `__LINKEDIT`'s `(vmaddr, fileoff)`: where the function starts are mapped.
+    pub linkedit: Option<(u64, u64)>,
+}
+
+/// The function start that follows `offset` (both offsets from the header, bytes) in
+/// `LC_FUNCTION_STARTS` data: a ULEB128 delta per function, the first from the start of
+/// `__TEXT`, ended by a 0 (`<mach-o/loader.h>`, as `dyldinfo -function_starts` reads it).
+/// `None` when `offset` is at or past the last start, or the data is cut short.
+pub fn next_function_start(data: &[u8], offset: u64) -> Option<u64> {
+    let mut at = 0u64;
+    let mut bytes = data.iter();
+    loop {
+        let mut delta = 0u64;
+        let mut shift = 0;
+        loop {
+            let byte = *bytes.next()?;
+            delta |= u64::from(byte & 0x7f).checked_shl(shift)?;
+            shift += 7;
+            if byte & 0x80 == 0 {
+                break;
+            }
+        }
+        if delta == 0 {
+            return None;
+        }
+        at = at.checked_add(delta)?;
+        if at > offset {
+            return Some(at);
+        }
+    }
 }
 
 /// Why a header could not be read.
@@ -129,6 +167,9 @@ pub fn parse(bytes: &[u8]) -> Result<MachImage, MachOError> {
         arch: arch_name(cputype, cpusubtype),
         text_vmaddr: 0,
         text_vmsize: 0,
+        main_entry_offset: None,
+        function_starts: None,
+        linkedit: None,
     };
     let mut has_text = false;
     for index in 0..ncmds {
@@ -147,6 +188,13 @@ pub fn parse(bytes: &[u8]) -> Result<MachImage, MachOError> {
                 image.text_vmaddr = u64_at(command, 24).ok_or(truncated.clone())?;
                 image.text_vmsize = u64_at(command, 32).ok_or(truncated)?;
                 has_text = true;
+            }
+            LC_MAIN => image.main_entry_offset = u64_at(command, 8),
+            LC_FUNCTION_STARTS => {
+                image.function_starts = u32_at(command, 8).zip(u32_at(command, 12));
+            }
+            LC_SEGMENT_64 if command.get(8..18) == Some(b"__LINKEDIT") && command[18] == 0 => {
+                image.linkedit = u64_at(command, 24).zip(u64_at(command, 40));
             }
             LC_SEGMENT if command.get(8..14) == Some(b"__TEXT") && command[14] == 0 => {
                 image.text_vmaddr = u64::from(u32_at(command, 24).ok_or(truncated.clone())?);
@@ -197,6 +245,18 @@ mod tests {
     }
 
     #[test]
+    fn function_starts_give_the_end_of_main() {
+        // Functions at 0x4000 (first delta from __TEXT), 0x4010, 0x4400 (delta 0x3f0: two
+        // ULEB bytes), then the terminating 0.
+        let data = [0x80, 0x80, 0x01, 0x10, 0xf0, 0x07, 0x00];
+        assert_eq!(next_function_start(&data, 0x4000), Some(0x4010));
+        assert_eq!(next_function_start(&data, 0x4010), Some(0x4400));
+        assert_eq!(next_function_start(&data, 0x3000), Some(0x4000));
+        assert_eq!(next_function_start(&data, 0x4400), None);
+        assert_eq!(next_function_start(&data[..4], 0x4010), None);
+    }
+
+    #[test]
     fn reads_uuid_text_and_arch() {
         assert_eq!(
             parse(&synthetic()),
@@ -205,6 +265,9 @@ mod tests {
                 arch: "arm64e",
                 text_vmaddr: 0x1_0000_0000,
                 text_vmsize: 0x8000,
+                main_entry_offset: None,
+                function_starts: None,
+                linkedit: None,
             })
         );
     }

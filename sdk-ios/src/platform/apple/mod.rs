@@ -124,5 +124,29 @@ mod backend {
         fn install() -> std::io::Result<()> {
             mach_server::install()
         }
+
+        fn thread_cpu_time_ns(thread: ffi::mach_port_t) -> Option<u64> {
+            threads::cpu_time_ns(thread)
+        }
+
+        fn memory_footprint() -> Option<u64> {
+            threads::phys_footprint()
+        }
+
+        fn process_start_ms() -> Option<u64> {
+            threads::process_start_ms()
+        }
+
+        fn boot_time_s() -> Option<u64> {
+            threads::sysctl_timeval_s(c"kern.boottime")
+        }
+
+        fn main_function() -> Option<(u64, u64)> {
+            dyld_images::main_function()
+        }
+
+        fn debugger_attached() -> bool {
+            threads::being_debugged()
+        }
     }
 }

@@ -201,6 +201,90 @@ pub fn main_stack_region() -> (u64, u64) {
     }
 }
 
+/// CPU time the thread used (`THREAD_EXTENDED_INFO`'s `pth_user_time + pth_system_time`,
+/// nanoseconds); `None` when the thread is gone.
+pub fn cpu_time_ns(thread: mach_port_t) -> Option<u64> {
+    // SAFETY: thread_info writes at most `count` words into the zeroed struct.
+    unsafe {
+        let mut info: ffi::thread_extended_info = std::mem::zeroed();
+        let mut count = ffi::THREAD_EXTENDED_INFO_COUNT;
+        (ffi::thread_info(
+            thread,
+            ffi::THREAD_EXTENDED_INFO,
+            &mut info as *mut _ as *mut std::ffi::c_int,
+            &mut count,
+        ) == ffi::KERN_SUCCESS)
+            .then(|| info.pth_user_time + info.pth_system_time)
+    }
+}
+
+/// The task's `phys_footprint` (`task_info(TASK_VM_INFO)`), bytes.
+pub fn phys_footprint() -> Option<u64> {
+    let mut info = [0u64; 64];
+    let mut count = ffi::TASK_VM_INFO_REV1_COUNT;
+    // SAFETY: task_info writes at most `count` words (152 bytes) into the 512-byte buffer.
+    let ok = unsafe {
+        ffi::task_info(
+            ffi::mach_task_self(),
+            ffi::TASK_VM_INFO,
+            info.as_mut_ptr() as *mut std::ffi::c_int,
+            &mut count,
+        )
+    } == ffi::KERN_SUCCESS;
+    (ok && count >= ffi::TASK_VM_INFO_REV1_COUNT)
+        .then(|| info[ffi::TASK_VM_INFO_PHYS_FOOTPRINT_OFFSET / 8])
+}
+
+/// A `struct timeval` sysctl (`kern.boottime`) as seconds.
+pub fn sysctl_timeval_s(name: &std::ffi::CStr) -> Option<u64> {
+    let mut tv = [0i64; 2];
+    let mut len = std::mem::size_of_val(&tv);
+    // SAFETY: sysctlbyname writes at most `len` bytes into `tv`.
+    let ok = unsafe {
+        ffi::sysctlbyname(
+            name.as_ptr(),
+            tv.as_mut_ptr() as *mut std::ffi::c_void,
+            &mut len,
+            std::ptr::null_mut(),
+            0,
+        )
+    } == 0;
+    (ok && tv[0] > 0).then_some(tv[0] as u64)
+}
+
+/// This process's start time (`kinfo_proc`'s `p_starttime`), ms since the Unix epoch.
+pub fn process_start_ms() -> Option<u64> {
+    let info = kinfo_proc()?;
+    let sec = info[ffi::KINFO_PROC_P_STARTTIME_OFFSET / 8] as i64;
+    let usec = (info[ffi::KINFO_PROC_P_STARTTIME_OFFSET / 8 + 1] & 0xffff_ffff) as i64;
+    (sec > 0).then(|| sec as u64 * 1000 + usec as u64 / 1000)
+}
+
+/// This process's `struct kinfo_proc` (`sysctl(KERN_PROC_PID)`), as 8-byte words.
+fn kinfo_proc() -> Option<[u64; ffi::KINFO_PROC_SIZE.div_ceil(8)]> {
+    let mut mib = [
+        ffi::CTL_KERN,
+        ffi::KERN_PROC,
+        ffi::KERN_PROC_PID,
+        // SAFETY: getpid has no preconditions.
+        unsafe { libc::getpid() },
+    ];
+    let mut info = [0u64; ffi::KINFO_PROC_SIZE.div_ceil(8)];
+    let mut len = ffi::KINFO_PROC_SIZE;
+    // SAFETY: sysctl writes at most `len` bytes into `info`.
+    let ok = unsafe {
+        ffi::sysctl(
+            mib.as_mut_ptr(),
+            4,
+            info.as_mut_ptr() as *mut std::ffi::c_void,
+            &mut len,
+            std::ptr::null_mut(),
+            0,
+        )
+    } == 0;
+    ok.then_some(info)
+}
+
 /// Whether a debugger is attached (`P_TRACED`, as Apple's Technical Q&A QA1361 reads it).
 pub fn being_debugged() -> bool {
     let mut mib = [

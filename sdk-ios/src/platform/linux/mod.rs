@@ -81,6 +81,77 @@ impl Backend for Linux {
         images::loaded_images()
     }
 
+    fn thread_cpu_time_ns(thread: i32) -> Option<u64> {
+        // The kernel's per-thread CPU clock id, as glibc's `pthread_getcpuclockid` builds it:
+        // `MAKE_THREAD_CPUCLOCK(tid, CPUCLOCK_SCHED)` = `(~tid << 3) | 6`
+        // (linux/include/linux/posix-timers_types.h).
+        let clock = ((!(thread as libc::clockid_t)) << 3) | 6;
+        let mut ts = libc::timespec {
+            tv_sec: 0,
+            tv_nsec: 0,
+        };
+        // SAFETY: ts is a valid timespec to fill.
+        if unsafe { libc::clock_gettime(clock, &mut ts) } != 0 {
+            return None;
+        }
+        Some(ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64)
+    }
+
+    fn memory_footprint() -> Option<u64> {
+        let statm = std::fs::read_to_string("/proc/self/statm").ok()?;
+        let resident: u64 = statm.split(' ').nth(1)?.parse().ok()?;
+        // SAFETY: sysconf has no preconditions.
+        let page = unsafe { libc::sysconf(libc::_SC_PAGESIZE) };
+        Some(resident * u64::try_from(page).ok()?)
+    }
+
+    fn process_start_ms() -> Option<u64> {
+        let stat = std::fs::read_to_string("/proc/self/stat").ok()?;
+        // Fields after the `(comm)`, which may hold spaces: field 3 (`state`) is the first.
+        let after = &stat[stat.rfind(')')? + 2..];
+        let ticks: u64 = after.split(' ').nth(22 - 3)?.parse().ok()?;
+        // SAFETY: sysconf has no preconditions.
+        let hz = u64::try_from(unsafe { libc::sysconf(libc::_SC_CLK_TCK) }).ok()?;
+        let started_after_boot_ms = ticks * 1000 / hz.max(1);
+        // Now minus the time since the start (both on the boot clock): `btime` is whole
+        // seconds, so adding to it would be up to a second off.
+        let mut boot = libc::timespec {
+            tv_sec: 0,
+            tv_nsec: 0,
+        };
+        // SAFETY: boot is a valid timespec to fill.
+        if unsafe { libc::clock_gettime(libc::CLOCK_BOOTTIME, &mut boot) } != 0 {
+            return None;
+        }
+        let since_boot_ms = boot.tv_sec as u64 * 1000 + boot.tv_nsec as u64 / 1_000_000;
+        let now_ms = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .ok()?
+            .as_millis() as u64;
+        Some(now_ms.checked_sub(since_boot_ms.checked_sub(started_after_boot_ms)?)?)
+    }
+
+    fn boot_time_s() -> Option<u64> {
+        std::fs::read_to_string("/proc/stat")
+            .ok()?
+            .lines()
+            .find_map(|l| l.strip_prefix("btime ")?.trim().parse().ok())
+    }
+
+    fn main_function() -> Option<(u64, u64)> {
+        images::main_function()
+    }
+
+    fn debugger_attached() -> bool {
+        std::fs::read_to_string("/proc/self/status")
+            .ok()
+            .and_then(|s| {
+                s.lines()
+                    .find_map(|l| l.strip_prefix("TracerPid:")?.trim().parse::<u32>().ok())
+            })
+            .is_some_and(|pid| pid != 0)
+    }
+
     fn install() -> std::io::Result<()> {
         sampler::install()
     }

@@ -136,5 +136,7 @@ pub fn parse(_header: Option<&Value>, body: &Value) -> Result<NativeReport, Repo
         threads,
         images,
         call_tree: Vec::new(),
+        kind: crate::model::ReportKind::Crash,
+        details: None,
     })
 }

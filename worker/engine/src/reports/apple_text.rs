@@ -209,6 +209,8 @@ pub fn parse(text: &str) -> Result<NativeReport, ReportError> {
         threads,
         images,
         call_tree: Vec::new(),
+        kind: crate::model::ReportKind::Crash,
+        details: None,
     })
 }
 

@@ -111,5 +111,7 @@ pub fn parse(report: &Value) -> Result<NativeReport, ReportError> {
         threads,
         images,
         call_tree: Vec::new(),
+        kind: crate::model::ReportKind::Crash,
+        details: None,
     })
 }

@@ -291,6 +291,8 @@ pub(super) fn parse(top: &TopLevel<'_>) -> Result<NativeReport, ReportError> {
         threads,
         images,
         call_tree: Vec::new(),
+        kind: crate::model::ReportKind::Crash,
+        details: None,
     })
 }
 

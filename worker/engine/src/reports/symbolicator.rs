@@ -11,7 +11,7 @@ use super::ReportError;
 use super::fields::{
     debug_id_from_build_id, ip_register, parse_addr, parse_arch, parse_debug_id, str_field,
 };
-use crate::model::{CallTreeNode, Image, NativeReport, RawFrame, ReportFormat, Thread};
+use crate::model::{CallTreeNode, Image, NativeReport, RawFrame, ReportFormat, ReportKind, Thread};
 
 const FORMAT: ReportFormat = ReportFormat::SymbolicatorRequest;
 
@@ -50,7 +50,17 @@ pub fn parse(request: &Value) -> Result<NativeReport, ReportError> {
         .find(|a| *a != symbolic_common::Arch::Unknown)
         .unwrap_or(symbolic_common::Arch::Unknown);
 
-    if stacktraces.is_empty() {
+    let kind = match request.get("kind") {
+        None | Some(Value::Null) => ReportKind::Crash,
+        Some(Value::String(name)) => ReportKind::from_name(name).ok_or_else(|| {
+            ReportError::malformed(
+                FORMAT,
+                format!("`kind` {name:?} is not one of crash, hang, jank, cpu, oom, launch"),
+            )
+        })?,
+        Some(_) => return Err(ReportError::malformed(FORMAT, "`kind` is not a string")),
+    };
+    if stacktraces.is_empty() && !kind.stackless() {
         return Err(ReportError::malformed(FORMAT, "`stacktraces` is empty"));
     }
     let requesting = stacktraces
@@ -99,8 +109,32 @@ pub fn parse(request: &Value) -> Result<NativeReport, ReportError> {
         threads,
         images,
         call_tree: call_tree(request.get("call_tree"))?,
+        kind,
+        details: details(request),
     })
 }
+
+/// The SDK's kind-specific fields ([`DETAIL_FIELDS`]) of `request`, as one object; `None`
+/// when it has none (crashes).
+fn details(request: &Value) -> Option<Value> {
+    let fields: serde_json::Map<String, Value> = DETAIL_FIELDS
+        .iter()
+        .filter_map(|f| Some(((*f).to_owned(), request.get(*f)?.clone())))
+        .collect();
+    (!fields.is_empty()).then_some(Value::Object(fields))
+}
+
+/// The SDK report fields carried into the result as `details`: `cpu` (thread, usage, level),
+/// `oom` (foreground, footprint, breadcrumb), `launch` (duration), the hang's and jank's
+/// durations (ms) and their sample counts.
+const DETAIL_FIELDS: [&str; 6] = [
+    "cpu",
+    "oom",
+    "launch",
+    "hang_duration_ms",
+    "jank_duration_ms",
+    "samples",
+];
 
 /// The SDK's hang `call_tree`: a flat array, parents first, of
 /// `{"instruction_addr", "hits", "parent": index or null}`. Absent: empty. A parent index that

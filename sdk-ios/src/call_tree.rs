@@ -1,0 +1,193 @@
+//! Sampled call trees and the reports made of them (hangs, janks, CPU hogs).
+//!
+//! Stack samples of one thread (innermost first) are added into a tree rooted at the outermost
+//! frame, each node counting the samples through it. The report's requesting stack trace is the
+//! **key stack**: from the root, the most-hit child at each level (ties to the lower address),
+//! innermost first; the whole tree goes in `call_tree`, flat, parents first.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use crate::writer::Writer;
+
+/// A call tree node: samples through it, and its callees by address.
+#[derive(Debug, Default, Clone)]
+pub struct CallTree {
+    /// Samples through this node (at the root: every sample).
+    pub hits: u64,
+    children: BTreeMap<u64, CallTree>,
+}
+
+impl CallTree {
+    /// Adds a sample (addresses innermost first) from the root (outermost frame).
+    pub fn add(&mut self, frames: &[u64]) {
+        self.hits += 1;
+        let mut node = self;
+        for addr in frames.iter().rev() {
+            node = node.children.entry(*addr).or_default();
+            node.hits += 1;
+        }
+    }
+
+    /// The most-hit path from the root, innermost first.
+    pub fn key_stack(&self) -> Vec<u64> {
+        let mut path = Vec::new();
+        let mut node = self;
+        while let Some((addr, child)) = node
+            .children
+            .iter()
+            .max_by_key(|(a, c)| (c.hits, std::cmp::Reverse(**a)))
+        {
+            path.push(*addr);
+            node = child;
+        }
+        path.reverse();
+        path
+    }
+
+    /// Writes the tree below this node as a flat JSON array in pre-order (a parent before its
+    /// children): `{"instruction_addr": "0x…", "hits": N, "parent": P}` per node, `P` the
+    /// index of its parent in the array, or `null` for the outermost frames. Flat, so that a
+    /// deep stack does not nest JSON deeper than readers allow (serde_json stops at 128).
+    pub fn write(&self, w: &mut Writer<'_>) {
+        w.raw(b"[");
+        let mut next = 0u64;
+        self.write_children(w, None, &mut next);
+        w.raw(b"]");
+    }
+
+    fn write_children(&self, w: &mut Writer<'_>, parent: Option<u64>, next: &mut u64) {
+        for (addr, child) in &self.children {
+            if *next > 0 {
+                w.raw(b",");
+            }
+            let index = *next;
+            *next += 1;
+            w.raw(b"{");
+            w.key("instruction_addr", true);
+            w.hex(*addr);
+            w.key("hits", false);
+            w.dec(child.hits);
+            w.key("parent", false);
+            match parent {
+                Some(p) => w.dec(p),
+                None => w.raw(b"null"),
+            }
+            w.raw(b"}");
+            child.write_children(w, Some(index), next);
+        }
+    }
+}
+
+/// The sampled thread of a [`SampledReport`].
+#[derive(Debug, Clone, Copy)]
+pub struct SampledThread<'a> {
+    /// `thread_id` as reports carry it ([`crate::platform::Backend::thread_report_id`]).
+    pub id: u64,
+    /// Its name (`main` for the main thread).
+    pub name: &'a [u8],
+}
+
+/// A report made of a sampled call tree: `kind` (`hang`, `jank`, `cpu`), a one-line
+/// `crash_reason`, the tree, and fields of its kind written by `extra` (each starting with
+/// `w.key(name, false)`).
+pub struct SampledReport<'a> {
+    /// `kind` in the report.
+    pub kind: &'a str,
+    /// `crash_reason`: what happened, in one line.
+    pub reason: &'a str,
+    /// The thread the samples are of.
+    pub thread: SampledThread<'a>,
+    /// The samples.
+    pub tree: &'a CallTree,
+    /// Serialized `metadata` (as in crash reports).
+    pub metadata_json: &'a [u8],
+}
+
+impl SampledReport<'_> {
+    /// The report's JSON: `{"symcluster_sdk_report", "kind", "crash_reason", <extra>,
+    /// "samples", "metadata", "modules", "stacktraces": [key stack], "call_tree"}`.
+    pub fn to_json(&self, extra: &dyn Fn(&mut Writer<'_>)) -> Vec<u8> {
+        let mut buf = vec![0u8; 1 << 20];
+        let mut w = Writer::new(&mut buf);
+        w.raw(b"{");
+        w.key("symcluster_sdk_report", true);
+        w.dec(u64::from(crate::SYMCLUSTER_REPORT_VERSION));
+        w.key("kind", false);
+        w.string(self.kind.as_bytes());
+        w.key("crash_reason", false);
+        w.string(self.reason.as_bytes());
+        extra(&mut w);
+        w.key("samples", false);
+        w.dec(self.tree.hits);
+        w.key("metadata", false);
+        w.raw(self.metadata_json);
+        w.key("modules", false);
+        w.raw(crate::images::published_modules_json());
+        w.key("stacktraces", false);
+        w.raw(b"[{");
+        w.key("thread_id", true);
+        w.dec(self.thread.id);
+        w.key("thread_name", false);
+        w.string(self.thread.name);
+        w.key("is_requesting", false);
+        w.raw(b"true");
+        w.key("frames", false);
+        w.frames(&self.tree.key_stack());
+        w.raw(b"}]");
+        w.key("call_tree", false);
+        self.tree.write(&mut w);
+        w.raw(b"}\n");
+        w.as_bytes().to_vec()
+    }
+}
+
+/// `<dir>/<kind>-<ms since the epoch>-<pid>.json`: the name of a new report file.
+pub fn report_path(dir: &Path, kind: &str) -> PathBuf {
+    let stamp = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis());
+    dir.join(format!("{kind}-{stamp}-{}.json", std::process::id()))
+}
+
+/// Writes `json` to `path` whole or not at all (a `.tmp` file renamed over it).
+pub fn write_atomically(path: &Path, json: &[u8]) -> std::io::Result<()> {
+    let tmp = path.with_extension("tmp");
+    std::fs::write(&tmp, json)?;
+    std::fs::rename(&tmp, path)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn key_stack_follows_the_most_hit_path() {
+        let mut tree = CallTree::default();
+        // innermost first: main → work → spin (3×), main → work → io (1×), main → other (1×)
+        for _ in 0..3 {
+            tree.add(&[0x30, 0x20, 0x10]);
+        }
+        tree.add(&[0x31, 0x20, 0x10]);
+        tree.add(&[0x40, 0x10]);
+        assert_eq!(tree.hits, 5);
+        assert_eq!(tree.key_stack(), vec![0x30, 0x20, 0x10]);
+        assert_eq!(tree.children[&0x10].hits, 5);
+        assert_eq!(tree.children[&0x10].children[&0x20].hits, 4);
+
+        // Written flat, parents first.
+        let mut buf = vec![0u8; 4096];
+        let mut w = Writer::new(&mut buf);
+        tree.write(&mut w);
+        let text = String::from_utf8(w.as_bytes().to_vec()).unwrap();
+        assert_eq!(
+            text,
+            "[{\"instruction_addr\":\"0x10\",\"hits\":5,\"parent\":null},\
+             {\"instruction_addr\":\"0x20\",\"hits\":4,\"parent\":0},\
+             {\"instruction_addr\":\"0x30\",\"hits\":3,\"parent\":1},\
+             {\"instruction_addr\":\"0x31\",\"hits\":1,\"parent\":1},\
+             {\"instruction_addr\":\"0x40\",\"hits\":1,\"parent\":0}]"
+        );
+    }
+}
