@@ -28,6 +28,7 @@ fn group(fingerprint: &str) -> v1::CrashGroupKey {
         fingerprint: fingerprint.into(),
         title: "EXC_BAD_ACCESS in -[CRLCrashNULL crash]".into(),
         key_stack: vec!["-[CRLCrashNULL crash] (CRLCrashNULL.m:37)".into()],
+        kind: String::new(),
     }
 }
 
@@ -156,7 +157,7 @@ fn a_log_written_by_version_1_replays_to_the_same_index() {
     assert_eq!(open, vec!["default/d".to_owned()]);
 
     // Purging jobs leaves the crash groups' counts as they were.
-    let groups = index.groups(10, |_| true).unwrap();
+    let groups = index.groups(10, None, |_| true).unwrap();
     assert_eq!(groups.len(), 1);
     assert_eq!(groups[0].project, "default");
     assert_eq!((groups[0].fingerprint.as_str(), groups[0].count), ("g1", 2));

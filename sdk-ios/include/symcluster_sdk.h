@@ -19,7 +19,10 @@
 int symcluster_sdk_set_app_version(const char *version);
 
 /**
- * Installs the crash handlers, writing reports into `report_dir` (created if needed).
+ * Installs the crash handlers, writing reports into `report_dir` (created if needed). Then
+ * judges how the previous run ended from its `run-state.json` (an `oom` report when the
+ * system ended it for memory) and starts this run's state (memory footprint every
+ * [`symcluster_sdk_set_memory_interval`] ms, a clean-exit mark at `exit`).
  * Returns 0 on success, -1 on error (bad path, directory not writable, sigaction failed).
  *
  * # Safety
@@ -97,9 +100,17 @@ int symcluster_sdk_set_breadcrumb(const char *breadcrumb);
 int64_t symcluster_sdk_mark_launched(void);
 
 /**
- * Tells the hang watchdog the main thread is responsive. Call it from the main run loop.
+ * Tells the watchdog the main thread is responsive: a run-loop pass starts. Call it from the
+ * main run loop (on Apple platforms the SDK's run-loop observer does).
  */
 void symcluster_sdk_heartbeat(void);
+
+/**
+ * Tells the watchdog the main thread is about to wait for events (its run loop is idle), so
+ * the silence until the next [`symcluster_sdk_heartbeat`] is no jank or hang. Call it before
+ * the main loop blocks waiting (on Apple platforms the SDK's run-loop observer does).
+ */
+void symcluster_sdk_runloop_will_wait(void);
 
 /**
  * Records an uncaught C++ or Objective-C exception (`kind`, `reason`) for the crash report

@@ -1,11 +1,17 @@
-//! symcluster's on-device SDK: captures raw crash and hang reports and sends them to a
-//! symcluster master on the next launch.
+//! symcluster's on-device SDK: captures raw crash reports and APM reports (janks, hangs, CPU
+//! hogs, out-of-memory exits, launch time) and sends them to a symcluster master on the next
+//! launch.
 //!
 //! An app links the static library and calls, through the C header (`include/symcluster_sdk.h`):
 //! 1. [`symcluster_sdk_install`] early at launch: crash handlers for fatal signals on an
-//!    alternate stack, writing `crash-*.json` into a report directory;
-//! 2. [`symcluster_sdk_start_hang_watchdog`] and [`symcluster_sdk_heartbeat`] from the main run
-//!    loop: main-thread hangs become `hang-*.json` reports with a sampled call tree;
+//!    alternate stack, writing `crash-*.json` into a report directory.
+//!    It also judges how the previous run ended ([`run_state`]): an out-of-memory exit becomes an
+//!    `oom-*.json` report;
+//! 2. [`symcluster_sdk_start_hang_watchdog`], answered by the main run loop
+//!    ([`symcluster_sdk_heartbeat`], [`symcluster_sdk_runloop_will_wait`]): slow passes become
+//!    `jank-*.json`, long stalls `hang-*.json` reports with a sampled call tree;
+//!    [`symcluster_sdk_start_cpu_monitor`]: busy threads become `cpu-*.json` reports;
+//!    [`symcluster_sdk_mark_launched`]: a `launch-*.json` report of the launch time;
 //! 3. [`symcluster_sdk_send_pending`] (on a background thread): pending reports go to the master
 //!    and are deleted once acknowledged.
 //!
@@ -15,8 +21,10 @@
 //!
 //! Modules: [`writer`] (no-alloc JSON), [`images`] (the image list in reports), [`unwind`]
 //! (frame-pointer walking with fault-free reads), [`crash`] (signal handlers and the once-only
-//! guard), [`crash_report`] (the crash report written from a handler), [`watchdog`] (hangs),
-//! [`send`] (delivery), and [`platform`]: the [`platform::Backend`] trait with the Linux host
+//! guard), [`crash_report`] (the crash report written from a handler), [`call_tree`] (sampled
+//! call trees and their reports), [`watchdog`] (janks and hangs), [`cpu`] (CPU hogs),
+//! [`run_state`] (out-of-memory exits), [`launch`] (launch time), [`limits`] (report rate
+//! limits), [`send`] (delivery), and [`platform`]: the [`platform::Backend`] trait with the Linux host
 //! backend and the Apple backend (Mach exceptions, dyld images, thread states).
 
 #![deny(missing_docs)]
@@ -174,7 +182,10 @@ pub unsafe extern "C" fn symcluster_sdk_set_app_version(version: *const c_char) 
     }
 }
 
-/// Installs the crash handlers, writing reports into `report_dir` (created if needed).
+/// Installs the crash handlers, writing reports into `report_dir` (created if needed). Then
+/// judges how the previous run ended from its `run-state.json` (an `oom` report when the
+/// system ended it for memory) and starts this run's state (memory footprint every
+/// [`symcluster_sdk_set_memory_interval`] ms, a clean-exit mark at `exit`).
 /// Returns 0 on success, -1 on error (bad path, directory not writable, sigaction failed).
 ///
 /// # Safety
@@ -296,10 +307,19 @@ pub extern "C" fn symcluster_sdk_mark_launched() -> i64 {
         .map_or(-1, |ms| ms as i64)
 }
 
-/// Tells the hang watchdog the main thread is responsive. Call it from the main run loop.
+/// Tells the watchdog the main thread is responsive: a run-loop pass starts. Call it from the
+/// main run loop (on Apple platforms the SDK's run-loop observer does).
 #[unsafe(no_mangle)]
 pub extern "C" fn symcluster_sdk_heartbeat() {
     watchdog::heartbeat();
+}
+
+/// Tells the watchdog the main thread is about to wait for events (its run loop is idle), so
+/// the silence until the next [`symcluster_sdk_heartbeat`] is no jank or hang. Call it before
+/// the main loop blocks waiting (on Apple platforms the SDK's run-loop observer does).
+#[unsafe(no_mangle)]
+pub extern "C" fn symcluster_sdk_runloop_will_wait() {
+    watchdog::will_wait();
 }
 
 /// Records an uncaught C++ or Objective-C exception (`kind`, `reason`) for the crash report

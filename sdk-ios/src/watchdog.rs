@@ -1,7 +1,9 @@
 //! The main-thread watchdog: janks and hangs.
 //!
-//! The app answers it from its main run loop ([`heartbeat`], once per pass or from a timer on
-//! the main queue: a ping the main thread answers when it is free). A watchdog thread checks the
+//! The main run loop answers it ([`heartbeat`] as each pass starts, [`will_wait`] before it
+//! waits for events, so an idle main thread is never stalled): on Apple platforms a run-loop
+//! observer the watchdog installs does it; elsewhere the app calls them from its loop (or calls
+//! [`heartbeat`] from a timer on the main queue: a ping the main thread answers when free). A watchdog thread checks the
 //! last answer every 20 ms; once the main thread has been silent past the **jank** threshold, it
 //! samples the main thread's stack (through [`Backend::sample_thread`]) at growing intervals
 //! (10 ms, doubling, at most 500 ms) into a call tree with hit counts
@@ -25,6 +27,8 @@ use crate::platform::{Backend, Host};
 use crate::unwind::MAX_FRAMES;
 
 static LAST_PING_MS: AtomicU64 = AtomicU64::new(0);
+/// The main thread is waiting for events (between [`will_wait`] and the next [`heartbeat`]).
+static WAITING: AtomicBool = AtomicBool::new(false);
 static RUNNING: AtomicBool = AtomicBool::new(false);
 
 /// Watchdog settings.
@@ -54,6 +58,13 @@ fn now_ms() -> u64 {
 /// iteration, or from a timer).
 pub fn heartbeat() {
     LAST_PING_MS.store(now_ms(), Ordering::Release);
+    WAITING.store(false, Ordering::Release);
+}
+
+/// Records that the main thread is about to wait for events (its run loop is idle): silence
+/// until the next [`heartbeat`] is not a stall.
+pub fn will_wait() {
+    WAITING.store(true, Ordering::Release);
 }
 
 /// Starts the watchdog for the calling thread (the main thread). Idempotent.
@@ -63,6 +74,7 @@ pub fn start(config: HangConfig) -> std::io::Result<()> {
     }
     let main_thread = Host::current_thread();
     heartbeat();
+    Host::observe_main_run_loop();
     std::fs::create_dir_all(&config.dir)?;
     std::thread::Builder::new()
         .name("symcluster-watchdog".into())
@@ -77,7 +89,7 @@ fn watch(config: HangConfig, main_thread: <Host as Backend>::Thread) {
     loop {
         std::thread::sleep(Duration::from_millis(20));
         let silent = now_ms().saturating_sub(LAST_PING_MS.load(Ordering::Acquire));
-        if silent < config.jank_ms {
+        if silent < config.jank_ms || WAITING.load(Ordering::Acquire) {
             continue;
         }
         // A stall: sample until the main thread answers again.

@@ -298,3 +298,66 @@ fn frame_name(frame: &symcluster_engine::result::FrameResult) -> String {
 
 /// FNV-1a: specified, so the same fingerprint on every master, run and Rust release.
 type StableHasher = fnv::FnvHasher;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A result whose crashed thread has one symbolicated frame `run` in `App`.
+    fn result(kind: &str, details: serde_json::Value) -> SymbolicationResult {
+        serde_json::from_value(serde_json::json!({
+            "status": "complete",
+            "crash_reason": "EXC_BAD_ACCESS (SIGSEGV)",
+            "kind": kind,
+            "details": details,
+            "modules": [],
+            "threads": [{"id": 1, "name": null, "crashed": true, "frames": [{
+                "index": 0, "instruction_addr": "0x1000", "lookup_addr": "0x1000",
+                "image": "App", "image_addr": "0x0", "status": "symbolicated",
+                "symbol": "run", "function": "run", "sym_addr": "0x1000",
+                "filename": "a.c", "abs_path": "/a.c", "lineno": 3, "colno": null,
+                "inlined": false
+            }]}]
+        }))
+        .unwrap()
+    }
+
+    #[test]
+    fn kinds_at_the_same_place_are_different_groups() {
+        let crash = native(&result("crash", serde_json::Value::Null)).unwrap();
+        let hang = native(&result("hang", serde_json::Value::Null)).unwrap();
+        let cpu = native(&result("cpu", serde_json::Value::Null)).unwrap();
+        assert_eq!((crash.kind.as_str(), hang.kind.as_str()), ("crash", "hang"));
+        assert_eq!(crash.key_stack, hang.key_stack);
+        assert_ne!(crash.fingerprint, hang.fingerprint);
+        assert_ne!(hang.fingerprint, cpu.fingerprint);
+        assert_eq!(native(&result("launch", serde_json::Value::Null)), None);
+    }
+
+    #[test]
+    fn ooms_group_by_app_version_breadcrumb_and_foreground() {
+        let oom = |version: &str, breadcrumb: &str, foreground: bool| {
+            native(&result(
+                "oom",
+                serde_json::json!({"oom": {"app_version": version, "breadcrumb": breadcrumb,
+                                            "in_foreground": foreground,
+                                            "last_footprint_bytes": 1}}),
+            ))
+            .unwrap()
+        };
+        let a = oom("1.2 (34)", "Settings", true);
+        assert_eq!(a.kind, "oom");
+        assert_eq!(
+            a.title,
+            "Out of memory (foreground) in 1.2 (34) at Settings"
+        );
+        assert!(a.key_stack.is_empty());
+        assert_eq!(a.fingerprint, oom("1.2 (34)", "Settings", true).fingerprint);
+        assert_ne!(a.fingerprint, oom("1.3 (35)", "Settings", true).fingerprint);
+        assert_ne!(a.fingerprint, oom("1.2 (34)", "Feed", true).fingerprint);
+        assert_ne!(
+            a.fingerprint,
+            oom("1.2 (34)", "Settings", false).fingerprint
+        );
+    }
+}

@@ -414,10 +414,11 @@ impl<'t> Applier<'t> {
                 last_job_id: job_id.to_owned(),
                 project: project.to_owned(),
                 call_tree: Vec::new(),
-                kind: if key.kind.is_empty() {
-                    "crash".to_owned()
-                } else {
-                    key.kind.clone()
+                // A worker from before kinds sends none: only its hangs had call trees.
+                kind: match key.kind.as_str() {
+                    "" if !call_tree.is_empty() => "hang".to_owned(),
+                    "" => "crash".to_owned(),
+                    kind => kind.to_owned(),
                 },
             },
         };
@@ -727,6 +728,58 @@ mod tests {
         );
         assert_eq!(index.groups(10, None, |_| true).unwrap()[0].count, 1);
         assert_eq!(index.counts().unwrap().completed, 1);
+    }
+
+    #[test]
+    fn groups_keep_their_kind_and_list_by_kind() {
+        let (_dir, index) = index();
+        let kinded = |fingerprint: &str, kind: &str| v1::CrashGroupKey {
+            kind: kind.into(),
+            ..group(fingerprint)
+        };
+        let tree = vec![v1::CallTreeNode {
+            name: "busy".into(),
+            hits: 3,
+            parent: -1,
+        }];
+        let mut commands = Vec::new();
+        for (i, (key, group, tree)) in [
+            ("a", kinded("cpu-1", "cpu"), tree.clone()),
+            ("b", kinded("crash-1", ""), Vec::new()),
+            // From a worker that sends no kind: a hang, told by its call tree.
+            ("c", kinded("hang-1", ""), tree),
+        ]
+        .into_iter()
+        .enumerate()
+        {
+            let at = 10 * i as u64;
+            commands.push(command::submit(key, v1::JobKind::Native, vec![1], "k", at));
+            commands.push(command::lease(key, "w", 1, at + 1));
+            commands.push(command::with_call_tree(
+                command::complete(key, 1, "w", b"{}".to_vec(), Some(group), at + 2),
+                tree,
+            ));
+        }
+        apply_all(&index, &commands);
+        let listed = |kind| -> Vec<String> {
+            index
+                .groups(10, kind, |_| true)
+                .unwrap()
+                .into_iter()
+                .map(|g| g.fingerprint)
+                .collect()
+        };
+        assert_eq!(listed(Some("cpu")), ["cpu-1"]);
+        assert_eq!(listed(Some("crash")), ["crash-1"]);
+        assert_eq!(listed(Some("jank")), Vec::<String>::new());
+        assert_eq!(listed(None).len(), 3);
+        assert_eq!(listed(Some("hang")), ["hang-1"]);
+        // A group stored before kinds (no `kind`) reads as a hang when it sums call trees.
+        let mut legacy = index.groups(10, Some("hang"), |_| true).unwrap().remove(0);
+        legacy.kind.clear();
+        assert_eq!(super::super::group_kind(&legacy), "hang");
+        legacy.call_tree.clear();
+        assert_eq!(super::super::group_kind(&legacy), "crash");
     }
 
     #[test]

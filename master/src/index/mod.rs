@@ -527,6 +527,16 @@ pub(crate) fn decompress(job_id: &str, blob: &[u8]) -> Result<Vec<u8>, IndexErro
     })
 }
 
+/// A group's report kind: its `kind`, or for a group made before kinds were recorded, `hang`
+/// when it sums call trees (only hangs had them) and `crash` otherwise.
+pub fn group_kind(group: &v1::CrashGroup) -> &str {
+    match group.kind.as_str() {
+        "" if !group.call_tree.is_empty() => "hang",
+        "" => "crash",
+        kind => kind,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -571,15 +581,5 @@ mod tests {
                 MAX_RESULT_BYTES + (1 << 20)
             ))
         );
-    }
-}
-
-/// A group's report kind: its `kind`, or for a group made before kinds were recorded, `hang`
-/// when it sums call trees (only hangs had them) and `crash` otherwise.
-pub fn group_kind(group: &v1::CrashGroup) -> &str {
-    match group.kind.as_str() {
-        "" if !group.call_tree.is_empty() => "hang",
-        "" => "crash",
-        kind => kind,
     }
 }

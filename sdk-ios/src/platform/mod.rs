@@ -99,7 +99,8 @@ pub trait Backend {
 
     /// The process's memory footprint in bytes, as the system's memory limit counts it. Apple:
     /// `task_info(TASK_VM_INFO).phys_footprint` (what jetsam compares with its limit); Linux:
-    /// the resident set (`/proc/self/statm`), what a memory cgroup charges for anonymous memory.
+    /// the anonymous resident set (`/proc/self/statm` resident minus shared pages, `RssAnon`),
+    /// the app's own memory a memory cgroup charges it for.
     fn memory_footprint() -> Option<u64>;
 
     /// When this process started, in ms since the Unix epoch, from the kernel. Linux:
@@ -118,6 +119,14 @@ pub trait Backend {
 
     /// Whether a debugger is attached (`P_TRACED` on Apple platforms, `TracerPid` on Linux).
     fn debugger_attached() -> bool;
+
+    /// Makes the main run loop itself answer the watchdog: Apple: a `CFRunLoopObserver` that
+    /// calls [`crate::watchdog::heartbeat`] as each pass starts and
+    /// [`crate::watchdog::will_wait`] before the loop waits. Returns `false` where there is no
+    /// such run loop (Linux: the app calls them from its own loop).
+    fn observe_main_run_loop() -> bool {
+        false
+    }
 }
 
 /// The backend of the platform being compiled.

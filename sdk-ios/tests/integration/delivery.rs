@@ -4,7 +4,7 @@ use std::os::unix::process::ExitStatusExt;
 
 use symcluster_loadtest::cluster::{Cluster, MasterOptions, TOKEN};
 
-use crate::support::{crasher, marker_line, run};
+use crate::support::{cluster_with_crasher, crasher, marker_line, result_of, run, send};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn crash_report_is_sent_on_next_launch_and_symbolicated() {
@@ -12,13 +12,7 @@ async fn crash_report_is_sent_on_next_launch_and_symbolicated() {
     let out = run(dir.path(), "null");
     assert_eq!(out.status.signal(), Some(libc::SIGSEGV));
 
-    let cluster = Cluster::start(1, MasterOptions::default()).await;
-    let upload = cluster.symctl(&["upload", "dsym", &crasher().display().to_string()]);
-    assert!(
-        upload.status.success(),
-        "{}",
-        String::from_utf8_lossy(&upload.stderr)
-    );
+    let cluster = cluster_with_crasher().await;
     let report_name = std::fs::read_dir(dir.path())
         .unwrap()
         .flatten()
@@ -27,26 +21,13 @@ async fn crash_report_is_sent_on_next_launch_and_symbolicated() {
         .expect("a crash report");
 
     // The next launch sends it (the C API, as an app would call it).
-    let sent = std::process::Command::new(crasher())
-        .arg(dir.path())
-        .args(["send", &cluster.endpoint, TOKEN])
-        .output()
-        .unwrap();
-    assert_eq!(String::from_utf8_lossy(&sent.stdout).trim(), "1");
+    assert_eq!(send(dir.path(), &cluster.endpoint), "1");
     assert!(
         !dir.path().join(&report_name).exists(),
         "the report is deleted once acknowledged"
     );
 
-    let mut client = cluster.client().await;
-    let job = tokio::time::timeout(
-        std::time::Duration::from_secs(60),
-        client.wait(&format!("crasher-{report_name}")),
-    )
-    .await
-    .unwrap()
-    .unwrap();
-    let result: serde_json::Value = serde_json::from_slice(&job.result_json).unwrap();
+    let result = result_of(&cluster, &format!("crasher-{report_name}")).await;
     let frame = &result["threads"][0]["frames"][0];
     assert_eq!(frame["function"], "crash_null_deref");
     assert_eq!(frame["filename"], "crasher.c");

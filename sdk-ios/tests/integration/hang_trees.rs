@@ -2,10 +2,8 @@
 //! sent by the SDK, symbolicated node by node, their trees summed in their crash group, and
 //! printed by `symctl groups --tree`.
 
+use crate::support::{cluster_with_crasher, report, run, send};
 use symcluster_client::api;
-use symcluster_loadtest::cluster::{Cluster, MasterOptions, TOKEN};
-
-use crate::support::{crasher, report, run};
 
 fn samples(path: &std::path::Path) -> u64 {
     let json: serde_json::Value = serde_json::from_slice(&std::fs::read(path).unwrap()).unwrap();
@@ -14,13 +12,7 @@ fn samples(path: &std::path::Path) -> u64 {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn two_hangs_sum_their_trees_in_their_group() {
-    let cluster = Cluster::start(1, MasterOptions::default()).await;
-    let upload = cluster.symctl(&["upload", "dsym", &crasher().display().to_string()]);
-    assert!(
-        upload.status.success(),
-        "{}",
-        String::from_utf8_lossy(&upload.stderr)
-    );
+    let cluster = cluster_with_crasher().await;
 
     // Two runs that hang, each sending its report at the next launch (the C API).
     let mut total = 0;
@@ -33,12 +25,7 @@ async fn two_hangs_sum_their_trees_in_their_group() {
             String::from_utf8_lossy(&out.stderr)
         );
         total += samples(&report(dir.path(), "hang"));
-        let sent = std::process::Command::new(crasher())
-            .arg(dir.path())
-            .args(["send", &cluster.endpoint, TOKEN])
-            .output()
-            .unwrap();
-        assert_eq!(String::from_utf8_lossy(&sent.stdout).trim(), "1");
+        assert_eq!(send(dir.path(), &cluster.endpoint), "1");
     }
 
     // Both complete into one group (the same key stack) whose tree has every sample.
@@ -66,6 +53,7 @@ async fn two_hangs_sum_their_trees_in_their_group() {
         );
         tokio::time::sleep(std::time::Duration::from_millis(100)).await;
     };
+    assert_eq!(group.kind, "hang");
     let top: u64 = group
         .call_tree
         .iter()

@@ -4,6 +4,7 @@
 //! sent to a real local cluster.
 
 mod apm;
+mod apm_groups;
 mod apple_images;
 mod capture;
 mod delivery;

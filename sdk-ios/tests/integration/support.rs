@@ -106,3 +106,61 @@ pub fn symbolicate_report(path: &Path) -> SymbolicationResult {
     let sources = LocalSymCaches::scan(&[crasher()]).unwrap();
     symbolicate(&report, &sources)
 }
+
+/// A local cluster (Garage, a master, a worker) with the crasher's debug file uploaded.
+pub async fn cluster_with_crasher() -> symcluster_loadtest::cluster::Cluster {
+    use symcluster_loadtest::cluster::{Cluster, MasterOptions};
+    let cluster = Cluster::start(1, MasterOptions::default()).await;
+    let upload = cluster.symctl(&["upload", "dsym", &crasher().display().to_string()]);
+    assert!(
+        upload.status.success(),
+        "{}",
+        String::from_utf8_lossy(&upload.stderr)
+    );
+    cluster
+}
+
+/// Sends the reports pending in `dir` to `endpoint` through the C API, as the app's next
+/// launch does; returns the number the crasher printed (reports sent).
+pub fn send(dir: &Path, endpoint: &str) -> String {
+    let sent = Command::new(crasher())
+        .arg(dir)
+        .args(["send", endpoint, symcluster_loadtest::cluster::TOKEN])
+        .output()
+        .unwrap();
+    String::from_utf8_lossy(&sent.stdout).trim().to_owned()
+}
+
+/// The result JSON of job `job_id` once it completes (at most 60 s).
+pub async fn result_of(
+    cluster: &symcluster_loadtest::cluster::Cluster,
+    job_id: &str,
+) -> serde_json::Value {
+    let mut client = cluster.client().await;
+    let job = tokio::time::timeout(std::time::Duration::from_secs(60), client.wait(job_id))
+        .await
+        .unwrap_or_else(|_| panic!("job {job_id} not done within 60 s"))
+        .unwrap();
+    serde_json::from_slice(&job.result_json).unwrap()
+}
+
+/// Starts the crasher in `wait` mode as app version `version`, waits until it is ready, and
+/// SIGKILLs it (a run the system ended without a crash report).
+pub fn killed_while_running(dir: &Path, version: &str) {
+    use std::io::BufRead;
+    use std::os::unix::process::ExitStatusExt;
+    let mut child = Command::new(crasher())
+        .arg(dir)
+        .arg("wait")
+        .env("CRASHER_APP_VERSION", version)
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut line = String::new();
+    std::io::BufReader::new(child.stdout.take().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    assert_eq!(line.trim(), "ready");
+    child.kill().unwrap();
+    assert_eq!(child.wait().unwrap().signal(), Some(libc::SIGKILL));
+}

@@ -208,6 +208,8 @@ fn report_of(debug_id: DebugId, relative: &[u64]) -> NativeReport {
         crash_reason: None,
         signal: None,
         call_tree: Vec::new(),
+        kind: symcluster_engine::ReportKind::Crash,
+        details: None,
         images: vec![Image {
             code_file: Some("/usr/lib/swift/libswiftCore.dylib".into()),
             debug_id: Some(debug_id),

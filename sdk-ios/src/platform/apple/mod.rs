@@ -8,7 +8,8 @@
 //! - `threads`: `task_threads`, `thread_suspend`/`thread_resume`, `thread_get_state`
 //!   (`ARM_THREAD_STATE64`, `x86_THREAD_STATE64`), thread names, `vm_read_overwrite` reads,
 //!   pointer-authentication stripping;
-//! - `mach_server`: the Mach exception server thread.
+//! - `mach_server`: the Mach exception server thread;
+//! - `run_loop`: the main run loop's observer (pass starts and waits, for the watchdog).
 //!
 //! [`macho`] and [`exception`] are pure and compiled (and tested) everywhere. The rest calls
 //! Mach and dyld: it is compiled for Apple targets and, with the `apple-typecheck` feature,
@@ -26,6 +27,8 @@ mod ffi;
 #[cfg(any(target_vendor = "apple", feature = "apple-typecheck"))]
 mod mach_server;
 #[cfg(any(target_vendor = "apple", feature = "apple-typecheck"))]
+mod run_loop;
+#[cfg(any(target_vendor = "apple", feature = "apple-typecheck"))]
 mod threads;
 
 #[cfg(any(target_vendor = "apple", feature = "apple-typecheck"))]
@@ -35,7 +38,7 @@ pub use backend::Apple;
 mod backend {
     use std::ffi::c_void;
 
-    use super::{dyld_images, ffi, mach_server, threads};
+    use super::{dyld_images, ffi, mach_server, run_loop, threads};
     use crate::images::Image;
     use crate::platform::Backend;
     use crate::unwind::Registers;
@@ -147,6 +150,10 @@ mod backend {
 
         fn debugger_attached() -> bool {
             threads::being_debugged()
+        }
+
+        fn observe_main_run_loop() -> bool {
+            run_loop::observe_main()
         }
     }
 }

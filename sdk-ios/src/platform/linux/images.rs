@@ -106,6 +106,23 @@ fn gnu_build_id(mut notes: &[u8]) -> Option<&[u8]> {
     None
 }
 
+/// The `[start, end)` addresses of the program's `main`: the `main` function symbol of
+/// `/proc/self/exe` (`.symtab`, else `.dynsym`; read with the `object` crate), moved by the
+/// main program's load bias. `None` for a stripped program.
+pub fn main_function() -> Option<(u64, u64)> {
+    use object::{Object, ObjectSegment, ObjectSymbol, SymbolKind};
+    let data = std::fs::read("/proc/self/exe").ok()?;
+    let file = object::File::parse(data.as_slice()).ok()?;
+    let symbol = file
+        .symbols()
+        .chain(file.dynamic_symbols())
+        .find(|s| s.kind() == SymbolKind::Text && s.name() == Ok("main"))?;
+    let link_base = file.segments().map(|s| s.address()).min()?;
+    let bias = loaded_images().first()?.image_addr.checked_sub(link_base)?;
+    let start = symbol.address() + bias;
+    Some((start, start + symbol.size().max(1)))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -129,21 +146,4 @@ mod tests {
         assert_eq!(json[0]["code_id"], hex.as_str());
         assert_eq!(json[0]["type"], "elf");
     }
-}
-
-/// The `[start, end)` addresses of the program's `main`: the `main` function symbol of
-/// `/proc/self/exe` (`.symtab`, else `.dynsym`; read with the `object` crate), moved by the
-/// main program's load bias. `None` for a stripped program.
-pub fn main_function() -> Option<(u64, u64)> {
-    use object::{Object, ObjectSegment, ObjectSymbol, SymbolKind};
-    let data = std::fs::read("/proc/self/exe").ok()?;
-    let file = object::File::parse(data.as_slice()).ok()?;
-    let symbol = file
-        .symbols()
-        .chain(file.dynamic_symbols())
-        .find(|s| s.kind() == SymbolKind::Text && s.name() == Ok("main"))?;
-    let link_base = file.segments().map(|s| s.address()).min()?;
-    let bias = loaded_images().first()?.image_addr.checked_sub(link_base)?;
-    let start = symbol.address() + bias;
-    Some((start, start + symbol.size().max(1)))
 }

@@ -98,11 +98,15 @@ impl Backend for Linux {
     }
 
     fn memory_footprint() -> Option<u64> {
+        // `resident shared …` in pages; resident minus shared (file-backed and shmem pages,
+        // often charged to whoever read the file first) is the anonymous resident set,
+        // `RssAnon`: the app's own memory.
         let statm = std::fs::read_to_string("/proc/self/statm").ok()?;
-        let resident: u64 = statm.split(' ').nth(1)?.parse().ok()?;
+        let mut fields = statm.split(' ').skip(1).map(|f| f.parse::<u64>().ok());
+        let (resident, shared) = (fields.next()??, fields.next()??);
         // SAFETY: sysconf has no preconditions.
         let page = unsafe { libc::sysconf(libc::_SC_PAGESIZE) };
-        Some(resident * u64::try_from(page).ok()?)
+        Some(resident.saturating_sub(shared) * u64::try_from(page).ok()?)
     }
 
     fn process_start_ms() -> Option<u64> {
@@ -128,7 +132,7 @@ impl Backend for Linux {
             .duration_since(std::time::UNIX_EPOCH)
             .ok()?
             .as_millis() as u64;
-        Some(now_ms.checked_sub(since_boot_ms.checked_sub(started_after_boot_ms)?)?)
+        now_ms.checked_sub(since_boot_ms.checked_sub(started_after_boot_ms)?)
     }
 
     fn boot_time_s() -> Option<u64> {

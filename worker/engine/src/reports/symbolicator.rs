@@ -168,3 +168,41 @@ fn call_tree(value: Option<&Value>) -> Result<Vec<CallTreeNode>, ReportError> {
     }
     Ok(tree)
 }
+
+#[cfg(test)]
+mod tests {
+    use crate::model::ReportKind;
+    use crate::reports::parse_report;
+
+    #[test]
+    fn report_kinds_and_their_details() {
+        let oom = br#"{"kind": "oom", "oom": {"in_foreground": true, "breadcrumb": "Settings"},
+                       "modules": [], "stacktraces": []}"#;
+        let report = parse_report(oom).unwrap();
+        assert_eq!(report.kind, ReportKind::Oom);
+        assert!(report.threads.is_empty());
+        assert_eq!(
+            report.details,
+            Some(serde_json::json!({"oom": {"in_foreground": true, "breadcrumb": "Settings"}}))
+        );
+        // A crash (no kind) needs a stack; an unknown kind is refused with its name.
+        let crash = br#"{"modules": [], "stacktraces": []}"#;
+        assert!(
+            parse_report(crash)
+                .unwrap_err()
+                .to_string()
+                .contains("`stacktraces` is empty")
+        );
+        let unknown = br#"{"kind": "thermal", "modules": [], "stacktraces": []}"#;
+        let error = parse_report(unknown).unwrap_err().to_string();
+        assert!(error.contains("\"thermal\""), "{error}");
+        let jank = br#"{"kind": "jank", "jank_duration_ms": 412, "samples": 5, "modules": [],
+                        "stacktraces": [{"frames": [{"instruction_addr": "0x10"}]}]}"#;
+        let report = parse_report(jank).unwrap();
+        assert_eq!(report.kind, ReportKind::Jank);
+        assert_eq!(
+            report.details,
+            Some(serde_json::json!({"jank_duration_ms": 412, "samples": 5}))
+        );
+    }
+}
