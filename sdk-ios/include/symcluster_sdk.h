@@ -53,7 +53,7 @@ int symcluster_sdk_start_hang_watchdog(uint32_t jank_ms, uint32_t hang_ms);
  * `samples_per_report` (10) samples with app code make one `cpu` report (call tree, thread
  * name, average usage, level). A 0 argument takes the usual value. Rate-limited
  * ([`symcluster_sdk_set_report_limits`]). Returns 0 on success, -1 on error (SDK not
- * installed, `trigger` over `window`).
+ * installed, `trigger` over `window` once defaults are applied).
  */
 int symcluster_sdk_start_cpu_monitor(uint32_t interval_ms,
                                      uint32_t threshold_percent,

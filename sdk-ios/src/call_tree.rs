@@ -7,6 +7,7 @@
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use crate::writer::Writer;
@@ -143,11 +144,19 @@ impl SampledReport<'_> {
     }
 }
 
-/// `<dir>/<kind>-<ms since the epoch>-<pid>.json`: the name of a new report file.
+/// `<dir>/<kind>-<ms since the epoch>-<pid>.json`: the name of a new report file. The stamp is
+/// unique in the process (one more than the last when two reports come in the same ms), so
+/// two reports never share a file.
 pub fn report_path(dir: &Path, kind: &str) -> PathBuf {
-    let stamp = SystemTime::now()
+    static LAST: AtomicU64 = AtomicU64::new(0);
+    let now = SystemTime::now()
         .duration_since(UNIX_EPOCH)
-        .map_or(0, |d| d.as_millis());
+        .map_or(0, |d| d.as_millis() as u64);
+    let stamp = match LAST.fetch_update(Ordering::AcqRel, Ordering::Acquire, |last| {
+        Some(now.max(last + 1))
+    }) {
+        Ok(last) | Err(last) => now.max(last + 1),
+    };
     dir.join(format!("{kind}-{stamp}-{}.json", std::process::id()))
 }
 

@@ -145,7 +145,9 @@ fn monitor(config: CpuConfig, app: AppCode) {
     let mut threads = vec![<Host as Backend>::current_thread(); 1024];
     let mut frames = vec![0u64; MAX_FRAMES];
     let mut name = [0u8; 64];
-    let mut watches: HashMap<<Host as Backend>::Thread, Watch> = HashMap::new();
+    // By report id: on Apple platforms a port name may be reused once released.
+    let mut watches: HashMap<u64, Watch> = HashMap::new();
+    let mut ids: Vec<u64> = Vec::new();
     let mut last = Instant::now();
     loop {
         std::thread::sleep(Duration::from_millis(config.interval_ms.max(1)));
@@ -153,8 +155,10 @@ fn monitor(config: CpuConfig, app: AppCode) {
         let wall_ns = now.duration_since(last).as_nanos().max(1) as u64;
         last = now;
         let n = Host::list_threads(&mut threads);
-        watches.retain(|t, _| threads[..n].contains(t));
-        for &thread in &threads[..n] {
+        ids.clear();
+        ids.extend(threads[..n].iter().map(|t| Host::thread_report_id(*t)));
+        watches.retain(|id, _| ids.contains(id));
+        for (&thread, &id) in threads[..n].iter().zip(&ids) {
             let name_len = Host::thread_name(thread, &mut name);
             if name[..name_len].starts_with(b"symcluster") {
                 continue;
@@ -162,7 +166,7 @@ fn monitor(config: CpuConfig, app: AppCode) {
             let Some(cpu_ns) = Host::thread_cpu_time_ns(thread) else {
                 continue;
             };
-            let watch = watches.entry(thread).or_default();
+            let watch = watches.entry(id).or_default();
             let first = watch.window.is_empty() && watch.cpu_ns == 0;
             let usage = cpu_ns.saturating_sub(watch.cpu_ns) * 100 / wall_ns;
             watch.cpu_ns = cpu_ns;
@@ -205,6 +209,7 @@ fn monitor(config: CpuConfig, app: AppCode) {
                 watch.reported = true;
             }
         }
+        Host::release_threads(&threads[..n]);
     }
 }
 

@@ -229,7 +229,7 @@ pub extern "C" fn symcluster_sdk_start_hang_watchdog(jank_ms: u32, hang_ms: u32)
 /// `samples_per_report` (10) samples with app code make one `cpu` report (call tree, thread
 /// name, average usage, level). A 0 argument takes the usual value. Rate-limited
 /// ([`symcluster_sdk_set_report_limits`]). Returns 0 on success, -1 on error (SDK not
-/// installed, `trigger` over `window`).
+/// installed, `trigger` over `window` once defaults are applied).
 #[unsafe(no_mangle)]
 pub extern "C" fn symcluster_sdk_start_cpu_monitor(
     interval_ms: u32,
@@ -239,16 +239,21 @@ pub extern "C" fn symcluster_sdk_start_cpu_monitor(
     samples_per_report: u32,
 ) -> c_int {
     let or = |value: u32, usual: u64| if value == 0 { usual } else { u64::from(value) };
-    let started = start_cpu_monitor(|c| {
-        c.interval_ms = or(interval_ms, c.interval_ms);
-        c.threshold_percent = or(threshold_percent, u64::from(c.threshold_percent)) as u32;
-        c.window = or(window, c.window as u64) as usize;
-        c.trigger = or(trigger, c.trigger as u64) as usize;
-        c.samples_per_report = or(samples_per_report, c.samples_per_report);
-    });
-    match started {
-        Ok(()) if trigger <= window || window == 0 => 0,
-        _ => -1,
+    let Ok(dir) = report_dir() else {
+        return -1;
+    };
+    let mut config = cpu::CpuConfig::new(dir, metadata_json());
+    config.interval_ms = or(interval_ms, config.interval_ms);
+    config.threshold_percent = or(threshold_percent, u64::from(config.threshold_percent)) as u32;
+    config.window = or(window, config.window as u64) as usize;
+    config.trigger = or(trigger, config.trigger as u64) as usize;
+    config.samples_per_report = or(samples_per_report, config.samples_per_report);
+    if config.trigger > config.window {
+        return -1;
+    }
+    match cpu::start(config) {
+        Ok(()) => 0,
+        Err(_) => -1,
     }
 }
 

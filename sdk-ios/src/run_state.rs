@@ -18,7 +18,7 @@
 //! | was before the device's last boot                    | [`Ending::Rebooted`]      |
 //! | exited normally (`exit`, return from `main`)         | [`Ending::CleanExit`]     |
 //! | wrote a crash report                                 | [`Ending::Crashed`]       |
-//! | was hung when it ended (its hang report is on disk)  | [`Ending::Watchdog`]      |
+//! | was hung when it ended (a hang had not recovered)    | [`Ending::Watchdog`]      |
 //! | was in the background                                | [`Ending::BackgroundOom`] |
 //! | otherwise                                            | [`Ending::ForegroundOom`] |
 //!
@@ -70,6 +70,10 @@ pub struct RunState {
     pub clean_exit: bool,
     /// Whether a debugger was attached.
     pub debugger: bool,
+    /// Whether the main thread was in a hang ([`set_hung`]): set when a stall reaches the hang
+    /// threshold, cleared when the main thread answers again.
+    #[serde(default)]
+    pub hung: bool,
 }
 
 /// The current launch, as [`judge`] compares it with the previous run.
@@ -88,8 +92,6 @@ pub struct Launch {
 pub struct Evidence {
     /// A crash report of the previous run.
     pub crashed: bool,
-    /// A hang report of the previous run (it was hung when it ended).
-    pub hung: bool,
 }
 
 /// How the previous run ended, by the decision table of the module documentation.
@@ -141,7 +143,7 @@ pub fn judge(previous: Option<&RunState>, now: &Launch, evidence: Evidence) -> E
         Ending::CleanExit
     } else if evidence.crashed {
         Ending::Crashed
-    } else if evidence.hung {
+    } else if prev.hung {
         Ending::Watchdog
     } else if !prev.in_foreground {
         Ending::BackgroundOom
@@ -150,8 +152,7 @@ pub fn judge(previous: Option<&RunState>, now: &Launch, evidence: Evidence) -> E
     }
 }
 
-/// Looks in `dir` for the crash and hang reports of run `prev` (its pid, written after it
-/// started).
+/// Looks in `dir` for the crash report of run `prev` (its pid, written after it started).
 pub fn evidence(dir: &Path, prev: &RunState) -> Evidence {
     let mut found = Evidence::default();
     let Ok(entries) = std::fs::read_dir(dir) else {
@@ -178,10 +179,8 @@ pub fn evidence(dir: &Path, prev: &RunState) -> Evidence {
         }
         let written =
             ext == "json" || (ext == "inprogress" && entry.metadata().is_ok_and(|m| m.len() > 0));
-        match kind {
-            "crash" if written => found.crashed = true,
-            "hang" if ext == "json" => found.hung = true,
-            _ => {}
+        if kind == "crash" && written {
+            found.crashed = true;
         }
     }
     found
@@ -225,6 +224,12 @@ pub fn set_breadcrumb(breadcrumb: &str) {
     });
 }
 
+/// Records whether the main thread is in a hang (the watchdog calls it as a hang starts and
+/// ends): a run that ends hung was ended by a watchdog, not by memory.
+pub fn set_hung(hung: bool) {
+    update(|s| std::mem::replace(&mut s.hung, hung) != hung);
+}
+
 /// Records the memory footprint now, when it moved by 1 MiB or more since the last record.
 pub fn record_footprint() {
     let Some(bytes) = Host::memory_footprint() else {
@@ -240,7 +245,28 @@ pub fn record_footprint() {
 }
 
 extern "C" fn mark_clean_exit() {
-    update(|s| !std::mem::replace(&mut s.clean_exit, true));
+    // Not from a forked child (its exit is not ours), and never wait long in `exit`: a child
+    // forked while another thread held the lock would wait forever.
+    for _ in 0..100 {
+        let mut current = match CURRENT.try_lock() {
+            Ok(current) => current,
+            Err(std::sync::TryLockError::Poisoned(e)) => e.into_inner(),
+            Err(std::sync::TryLockError::WouldBlock) => {
+                std::thread::sleep(Duration::from_millis(1));
+                continue;
+            }
+        };
+        if let Some((path, state)) = current.as_mut()
+            && state.pid == std::process::id()
+        {
+            state.clean_exit = true;
+            state.updated_ms = now_ms();
+            if let Ok(json) = serde_json::to_vec(state) {
+                let _ = crate::call_tree::write_atomically(path, &json);
+            }
+        }
+        return;
+    }
 }
 
 /// At install: judges the previous run of the app in `dir` (writing an `oom` report if it ran
@@ -248,6 +274,10 @@ extern "C" fn mark_clean_exit() {
 /// `interval_ms` with the memory footprint (a `symcluster-memory` thread); an `atexit`
 /// handler marks a normal exit. Returns how the previous run ended.
 pub fn start(dir: &Path, app_version: &str, metadata_json: &[u8], interval_ms: u64) -> Ending {
+    if CURRENT.lock().unwrap_or_else(|e| e.into_inner()).is_some() {
+        // Installed twice: the state on disk is this run's own.
+        return Ending::Unknown;
+    }
     let path = dir.join(STATE_FILE);
     let previous: Option<RunState> = std::fs::read(&path)
         .ok()
@@ -280,6 +310,7 @@ pub fn start(dir: &Path, app_version: &str, metadata_json: &[u8], interval_ms: u
         breadcrumb: None,
         clean_exit: false,
         debugger: Host::debugger_attached(),
+        hung: false,
     };
     let first = CURRENT
         .lock()
@@ -370,6 +401,7 @@ mod tests {
             breadcrumb: Some("Settings".into()),
             clean_exit: false,
             debugger: false,
+            hung: false,
         }
     }
 
@@ -403,7 +435,7 @@ mod tests {
         assert_eq!(judged(|_, n, _| n.boot_time_s += 1), Ending::ForegroundOom);
         assert_eq!(judged(|p, _, _| p.clean_exit = true), Ending::CleanExit);
         assert_eq!(judged(|_, _, e| e.crashed = true), Ending::Crashed);
-        assert_eq!(judged(|_, _, e| e.hung = true), Ending::Watchdog);
+        assert_eq!(judged(|p, _, _| p.hung = true), Ending::Watchdog);
         assert_eq!(
             judged(|p, _, _| p.in_foreground = false),
             Ending::BackgroundOom
@@ -440,14 +472,9 @@ mod tests {
         write("crash-1600000000000-41.json", b"{}");
         write("crash-1700000150000-41.inprogress", b"");
         assert_eq!(evidence(dir.path(), &prev), Evidence::default());
+        // A hang report is no crash (whether the run ended hung is in its state).
         write("hang-1700000150000-41.json", b"{}");
-        assert_eq!(
-            evidence(dir.path(), &prev),
-            Evidence {
-                crashed: false,
-                hung: true
-            }
-        );
+        assert_eq!(evidence(dir.path(), &prev), Evidence::default());
         write("crash-1700000150001-41.inprogress", b"{\"partial");
         assert!(evidence(dir.path(), &prev).crashed);
     }

@@ -61,10 +61,12 @@ pub fn heartbeat() {
     WAITING.store(false, Ordering::Release);
 }
 
-/// Records that the main thread is about to wait for events (its run loop is idle): silence
-/// until the next [`heartbeat`] is not a stall.
+/// Records that the main thread is about to wait for events (its run loop is idle): the pass
+/// that was running ends here (a stall in progress ends as a jank or hang), and silence until
+/// the next [`heartbeat`] is not a stall.
 pub fn will_wait() {
     WAITING.store(true, Ordering::Release);
+    LAST_PING_MS.store(now_ms(), Ordering::Release);
 }
 
 /// Starts the watchdog for the calling thread (the main thread). Idempotent.
@@ -107,6 +109,7 @@ fn watch(config: HangConfig, main_thread: <Host as Backend>::Thread) {
             let duration = now_ms().saturating_sub(started_ms);
             if duration >= hang_ms && !hang_decided {
                 hang_decided = true;
+                crate::run_state::set_hung(true);
                 if crate::limits::take(&config.dir, "hang") {
                     hang_path = Some(crate::call_tree::report_path(&config.dir, "hang"));
                 }
@@ -120,10 +123,20 @@ fn watch(config: HangConfig, main_thread: <Host as Backend>::Thread) {
         let duration = LAST_PING_MS
             .load(Ordering::Acquire)
             .saturating_sub(started_ms);
+        if hang_decided {
+            crate::run_state::set_hung(false);
+        }
         if tree.hits == 0 {
             continue;
         }
-        if duration >= hang_ms || hang_decided {
+        if duration >= hang_ms && !hang_decided {
+            // It reached the hang threshold between two samples (up to 500 ms apart).
+            hang_decided = true;
+            if crate::limits::take(&config.dir, "hang") {
+                hang_path = Some(crate::call_tree::report_path(&config.dir, "hang"));
+            }
+        }
+        if hang_decided {
             if let Some(path) = &hang_path {
                 write_hang_report(&config, path, &tree, duration.max(hang_ms), main_tid);
             }

@@ -7,10 +7,10 @@
  *   crasher REPORT_DIR tiny-altstack    (the app gives the main thread a 4 KiB alternate stack
  *                                        above a guard page: the SDK's handler overflows it)
  *   crasher REPORT_DIR send ENDPOINT TOKEN      (sends pending reports, prints how many)
- *   crasher REPORT_DIR cpu | cpu-burst  (a thread named "hog" spins for 3 s | for 100 ms, under
- *                                        the CPU monitor; an idle thread sleeps beside it)
+ *   crasher REPORT_DIR cpu | cpu-burst  (a thread named "hog" spins until it is reported | for
+ *                                        100 ms, under the CPU monitor; an idle thread sleeps)
  *   crasher REPORT_DIR jank N           (N slow main run-loop passes of 400 ms, limit 2 a launch,
- *                                        then 600 ms idle waiting for events)
+ *                                        the last ending in a 1.2 s wait for events)
  *   crasher REPORT_DIR oom              (allocates and touches memory until the system ends it)
  *   crasher REPORT_DIR wait | clean     (waits to be killed | exits normally at once)
  *   crasher REPORT_DIR launch           (marks its first frame 300 ms after start, twice)
@@ -26,6 +26,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <dirent.h>
 #include <sys/mman.h>
 #include <time.h>
 #include <unistd.h>
@@ -121,11 +122,34 @@ __attribute__((noinline)) static void spin_hog(long long ms) {
 }
 
 static long long hog_ms;
+static const char *report_dir;
 
+/* Whether a `cpu-*.json` report is in the report directory. */
+static int has_cpu_report(void) {
+    DIR *dir = opendir(report_dir);
+    if (dir == NULL) return 0;
+    int found = 0;
+    struct dirent *entry;
+    while (!found && (entry = readdir(dir)) != NULL) {
+        size_t len = strlen(entry->d_name);
+        found = strncmp(entry->d_name, "cpu-", 4) == 0 && len > 5 &&
+                strcmp(entry->d_name + len - 5, ".json") == 0;
+    }
+    closedir(dir);
+    return found;
+}
+
+/* Spins `hog_ms` (100: a burst), or in 50 ms steps until the CPU monitor reported it (at
+ * most 10 s): one hog, one report. */
 static void *hog_thread(void *arg) {
     (void)arg;
     pthread_setname_np(pthread_self(), "hog");
-    spin_hog(hog_ms);
+    if (hog_ms > 0) {
+        spin_hog(hog_ms);
+        return NULL;
+    }
+    long long end = now_ms() + 10000;
+    while (!has_cpu_report() && now_ms() < end) spin_hog(50);
     return NULL;
 }
 
@@ -197,7 +221,8 @@ int main(int argc, char **argv) {
         /* 50 ms intervals; 5 of the last 8 above 50 % of a core start sampling (50 %, not the
          * usual 80 %: the tests share two cores); 6 samples make a report. */
         if (symcluster_sdk_start_cpu_monitor(50, 50, 8, 5, 6) != 0) return 4;
-        hog_ms = strcmp(mode, "cpu") == 0 ? 3000 : 100;
+        report_dir = argv[1];
+        hog_ms = strcmp(mode, "cpu") == 0 ? 0 : 100;
         pthread_t hog, idle;
         pthread_create(&idle, NULL, idle_thread, NULL);
         usleep(200 * 1000);
@@ -214,11 +239,12 @@ int main(int argc, char **argv) {
         run_loop(10);
         for (int i = 0; i < passes; i++) {
             block_main_thread(400);
-            run_loop(10);
+            if (i + 1 < passes) run_loop(10);
         }
-        /* Idle for 600 ms, waiting for events: not a jank. */
+        /* The last slow pass ends in a wait for events (1.2 s, past the hang threshold): a jank,
+         * and the idle wait is neither a jank nor a hang. */
         symcluster_sdk_runloop_will_wait();
-        usleep(600 * 1000);
+        usleep(1200 * 1000);
         /* The watchdog writes a jank once it wakes (it sleeps up to 500 ms between samples). */
         run_loop(60);
         return 0;

@@ -94,7 +94,7 @@ pub trait Backend {
 
     /// CPU time the thread has used so far (user + system), in nanoseconds; `None` when the
     /// thread is gone. Linux: the thread's CPU-time clock (`clock_gettime`); Apple:
-    /// `thread_info(THREAD_BASIC_INFO)`'s `user_time + system_time` (microsecond resolution).
+    /// `thread_info(THREAD_EXTENDED_INFO)`'s `pth_user_time + pth_system_time` (nanoseconds).
     fn thread_cpu_time_ns(thread: Self::Thread) -> Option<u64>;
 
     /// The process's memory footprint in bytes, as the system's memory limit counts it. Apple:
@@ -119,6 +119,11 @@ pub trait Backend {
 
     /// Whether a debugger is attached (`P_TRACED` on Apple platforms, `TracerPid` on Linux).
     fn debugger_attached() -> bool;
+
+    /// Releases what [`Backend::list_threads`] handed out (Apple: one send right per listed
+    /// thread port, `mach_port_deallocate`); nothing on Linux. For callers that list threads
+    /// again and again (the CPU monitor), not for the crash handler.
+    fn release_threads(_threads: &[Self::Thread]) {}
 
     /// Makes the main run loop itself answer the watchdog: Apple: a `CFRunLoopObserver` that
     /// calls [`crate::watchdog::heartbeat`] as each pass starts and

@@ -109,8 +109,9 @@ impl MemoryCgroup {
             (v1.join(&name), false)
         } else {
             let root = Path::new("/sys/fs/cgroup");
+            // The memory controller must be enabled for the root's children.
             let controllers =
-                std::fs::read_to_string(root.join("cgroup.controllers")).unwrap_or_default();
+                std::fs::read_to_string(root.join("cgroup.subtree_control")).unwrap_or_default();
             assert!(
                 controllers.split_whitespace().any(|c| c == "memory"),
                 "this test needs a memory cgroup controller (v1 or v2) and root"
@@ -166,12 +167,31 @@ impl Drop for MemoryCgroup {
 fn a_real_oom_kill_is_reported_as_a_foreground_oom_at_the_next_launch() {
     let dir = tempfile::tempdir().unwrap();
     let cgroup = MemoryCgroup::new(48 << 20);
-    let procs = cgroup.path.join("cgroup.procs");
+    let procs = std::ffi::CString::new(
+        cgroup
+            .path
+            .join("cgroup.procs")
+            .into_os_string()
+            .into_encoded_bytes(),
+    )
+    .unwrap();
     let mut command = Command::new(crasher());
     command.arg(dir.path()).arg("oom");
-    // SAFETY: the closure only writes a file (open, write, close) between fork and exec.
+    // SAFETY: between fork and exec the closure only makes async-signal-safe calls (open,
+    // write, close) on memory prepared before the fork. Writing "0" moves the writer itself.
     unsafe {
-        command.pre_exec(move || std::fs::write(&procs, std::process::id().to_string()));
+        command.pre_exec(move || {
+            let fd = libc::open(procs.as_ptr(), libc::O_WRONLY);
+            if fd < 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            let written = libc::write(fd, b"0".as_ptr().cast(), 1);
+            libc::close(fd);
+            if written != 1 {
+                return Err(std::io::Error::last_os_error());
+            }
+            Ok(())
+        });
     }
     let started = Instant::now();
     let out = command.output().unwrap();
@@ -285,8 +305,8 @@ fn slow_passes_are_janks_a_long_stall_is_a_hang_and_both_are_rate_limited() {
     jank(dir.path(), "3");
     assert_eq!(reports(dir.path(), "jank").len(), 3);
 
-    // One slow pass, then 600 ms idle waiting for events (`runloop_will_wait`): one jank,
-    // the wait is none.
+    // One slow pass that ends in a 1.2 s wait for events (`runloop_will_wait`), past the hang
+    // threshold: one jank, and the wait is neither a jank nor a hang.
     let dir = tempfile::tempdir().unwrap();
     succeeded(
         &Command::new(crasher())

@@ -241,4 +241,12 @@ fn hang_report_survives_the_app_being_killed_blocked() {
         top(&result, 1),
         [frame("busy_wait_ms", marker_line("hang"))]
     );
+    // Killed while hung: a watchdog's kill, not an out-of-memory exit, at the next launch.
+    assert!(run(dir.path(), "clean").status.success());
+    let ooms = std::fs::read_dir(dir.path())
+        .unwrap()
+        .flatten()
+        .filter(|e| e.file_name().to_string_lossy().starts_with("oom-"))
+        .count();
+    assert_eq!(ooms, 0);
 }

@@ -103,6 +103,9 @@ mod backend {
                 if threads::thread_id(out[i]) != server {
                     out[kept] = out[i];
                     kept += 1;
+                } else {
+                    // SAFETY: dropping the send right task_threads gave us for this port.
+                    unsafe { ffi::mach_port_deallocate(ffi::mach_task_self(), out[i]) };
                 }
             }
             kept
@@ -150,6 +153,13 @@ mod backend {
 
         fn debugger_attached() -> bool {
             threads::being_debugged()
+        }
+
+        fn release_threads(threads: &[ffi::mach_port_t]) {
+            for &thread in threads {
+                // SAFETY: dropping the send right task_threads gave us for this port.
+                unsafe { ffi::mach_port_deallocate(ffi::mach_task_self(), thread) };
+            }
         }
 
         fn observe_main_run_loop() -> bool {

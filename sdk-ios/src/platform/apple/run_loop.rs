@@ -4,9 +4,9 @@
 //!
 //! A `CFRunLoopObserver` for every activity (`<CoreFoundation/CFRunLoop.h>`), added to the
 //! main run loop in `kCFRunLoopCommonModes`: `kCFRunLoopEntry`, `kCFRunLoopBeforeTimers`,
-//! `kCFRunLoopBeforeSources` and `kCFRunLoopAfterWaiting` answer the watchdog
-//! ([`crate::watchdog::heartbeat`]: the main thread is making progress);
-//! `kCFRunLoopBeforeWaiting` and `kCFRunLoopExit` mark it idle
+//! `kCFRunLoopBeforeSources`, `kCFRunLoopAfterWaiting` and `kCFRunLoopExit` (a nested run
+//! loop's end: its caller goes on) answer the watchdog ([`crate::watchdog::heartbeat`]: the main
+//! thread is making progress); `kCFRunLoopBeforeWaiting` marks it idle
 //! ([`crate::watchdog::will_wait`]).
 
 use std::ffi::c_void;
@@ -56,8 +56,10 @@ extern "C" fn observe(
         K_CF_RUN_LOOP_ENTRY
         | K_CF_RUN_LOOP_BEFORE_TIMERS
         | K_CF_RUN_LOOP_BEFORE_SOURCES
-        | K_CF_RUN_LOOP_AFTER_WAITING => crate::watchdog::heartbeat(),
-        K_CF_RUN_LOOP_BEFORE_WAITING | K_CF_RUN_LOOP_EXIT => crate::watchdog::will_wait(),
+        | K_CF_RUN_LOOP_AFTER_WAITING
+        // A nested run loop's exit: the outer handler goes on running.
+        | K_CF_RUN_LOOP_EXIT => crate::watchdog::heartbeat(),
+        K_CF_RUN_LOOP_BEFORE_WAITING => crate::watchdog::will_wait(),
         _ => {}
     }
 }
