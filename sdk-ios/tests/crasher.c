@@ -9,6 +9,7 @@
  *   crasher REPORT_DIR send ENDPOINT TOKEN      (sends pending reports, prints how many)
  *   crasher REPORT_DIR cpu | cpu-burst  (a thread named "hog" spins until it is reported | for
  *                                        100 ms, under the CPU monitor; an idle thread sleeps)
+ *   crasher REPORT_DIR cpu-main         (the main thread spins for 1.5 s inside main itself)
  *   crasher REPORT_DIR jank N           (N slow main run-loop passes of 400 ms, limit 2 a launch,
  *                                        the last ending in a 1.2 s wait for events)
  *   crasher REPORT_DIR oom              (allocates and touches memory until the system ends it)
@@ -229,6 +230,19 @@ int main(int argc, char **argv) {
         pthread_create(&hog, NULL, hog_thread, NULL);
         pthread_join(hog, NULL);
         pthread_join(idle, NULL);
+        return 0;
+    }
+    if (strcmp(mode, "cpu-main") == 0) {
+        /* The main thread hogs a core for 1.5 s inside main itself (no call into app code):
+         * main's own frame is not app code, so no sample counts. */
+        if (symcluster_sdk_start_cpu_monitor(50, 50, 8, 5, 6) != 0) return 4;
+        struct timespec ts;
+        clock_gettime(CLOCK_MONOTONIC, &ts);
+        long long end = (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000 + 1500;
+        do {
+            for (volatile int i = 0; i < 1000000; i++) {}
+            clock_gettime(CLOCK_MONOTONIC, &ts);
+        } while ((long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000 < end);
         return 0;
     }
     if (strcmp(mode, "jank") == 0) {

@@ -94,6 +94,17 @@ fn a_short_burst_and_an_idle_thread_make_no_cpu_report() {
     assert_eq!(reports(dir.path(), "cpu"), Vec::<PathBuf>::new());
 }
 
+#[test]
+fn a_hog_with_no_app_frame_but_main_makes_no_cpu_report() {
+    // The main thread spins inside `main` for 1.5 s: every sample is `main` (its range from
+    // the program's `main` symbol) and libc, which are not app code.
+    let (start, end) = symcluster_sdk::platform::linux::images::main_function().unwrap();
+    assert!(start < end);
+    let dir = tempfile::tempdir().unwrap();
+    succeeded(&run(dir.path(), "cpu-main"));
+    assert_eq!(reports(dir.path(), "cpu"), Vec::<PathBuf>::new());
+}
+
 /// A memory cgroup made for one test (cgroup v1's memory controller, or v2's `memory.max`),
 /// removed on drop.
 struct MemoryCgroup {
