@@ -76,7 +76,20 @@ pub fn pending(dir: &Path) -> Vec<PathBuf> {
                 && name.ends_with(".json")
         })
         .collect();
-    files.sort();
+    // By the stamp in `<kind>-<ms>-<pid>.json`, then by name.
+    files.sort_by_cached_key(|p| {
+        let name = p
+            .file_name()
+            .and_then(|n| n.to_str())
+            .unwrap_or("")
+            .to_owned();
+        let stamp = name
+            .split('-')
+            .nth(1)
+            .and_then(|ms| ms.parse::<u64>().ok())
+            .unwrap_or(u64::MAX);
+        (stamp, name)
+    });
     files
 }
 
@@ -180,4 +193,39 @@ pub async fn send_pending(
         .chain(kept_for_later)
         .collect();
     summary
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn pending_reports_are_every_kind_oldest_first() {
+        let dir = tempfile::tempdir().unwrap();
+        for name in [
+            "launch-1700000000300-7.json",
+            "crash-1700000000200-7.json",
+            "oom-1700000000100-6.json",
+            "hang-1700000000400-7.tmp",
+            "crash-1700000000500-7.inprogress",
+            "run-state.json",
+            "report-limits",
+            "cpu-1700000000250-7.json",
+        ] {
+            std::fs::write(dir.path().join(name), b"{}").unwrap();
+        }
+        let names: Vec<String> = pending(dir.path())
+            .iter()
+            .map(|p| p.file_name().unwrap().to_string_lossy().into_owned())
+            .collect();
+        assert_eq!(
+            names,
+            [
+                "oom-1700000000100-6.json",
+                "crash-1700000000200-7.json",
+                "cpu-1700000000250-7.json",
+                "launch-1700000000300-7.json",
+            ]
+        );
+    }
 }
