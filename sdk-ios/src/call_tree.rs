@@ -112,13 +112,7 @@ impl SampledReport<'_> {
     pub fn to_json(&self, extra: &dyn Fn(&mut Writer<'_>)) -> Vec<u8> {
         let mut buf = vec![0u8; 1 << 20];
         let mut w = Writer::new(&mut buf);
-        w.raw(b"{");
-        w.key("symcluster_sdk_report", true);
-        w.dec(u64::from(crate::SYMCLUSTER_REPORT_VERSION));
-        w.key("kind", false);
-        w.string(self.kind.as_bytes());
-        w.key("crash_reason", false);
-        w.string(self.reason.as_bytes());
+        write_head(&mut w, self.kind, self.reason.as_bytes());
         extra(&mut w);
         w.key("samples", false);
         w.dec(self.tree.hits);
@@ -142,6 +136,18 @@ impl SampledReport<'_> {
         w.raw(b"}\n");
         w.as_bytes().to_vec()
     }
+}
+
+/// Opens an SDK report: `{"symcluster_sdk_report": 1, "kind": kind, "crash_reason": reason`
+/// (the caller writes the other fields, each after a `,`, and the closing `}`).
+pub fn write_head(w: &mut Writer<'_>, kind: &str, reason: &[u8]) {
+    w.raw(b"{");
+    w.key("symcluster_sdk_report", true);
+    w.dec(u64::from(crate::SYMCLUSTER_REPORT_VERSION));
+    w.key("kind", false);
+    w.string(kind.as_bytes());
+    w.key("crash_reason", false);
+    w.string(reason);
 }
 
 /// `<dir>/<kind>-<ms since the epoch>-<pid>.json`: the name of a new report file. The stamp is

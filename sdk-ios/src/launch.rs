@@ -27,13 +27,7 @@ pub fn mark_launched(dir: &Path, metadata_json: &[u8]) -> Option<u64> {
     let duration_ms = first_frame_ms.saturating_sub(started_ms);
     let mut buf = vec![0u8; 1 << 20];
     let mut w = Writer::new(&mut buf);
-    w.raw(b"{");
-    w.key("symcluster_sdk_report", true);
-    w.dec(u64::from(crate::SYMCLUSTER_REPORT_VERSION));
-    w.key("kind", false);
-    w.string(b"launch");
-    w.key("crash_reason", false);
-    w.string(b"Launch");
+    crate::call_tree::write_head(&mut w, "launch", b"Launch");
     w.key("launch", false);
     w.raw(b"{");
     w.key("duration_ms", true);

@@ -342,17 +342,15 @@ pub fn oom_report(prev: &RunState, ending: Ending, metadata_json: &[u8]) -> Vec<
     let foreground = ending == Ending::ForegroundOom;
     let mut buf = vec![0u8; 16 << 10];
     let mut w = Writer::new(&mut buf);
-    w.raw(b"{");
-    w.key("symcluster_sdk_report", true);
-    w.dec(u64::from(crate::SYMCLUSTER_REPORT_VERSION));
-    w.key("kind", false);
-    w.string(b"oom");
-    w.key("crash_reason", false);
-    w.string(if foreground {
-        b"Out of memory (foreground)"
-    } else {
-        b"Out of memory (background)"
-    });
+    crate::call_tree::write_head(
+        &mut w,
+        "oom",
+        if foreground {
+            b"Out of memory (foreground)"
+        } else {
+            b"Out of memory (background)"
+        },
+    );
     w.key("oom", false);
     w.raw(b"{");
     w.key("in_foreground", true);

@@ -287,29 +287,12 @@ fn kinfo_proc() -> Option<[u64; ffi::KINFO_PROC_SIZE.div_ceil(8)]> {
 
 /// Whether a debugger is attached (`P_TRACED`, as Apple's Technical Q&A QA1361 reads it).
 pub fn being_debugged() -> bool {
-    let mut mib = [
-        ffi::CTL_KERN,
-        ffi::KERN_PROC,
-        ffi::KERN_PROC_PID,
-        // SAFETY: getpid has no preconditions.
-        unsafe { libc::getpid() },
-    ];
-    let mut info = [0u64; ffi::KINFO_PROC_SIZE.div_ceil(8)];
-    let mut len = ffi::KINFO_PROC_SIZE;
-    // SAFETY: sysctl writes at most `len` bytes into `info`.
-    let ok = unsafe {
-        ffi::sysctl(
-            mib.as_mut_ptr(),
-            4,
-            info.as_mut_ptr() as *mut std::ffi::c_void,
-            &mut len,
-            std::ptr::null_mut(),
-            0,
-        )
-    } == 0;
+    let Some(info) = kinfo_proc() else {
+        return false;
+    };
     let word = info[ffi::KINFO_PROC_P_FLAG_OFFSET / 8];
     let p_flag = (word & 0xffff_ffff) as i32; // little-endian: the low half is at offset 32
-    ok && p_flag & ffi::P_TRACED != 0
+    p_flag & ffi::P_TRACED != 0
 }
 
 /// A string `sysctlbyname` value (`kern.osproductversion`); `None` when absent.
