@@ -122,9 +122,10 @@ async fn main() -> anyhow::Result<()> {
         };
         for report in &build.reports {
             let routing_key = if args.routing_key == "sender" {
-                routing_image(report)?
-                    .map(|id| id.to_string())
-                    .unwrap_or_default()
+                routing_image(report)?.map_or_else(
+                    || symcluster_client::report::NO_ROUTING_KEY.to_owned(),
+                    |id| id.to_string(),
+                )
             } else {
                 String::new()
             };

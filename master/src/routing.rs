@@ -4,7 +4,7 @@
 //! (the app's own binary, whose debug file is the big one to keep cached; read by the engine's
 //! `reports::routing`, which skips most of a KSCrash report); JS jobs by their source map key
 //! (debug id, or release/dist/bundle). A native job whose sender gives the key
-//! (`NativeJob.routing_key`) is not decompressed here at all.
+//! (`NativeJob.routing_key`), or says there is none (`-`), is not decompressed here at all.
 
 use symcluster_engine::reports::routing::routing_image;
 use symcluster_proto::{report, v1};
@@ -46,9 +46,15 @@ pub fn check(spec: &v1::JobSpec) -> Result<Checked, String> {
                 return Err("routing_key must be at most 128 bytes".into());
             }
             report::checked_len(native).map_err(|e| e.to_string())?;
+            let key = native.routing_key.trim();
             Ok(Checked::Runnable {
                 kind: JobKind::Native,
-                routing_key: native.routing_key.trim().to_ascii_lowercase(),
+                // `-`: the sender found no image to route by, so no preferred worker.
+                routing_key: if key == report::NO_ROUTING_KEY {
+                    String::new()
+                } else {
+                    key.to_ascii_lowercase()
+                },
             })
         }
         Some(v1::job_spec::Payload::Native(native)) => {
@@ -86,4 +92,46 @@ pub fn check(spec: &v1::JobSpec) -> Result<Checked, String> {
 /// ([`symcluster_proto::missing::js_job_key`]).
 pub fn js_key(js: &v1::JsJob) -> String {
     symcluster_proto::missing::js_job_key(js)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn native(routing_key: &str, report_zstd: Vec<u8>) -> v1::JobSpec {
+        v1::JobSpec {
+            job_id: "j".into(),
+            payload: Some(v1::job_spec::Payload::Native(v1::NativeJob {
+                report: Vec::new(),
+                report_zstd,
+                routing_key: routing_key.into(),
+            })),
+            ..Default::default()
+        }
+    }
+
+    fn key(checked: Checked) -> String {
+        match checked {
+            Checked::Runnable { routing_key, .. } => routing_key,
+            Checked::Unreadable { error, .. } => panic!("unreadable: {error}"),
+        }
+    }
+
+    #[test]
+    fn a_sender_key_or_none_is_taken_without_reading_the_report() {
+        // A frame whose content is no report at all: only its header is checked.
+        let not_a_report = report::compress(b"not a crash report");
+        let given = native("54039061-A983-3323-A49D-837A894D667F", not_a_report.clone());
+        assert_eq!(
+            key(check(&given).unwrap()),
+            "54039061-a983-3323-a49d-837a894d667f"
+        );
+        let none = native(report::NO_ROUTING_KEY, not_a_report.clone());
+        assert_eq!(key(check(&none).unwrap()), "");
+        // No key: the master reads the report, and this one is unreadable.
+        assert!(matches!(
+            check(&native("", not_a_report)).unwrap(),
+            Checked::Unreadable { .. }
+        ));
+    }
 }

@@ -15,6 +15,11 @@ use crate::v1::NativeJob;
 /// before sending.
 pub const MAX_REPORT_BYTES: usize = 16 << 20;
 
+/// `NativeJob.routing_key` from a sender that read the report and found no image to route by
+/// (no frame of the crashed thread in an image with a debug id): the master places the job
+/// with no worker preference and does not decompress the report to look again.
+pub const NO_ROUTING_KEY: &str = "-";
+
 /// zstd level used by [`compress`]: the fastest (a CrashProbe report of ~123 KB of JSON becomes
 /// ~20 KB in ~0.2 ms on one core).
 pub const REPORT_ZSTD_LEVEL: i32 = 1;
