@@ -205,6 +205,16 @@ impl<'de, T: Deserialize<'de>> Visitor<'de> for FieldVisitor<T> {
     }
 }
 
+/// Whether a key is there, whatever its value (`null` included); its value is skipped.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub struct Present(pub bool);
+
+impl<'de> Deserialize<'de> for Present {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        IgnoredAny::deserialize(deserializer).map(|_| Present(true))
+    }
+}
+
 /// A list field written either as `{"values": [...]}` or as a bare array (Sentry's
 /// `exception` and `threads`).
 #[derive(Debug, Default)]

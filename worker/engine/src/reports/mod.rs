@@ -109,8 +109,13 @@ fn parse_json_report(text: &str) -> Result<NativeReport, ReportError> {
             .map_err(|e| ReportError::InvalidJson(format!("ips body: {e}")))?;
         return apple_ips::parse(Some(&header), &body);
     }
-    // The top-level keys first (a scan that builds nothing), then each reader parses what it
-    // uses: the Sentry reader only its four fields, typed; the others a `Value` of the whole.
+    // The commonest report in one pass: a Sentry event read straight into the Sentry
+    // reader's four fields.
+    if let Some(report) = sentry::parse_event(text) {
+        return report;
+    }
+    // Else the top-level keys first (a scan that builds nothing), then each reader parses what
+    // it uses: the Sentry reader only its four fields, typed; the others a `Value` of the whole.
     let top: TopLevel =
         serde_json::from_str(text).map_err(|e| ReportError::InvalidJson(e.to_string()))?;
     let format = json_shape(&top)?;

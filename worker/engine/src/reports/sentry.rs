@@ -4,9 +4,11 @@
 //! outermost first; we reverse them). The exception's stack trace becomes the crashed thread; the
 //! `threads` entry with the same id only lends it its name.
 //!
-//! Read with the typed, borrowing readers of [`super::lenient`] from the raw text of the four
-//! top-level fields it uses (the image list is most of an event: 106 KB of CrashProbe's 125 KB),
-//! so nothing else of the event is built.
+//! Read with the typed, borrowing readers of [`super::lenient`], so nothing of the event but the
+//! four top-level fields it uses is built (the image list is most of an event: 106 KB of
+//! CrashProbe's 125 KB). [`parse_event`] reads them in one pass over the text; [`parse`] from
+//! the raw text of each field once [`TopLevel`] has found them (the general path, for events
+//! the one pass leaves to it).
 
 use serde::Deserialize;
 
@@ -16,7 +18,7 @@ use super::fields::{
     signal_in_text,
 };
 use super::lenient::TopLevel;
-use super::lenient::{Field, Listed, Scalar};
+use super::lenient::{Field, Listed, Present, Scalar};
 use crate::model::{Image, NativeReport, RawFrame, ReportFormat, Thread};
 
 const FORMAT: ReportFormat = ReportFormat::SentryEvent;
@@ -171,9 +173,69 @@ fn field<'a, T: Deserialize<'a> + Default>(
     }
 }
 
+/// A Sentry event's top level read in one pass: the four fields the reader uses, and whether a
+/// key that marks another JSON format is there (see [`super::json_shape`]).
+#[derive(Deserialize, Default)]
+struct Event<'a> {
+    #[serde(default, borrow)]
+    contexts: Field<Contexts<'a>>,
+    #[serde(default, borrow)]
+    debug_meta: Field<DebugMeta<'a>>,
+    #[serde(default, borrow)]
+    exception: Listed<Exception<'a>>,
+    #[serde(default, borrow)]
+    threads: Listed<SentryThread<'a>>,
+    #[serde(default)]
+    binary_images: Present,
+    #[serde(default, rename = "usedImages")]
+    used_images: Present,
+    #[serde(default)]
+    modules: Present,
+}
+
+/// Reads `text` as a Sentry event in one pass, when that is surely what it
+/// is: `debug_meta` or `exception` is there and not `null`, and no key of the formats
+/// [`super::json_shape`] tries first (`binary_images`, `usedImages`, `modules`) is.
+///
+/// `None` leaves the text to the general path ([`TopLevel`], then [`parse`]), which also
+/// words every error: any other JSON, invalid JSON, a key given twice.
+pub(super) fn parse_event(text: &str) -> Option<Result<NativeReport, ReportError>> {
+    // A derived struct also reads an array, positionally.
+    if !text.trim_start().starts_with('{') {
+        return None;
+    }
+    let event: Event = serde_json::from_str(text).ok()?;
+    let other_format = event.binary_images.0 || event.used_images.0 || event.modules.0;
+    let sentry =
+        !matches!(event.debug_meta, Field::Absent) || !matches!(event.exception, Listed::Absent);
+    if other_format || !sentry {
+        return None;
+    }
+    Some(from_fields(
+        event.contexts,
+        event.debug_meta,
+        event.exception,
+        event.threads,
+    ))
+}
+
 /// Reads a Sentry event from its top-level fields.
 pub(super) fn parse(top: &TopLevel<'_>) -> Result<NativeReport, ReportError> {
-    let contexts: Field<Contexts> = field(top, "contexts")?;
+    from_fields(
+        field(top, "contexts")?,
+        field(top, "debug_meta")?,
+        field(top, "exception")?,
+        field(top, "threads")?,
+    )
+}
+
+/// The report, from the event's `contexts`, `debug_meta`, `exception` and `threads`.
+fn from_fields(
+    contexts: Field<Contexts<'_>>,
+    debug_meta: Field<DebugMeta<'_>>,
+    exception: Listed<Exception<'_>>,
+    threads: Listed<SentryThread<'_>>,
+) -> Result<NativeReport, ReportError> {
     let arch = contexts
         .object()
         .and_then(|c| c.device.object())
@@ -181,7 +243,6 @@ pub(super) fn parse(top: &TopLevel<'_>) -> Result<NativeReport, ReportError> {
         .map(parse_arch)
         .unwrap_or(symbolic_common::Arch::Unknown);
 
-    let debug_meta: Field<DebugMeta> = field(top, "debug_meta")?;
     let images = match debug_meta.object().map(|d| &d.images) {
         None | Some(Field::Absent) => Vec::new(),
         Some(Field::Array(list)) => list
@@ -197,14 +258,14 @@ pub(super) fn parse(top: &TopLevel<'_>) -> Result<NativeReport, ReportError> {
         }
     };
 
-    let exceptions: Vec<Exception> = values(field(top, "exception")?, "exception")?;
+    let exceptions: Vec<Exception> = values(exception, "exception")?;
     // The last exception is the one that ended the process (Sentry orders them oldest first).
     let exception = exceptions
         .iter()
         .rev()
         .find(|e| !matches!(e.stacktrace, Field::Absent))
         .or(exceptions.last());
-    let listed_threads: Vec<SentryThread> = values(field(top, "threads")?, "threads")?;
+    let listed_threads: Vec<SentryThread> = values(threads, "threads")?;
 
     let mechanism = exception.and_then(|e| e.mechanism.object());
     let meta = mechanism.and_then(|m| m.meta.object());
@@ -392,4 +453,71 @@ fn image(v: &SentryImage<'_>, report_arch: symbolic_common::Arch) -> Option<Imag
         image_addr,
         image_size: v.image_size.addr().unwrap_or(0),
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The one-pass read and the general path, as `Debug` text (the report has no `PartialEq`).
+    fn both(text: &str) -> (Option<String>, String) {
+        let one_pass = parse_event(text).map(|r| format!("{r:?}"));
+        let top: TopLevel = serde_json::from_str(text).unwrap();
+        (one_pass, format!("{:?}", parse(&top)))
+    }
+
+    const EVENT: &str = r#"{
+        "event_id": "x",
+        "contexts": {"device": {"arch": "arm64"}},
+        "debug_meta": {"images": [
+            {"type": "macho", "image_addr": "0x100000000", "image_size": 16384,
+             "debug_id": "82d13d98-219e-3040-b62a-07a297007a7c", "code_file": "/a/Cr\u0061sh"},
+            {"image_addr": 4295000064, "uuid": "12345678-219e-3040-b62a-07a297007a7c",
+             "cpu_type": 16777228, "cpu_subtype": 0, "name": "/usr/lib/libA.dylib"},
+            "not an image"
+        ]},
+        "exception": {"values": [{"type": "EXC_BAD_ACCESS", "thread_id": 1,
+            "mechanism": {"meta": {"signal": {"number": 11, "name": "SIGSEGV"},
+                                   "mach_exception": {"name": "EXC_BAD_ACCESS"}}},
+            "stacktrace": {"frames": [{"instruction_addr": "0x100001000"},
+                                      {"instruction_addr": "0x100002000", "function": "f"}],
+                           "registers": {"pc": "0x100002000"}}}]},
+        "threads": {"values": [{"id": 0, "name": "main",
+                                "stacktrace": {"frames": [{"instruction_addr": 4294971392}]}},
+                               {"id": 1, "crashed": true}]}
+    }"#;
+
+    #[test]
+    fn one_pass_reads_an_event_as_the_general_path_does() {
+        let (one_pass, general) = both(EVENT);
+        assert_eq!(one_pass.as_deref(), Some(general.as_str()));
+        assert!(
+            general.contains("instruction_addr: 4294975488"),
+            "{general}"
+        );
+        // Old events: bare arrays, `debug_meta: null` beside an exception.
+        let old = r#"{"debug_meta": null, "exception": [{"stacktrace": {"frames": [
+            {"instruction_addr": "0x10"}]}}], "threads": []}"#;
+        let (one_pass, general) = both(old);
+        assert_eq!(one_pass.as_deref(), Some(general.as_str()));
+    }
+
+    #[test]
+    fn one_pass_leaves_everything_else_to_the_general_path() {
+        for text in [
+            // Another format's key beside Sentry's, even a null one.
+            r#"{"debug_meta": {"images": []}, "binary_images": [], "crash": {}}"#,
+            r#"{"exception": {"values": []}, "usedImages": null, "threads": []}"#,
+            r#"{"debug_meta": {}, "modules": [], "stacktraces": []}"#,
+            // Neither `debug_meta` nor `exception`, or both null.
+            r#"{"threads": {"values": []}}"#,
+            r#"{"debug_meta": null, "exception": null}"#,
+            // A key given twice, invalid JSON, not an object.
+            r#"{"debug_meta": {}, "debug_meta": {"images": []}}"#,
+            r#"{"debug_meta": {"images": [}"#,
+            r#"[{"images": []}, {}]"#,
+        ] {
+            assert!(parse_event(text).is_none(), "{text}");
+        }
+    }
 }
