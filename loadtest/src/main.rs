@@ -64,6 +64,10 @@ struct Args {
     /// Slots per worker.
     #[arg(long, default_value_t = 2)]
     slots: u32,
+    /// Leases a worker holds beyond its slots, waiting for a slot (the worker's `--prefetch`;
+    /// default: the worker's own, 2 per slot).
+    #[arg(long)]
+    prefetch: Option<u32>,
     /// Memory cache per worker (`512MiB`, `200KB`; a bare number is bytes).
     #[arg(long = "memory-cache", alias = "memory-cache-bytes", value_name = "SIZE",
         value_parser = symcluster_telemetry::flags::bytes, default_value = "512MiB")]
@@ -149,7 +153,7 @@ async fn main() -> anyhow::Result<()> {
     let derived = Arc::new(derived);
     let reports = Arc::new(reports);
     println!(
-        "{} jobs per run, {} in flight ({} submits), CrashProbe reports ({} distinct, {} build(s), {}, routing key read by the {}), {} slots per worker",
+        "{} jobs per run, {} in flight ({} submits), CrashProbe reports ({} distinct, {} build(s), {}, routing key read by the {}), {} slots per worker, prefetch {}",
         args.jobs,
         args.concurrency,
         args.submit,
@@ -157,7 +161,9 @@ async fn main() -> anyhow::Result<()> {
         args.builds,
         args.reports,
         args.routing_key,
-        args.slots
+        args.slots,
+        args.prefetch
+            .map_or_else(|| "2 per slot".to_owned(), |n| n.to_string())
     );
     println!(
         "| masters | workers | routing | reports/s | p50 ms | p99 ms | master RSS MiB | master CPU ms/job | follower CPU ms/job | worker CPU ms/job | cmds/fsync | lost | duplicated | failover ms | cache hit rate | affine leases | conversions |"
@@ -244,13 +250,17 @@ async fn run(
         },
     )
     .await;
+    let mut worker_args = vec![format!("--share-symcaches={}", args.share_symcaches)];
+    if let Some(prefetch) = args.prefetch {
+        worker_args.push(format!("--prefetch={prefetch}"));
+    }
     for _ in 0..workers {
         cluster
             .add_worker_with(WorkerOptions {
                 slots: args.slots,
                 memory_cache_bytes: args.memory_cache_bytes,
                 disk_cache_bytes: args.disk_cache_bytes,
-                args: vec![format!("--share-symcaches={}", args.share_symcaches)],
+                args: worker_args.clone(),
                 ..WorkerOptions::default()
             })
             .await;

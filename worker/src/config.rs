@@ -51,6 +51,14 @@ pub struct WorkerConfig {
     #[arg(long, env = "SYMCLUSTER_SLOTS")]
     pub slots: Option<u32>,
 
+    /// Leases held beyond `--slots`, waiting for a slot: a slot that frees starts its next job
+    /// at once, not one lease commit on the master later, and the master commits leases and
+    /// outcomes in bigger batches (default: 2 per slot; 0 for none). The master takes at most
+    /// 4 per slot. Their leases are renewed by heartbeats like running jobs', and a drain hands
+    /// them back unstarted.
+    #[arg(long, env = "SYMCLUSTER_PREFETCH")]
+    pub prefetch: Option<u32>,
+
     /// Directory of the disk cache.
     #[arg(long, env = "SYMCLUSTER_CACHE_DIR", default_value = "symcluster-cache")]
     pub cache_dir: PathBuf,

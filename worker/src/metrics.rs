@@ -228,7 +228,7 @@ pub async fn serve(
             axum::routing::get(move || {
                 let (caches, jobs) = (caches.clone(), jobs.clone());
                 async move {
-                    let busy = jobs.running_ids().len() as i64;
+                    let busy = i64::from(jobs.busy_slots());
                     let slots = i64::from(jobs.slots());
                     SLOTS.with_label_values(&["busy"]).set(busy);
                     SLOTS

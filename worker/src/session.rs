@@ -18,7 +18,7 @@ use std::time::{Duration, Instant};
 
 use symcluster_client::{Client, api};
 use symcluster_telemetry::trace_context;
-use tokio::sync::Semaphore;
+use tokio::sync::{Notify, Semaphore};
 use tokio::task::AbortHandle;
 use tracing::Instrument;
 
@@ -27,22 +27,28 @@ use crate::config::WorkerConfig;
 use crate::runner::{self, Outcome};
 use crate::shutdown::Shutdown;
 
-/// The jobs this worker runs, across sessions: one slot permit each, and a handle to stop it.
+/// The jobs this worker holds leases for, across sessions: each runs holding one slot permit,
+/// or waits for one (the prefetch); a handle to stop each.
 #[derive(Clone)]
 pub struct Jobs {
     slots: u32,
+    prefetch: u32,
     permits: Arc<Semaphore>,
     /// By job id and attempt: an attempt that ended late never unregisters a newer one.
     running: Arc<Mutex<HashMap<(String, u32), AbortHandle>>>,
+    /// Woken when the last job ends ([`Jobs::wait_idle`]).
+    idle: Arc<Notify>,
 }
 
 impl Jobs {
-    /// Room for `slots` jobs at once.
-    pub fn new(slots: u32) -> Self {
+    /// Room for `slots` jobs at once, and `prefetch` more leases waiting for a slot.
+    pub fn new(slots: u32, prefetch: u32) -> Self {
         Jobs {
             slots,
+            prefetch,
             permits: Arc::new(Semaphore::new(slots as usize)),
             running: Arc::default(),
+            idle: Arc::default(),
         }
     }
 
@@ -51,24 +57,59 @@ impl Jobs {
         self.slots
     }
 
+    /// How many jobs run now (hold a slot).
+    pub fn busy_slots(&self) -> u32 {
+        self.slots
+            .saturating_sub(self.permits.available_permits() as u32)
+    }
+
+    /// The registration that announces these slots and this prefetch.
+    fn register_request(&self, worker_id: &str) -> api::RegisterRequest {
+        api::RegisterRequest {
+            worker_id: worker_id.to_owned(),
+            slots: self.slots,
+            prefetch: self.prefetch,
+        }
+    }
+
     fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<(String, u32), AbortHandle>> {
         self.running.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    /// Ids of the jobs running now.
-    pub fn running_ids(&self) -> Vec<String> {
+    /// Ids of the jobs leased to this worker: running, or waiting for a slot.
+    pub fn leased_ids(&self) -> Vec<String> {
         let mut ids: Vec<String> = self.lock().keys().map(|(id, _)| id.clone()).collect();
         ids.sort_unstable();
         ids.dedup();
         ids
     }
 
-    /// Waits until every job has ended, or `within` passed, or `shutdown` turns urgent; returns
-    /// whether every job ended.
+    /// Unregisters attempt `key`, which ended (reported, or never started).
+    fn end(&self, key: &(String, u32)) {
+        let mut running = self.lock();
+        running.remove(key);
+        if running.is_empty() {
+            self.idle.notify_waiters();
+        }
+    }
+
+    /// Waits until every job has ended (its outcome reported), or `within` passed, or
+    /// `shutdown` turns urgent; returns whether every job ended.
     async fn wait_idle(&self, within: Duration, shutdown: &mut Shutdown) -> bool {
-        let all = self.permits.acquire_many(self.slots);
+        let all = async {
+            loop {
+                let notified = self.idle.notified();
+                tokio::pin!(notified);
+                // Registered before the check, so that an end between the two still wakes it.
+                notified.as_mut().enable();
+                if self.lock().is_empty() {
+                    return;
+                }
+                notified.await;
+            }
+        };
         tokio::select! {
-            all = tokio::time::timeout(within, all) => matches!(all, Ok(Ok(_))),
+            all = tokio::time::timeout(within, all) => all.is_ok(),
             () = shutdown.urgent() => false,
         }
     }
@@ -111,7 +152,7 @@ pub async fn run(
     mut shutdown: Shutdown,
 ) -> anyhow::Result<End> {
     let connected = tokio::select! {
-        connected = connect(config, worker_id, jobs.slots()) => connected?,
+        connected = connect(config, worker_id, jobs) => connected?,
         () = shutdown.requested() => return Ok(End::StreamClosed),
     };
     let (client, registration) = connected;
@@ -149,15 +190,12 @@ fn tls(config: &WorkerConfig) -> anyhow::Result<symcluster_client::Tls> {
 async fn connect(
     config: &WorkerConfig,
     worker_id: &str,
-    slots: u32,
+    jobs: &Jobs,
 ) -> anyhow::Result<(Client, api::RegisterResponse)> {
     let client = Client::connect_with(&config.master, &config.token, tls(config)?).await?;
     let registration = client
         .worker_api()
-        .register(api::RegisterRequest {
-            worker_id: worker_id.to_owned(),
-            slots,
-        })
+        .register(jobs.register_request(worker_id))
         .await?
         .into_inner();
     Ok((client, registration))
@@ -177,7 +215,7 @@ async fn heartbeats(
         tick.tick().await;
         let request = api::HeartbeatRequest {
             worker_id: worker_id.clone(),
-            running_job_ids: jobs.running_ids(),
+            running_job_ids: jobs.leased_ids(),
             cache: Some(api::CacheStats {
                 hits: caches.counters.hits.load(Ordering::Relaxed),
                 misses: caches.counters.misses.load(Ordering::Relaxed),
@@ -258,21 +296,6 @@ async fn lease_loop(
             Err(e) => return Err(e.into()),
         };
         let Some(spec) = lease.job else { continue };
-        // The master sends a lease only for a free slot, but a job it believes over (a lease
-        // that expired while the job ran on) may still hold one. A stop asked meanwhile wins:
-        // the lease is not started, and `Deregister` hands it back.
-        let permit = if draining {
-            match jobs.permits.clone().try_acquire_owned() {
-                Ok(permit) => permit,
-                Err(_) => continue,
-            }
-        } else {
-            tokio::select! {
-                biased;
-                permit = jobs.permits.clone().acquire_owned() => permit?,
-                () = shutdown.requested() => continue,
-            }
-        };
         let job_id = spec.job_id.clone();
         let (client, caches, worker_id, registry) = (
             client.clone(),
@@ -280,8 +303,9 @@ async fn lease_loop(
             worker_id.to_owned(),
             jobs.clone(),
         );
+        let (permits, mut stop) = (jobs.permits.clone(), shutdown.clone());
         // Registered under the lock its end takes, so that its removal always follows this
-        // insert.
+        // insert. Registered jobs have their leases renewed by heartbeats, waiting ones too.
         let key = (job_id.clone(), lease.attempt);
         let mut running = jobs.lock();
         let span = tracing::info_span!("job", job_id = %job_id, attempt = lease.attempt,
@@ -290,6 +314,19 @@ async fn lease_loop(
         symcluster_telemetry::trace_context::set_parent(&span, &lease.traceparent);
         let task = tokio::spawn(
             async move {
+                // A lease may come before a slot is free (the prefetch, or a job the master
+                // believes over that still runs here): the job waits for one. A stop asked
+                // before it starts wins: it never starts, and `Deregister` hands it back.
+                let permit = tokio::select! {
+                    biased;
+                    permit = permits.acquire_owned() => permit.ok(),
+                    () = stop.requested() => None,
+                };
+                let key = (job_id, lease.attempt);
+                let Some(permit) = permit else {
+                    registry.end(&key);
+                    return;
+                };
                 let started = std::time::Instant::now();
                 let kind = crate::metrics::kind_label(&spec);
                 let outcome = runner::run(spec, &caches, lease.recheck_missing).await;
@@ -305,9 +342,11 @@ async fn lease_loop(
                     ok = completed,
                     "job finished"
                 );
-                report(&client, &worker_id, &job_id, lease.attempt, outcome).await;
-                registry.lock().remove(&(job_id, lease.attempt));
+                // The slot is free once the work is done: the next job runs while the master
+                // commits this one's outcome (the lease stays held, and renewed, until then).
                 drop(permit);
+                report(&client, &worker_id, &key.0, key.1, outcome).await;
+                registry.end(&key);
             }
             .instrument(span),
         );
@@ -324,7 +363,7 @@ async fn deregister(
     client: &Client,
     worker_id: &str,
     reason: String,
-    slots: u32,
+    jobs: &Jobs,
 ) -> anyhow::Result<api::DeregisterResponse> {
     let request = api::DeregisterRequest {
         worker_id: worker_id.to_owned(),
@@ -347,10 +386,7 @@ async fn deregister(
         {
             client
                 .worker_api()
-                .register(api::RegisterRequest {
-                    worker_id: worker_id.to_owned(),
-                    slots,
-                })
+                .register(jobs.register_request(worker_id))
                 .await?;
             Ok(call().await?)
         }
@@ -375,7 +411,7 @@ async fn finish_drain(
     };
     let deregistered = tokio::time::timeout(
         DEREGISTER_TIMEOUT,
-        deregister(client, worker_id, reason, jobs.slots()),
+        deregister(client, worker_id, reason, jobs),
     )
     .await
     .unwrap_or_else(|_| Err(anyhow::anyhow!("no answer within {DEREGISTER_TIMEOUT:?}")));

@@ -205,3 +205,100 @@ async fn sigterm_under_load_loses_nothing() {
     assert_eq!(by_worker.values().sum::<usize>(), JOBS);
     assert!(by_worker["worker-1"] > 0, "{by_worker:?}");
 }
+
+/// A worker with one slot and `--prefetch 1` holds two leases while its slot is busy (a
+/// paused S3 holds the first job in its dSYM download); the master leases no third. The
+/// waiting lease is renewed by heartbeats like the running one: it outlives several lease
+/// durations. SIGTERM hands both back (the waiting one unstarted), and another worker
+/// completes every job once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_prefetched_lease_waits_for_a_slot_and_a_drain_hands_it_back() {
+    const SHORT_LEASE_MS: u64 = 1_500;
+    let mut cluster = Cluster::start(
+        0,
+        MasterOptions {
+            lease_ms: SHORT_LEASE_MS,
+            heartbeat_ms: 250,
+            ..MasterOptions::default()
+        },
+    )
+    .await;
+    let crashprobe = fixture("crashprobe");
+    upload_dsyms(
+        &cluster,
+        &[
+            crashprobe.join("release/dSYMs"),
+            crashprobe.join("debug/dSYMs"),
+        ],
+    );
+    let a = cluster
+        .add_worker_with(WorkerOptions {
+            slots: 1,
+            s3_timeout_ms: 600_000,
+            args: ["--drain-timeout", "1s", "--prefetch", "1"]
+                .map(String::from)
+                .to_vec(),
+            ..WorkerOptions::default()
+        })
+        .await;
+    let reports = crashprobe_reports();
+    let mut client = cluster.client().await;
+
+    cluster.garage.pause();
+    let ids = ["held-1", "held-2", "queued-3"];
+    for (id, (_, report)) in ids.iter().zip(&reports) {
+        client.submit_native(id, report.clone()).await.unwrap();
+    }
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let status = cluster.status().await;
+        let w = &status.workers[0];
+        assert_eq!((w.slots, w.prefetch), (1, 1));
+        if w.busy == 2 {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "worker-0 never held two leases: {w:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    // Three lease durations: a lease not renewed would have expired (and been granted again,
+    // attempt 2) by now.
+    tokio::time::sleep(Duration::from_millis(3 * SHORT_LEASE_MS)).await;
+    let status = cluster.status().await;
+    assert_eq!((status.workers[0].busy, status.queue_depth), (2, 1));
+    for id in &ids[..2] {
+        let job = client.job(id).await.unwrap();
+        assert_eq!(
+            (job.state, job.worker_id.as_str(), job.attempts),
+            (api::JobState::Running as i32, "worker-0", 1),
+            "{id}"
+        );
+    }
+    let queued = client.job("queued-3").await.unwrap();
+    assert_eq!(queued.state, api::JobState::Queued as i32, "{queued:?}");
+
+    cluster
+        .add_worker_with(WorkerOptions {
+            s3_timeout_ms: 600_000,
+            ..WorkerOptions::default()
+        })
+        .await;
+    let exit = cluster.stop_worker(a, Duration::from_secs(20)).await;
+    let exit = exit.expect("worker-0 did not exit within 20 s of SIGTERM");
+    assert!(exit.success(), "worker-0 exited with {exit}");
+    cluster.garage.resume();
+    for (id, attempts) in ids.iter().zip([2, 2, 1]) {
+        let job = wait(&mut client, id).await;
+        assert_eq!(
+            (job.state, job.worker_id.as_str(), job.attempts),
+            (api::JobState::Completed as i32, "worker-1", attempts),
+            "{id}: {}",
+            job.error
+        );
+        assert!(!result(&job)["threads"].as_array().unwrap().is_empty());
+    }
+    let status = cluster.status().await;
+    assert_eq!((status.jobs_completed, status.queue_depth), (3, 0));
+}

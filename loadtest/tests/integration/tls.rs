@@ -114,6 +114,7 @@ async fn a_cluster_over_tls_symbolicates_and_refuses_plaintext() {
         .register(api::RegisterRequest {
             worker_id: "no-cert".into(),
             slots: 1,
+            prefetch: 0,
         })
         .await
         .unwrap_err();
@@ -132,6 +133,7 @@ async fn a_cluster_over_tls_symbolicates_and_refuses_plaintext() {
         .register(api::RegisterRequest {
             worker_id: "with-cert".into(),
             slots: 1,
+            prefetch: 0,
         })
         .await
         .unwrap();

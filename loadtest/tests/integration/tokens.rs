@@ -185,6 +185,7 @@ async fn each_role_does_only_what_it_may() {
     let register = |id: &str| api::RegisterRequest {
         worker_id: id.to_owned(),
         slots: 1,
+        prefetch: 0,
     };
     w1.worker_api().register(register("w1")).await.unwrap();
     w2.worker_api().register(register("w2")).await.unwrap();

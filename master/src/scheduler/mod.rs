@@ -132,7 +132,8 @@ pub struct QueueStats {
     /// Per job kind: queued jobs, and the age of the oldest (ms since it was submitted or queued
     /// again for a file that arrived).
     pub queued: BTreeMap<v1::JobKind, (u64, u64)>,
-    /// Slots running a job, on connected workers that are not draining.
+    /// Leases held by connected workers that are not draining: jobs running, and jobs waiting
+    /// in a worker's prefetch for a slot (demand too, so this may exceed the slots).
     pub busy_slots: u64,
     /// Slots free for a job, on the same workers.
     pub free_slots: u64,
@@ -294,13 +295,16 @@ impl Scheduler {
         self.leading.subscribe()
     }
 
-    /// Registers (or re-registers) a worker with `slots` job slots, on behalf of token `owner`.
+    /// Registers (or re-registers) a worker with `slots` job slots and room for `prefetch`
+    /// leases waiting for a slot (at most [`workers::MAX_PREFETCH_PER_SLOT`] per slot), on
+    /// behalf of token `owner`.
     /// A worker id registered by another token is refused (`Err` naming that token) unless
     /// `take_over` (an admin token).
     pub fn register(
         &self,
         worker_id: &str,
         slots: u32,
+        prefetch: u32,
         owner: Arc<str>,
         take_over: bool,
     ) -> Result<(), Arc<str>> {
@@ -320,8 +324,8 @@ impl Scheduler {
         let entry = core
             .workers
             .entry(worker_id.to_owned())
-            .or_insert_with(|| WorkerEntry::new(slots, owner.clone()));
-        entry.slots = slots.max(1);
+            .or_insert_with(|| WorkerEntry::new(slots, prefetch, owner.clone()));
+        entry.set_slots(slots, prefetch);
         entry.busy = busy;
         entry.last_heartbeat = std::time::Instant::now();
         entry.owner = owner;
@@ -339,7 +343,7 @@ impl Scheduler {
     pub fn open_lease_stream(&self, worker_id: &str) -> Option<mpsc::Receiver<v1::Lease>> {
         let mut core = self.lock();
         let entry = core.workers.get_mut(worker_id)?;
-        let (tx, rx) = mpsc::channel(entry.slots as usize + 1);
+        let (tx, rx) = mpsc::channel(entry.capacity() as usize + 1);
         if entry.draining {
             // A draining worker's stream ends at once.
             return Some(rx);
@@ -571,9 +575,9 @@ impl Scheduler {
             if worker.draining {
                 stats.draining_workers += 1;
             } else if worker.connected() {
-                let busy = (worker.busy.len() as u32).min(worker.slots);
-                stats.busy_slots += u64::from(busy);
-                stats.free_slots += u64::from(worker.slots - busy);
+                let held = worker.busy.len() as u32;
+                stats.busy_slots += u64::from(held);
+                stats.free_slots += u64::from(worker.slots.saturating_sub(held));
             }
         }
         stats

@@ -9,11 +9,18 @@ use std::time::Instant;
 use symcluster_proto::v1;
 use tokio::sync::mpsc;
 
+/// The most leases a worker may hold waiting for a slot, per slot (`RegisterRequest.prefetch`
+/// is cut to this).
+pub const MAX_PREFETCH_PER_SLOT: u32 = 4;
+
 /// A worker as the master sees it.
 #[derive(Debug)]
 pub struct WorkerEntry {
     /// Job slots.
     pub slots: u32,
+    /// Leases it may hold beyond `slots`, waiting for a slot ([`MAX_PREFETCH_PER_SLOT`] per
+    /// slot at most).
+    pub prefetch: u32,
     /// Jobs leased to it (or being leased).
     pub busy: HashSet<String>,
     /// Its lease stream, while open.
@@ -30,17 +37,27 @@ pub struct WorkerEntry {
 }
 
 impl WorkerEntry {
-    /// A worker with `slots` slots, registered by token `owner`, and no stream yet.
-    pub fn new(slots: u32, owner: Arc<str>) -> Self {
-        WorkerEntry {
-            slots: slots.max(1),
+    /// A worker with `slots` slots and room for `prefetch` more leases, registered by token
+    /// `owner`, and no stream yet.
+    pub fn new(slots: u32, prefetch: u32, owner: Arc<str>) -> Self {
+        let mut entry = WorkerEntry {
+            slots: 1,
+            prefetch: 0,
             busy: HashSet::new(),
             sender: None,
             last_heartbeat: Instant::now(),
             cache: v1::CacheStats::default(),
             owner,
             draining: false,
-        }
+        };
+        entry.set_slots(slots, prefetch);
+        entry
+    }
+
+    /// Sets its slots (at least 1) and prefetch (at most [`MAX_PREFETCH_PER_SLOT`] per slot).
+    pub fn set_slots(&mut self, slots: u32, prefetch: u32) {
+        self.slots = slots.max(1);
+        self.prefetch = prefetch.min(self.slots.saturating_mul(MAX_PREFETCH_PER_SLOT));
     }
 
     /// Whether its lease stream is open.
@@ -48,9 +65,14 @@ impl WorkerEntry {
         self.sender.as_ref().is_some_and(|s| !s.is_closed())
     }
 
-    /// Connected, not draining, with a free slot.
+    /// The leases it may hold: its slots and its prefetch.
+    pub fn capacity(&self) -> u32 {
+        self.slots.saturating_add(self.prefetch)
+    }
+
+    /// Connected, not draining, with room for a lease (a free slot, or room in its prefetch).
     pub fn free(&self) -> bool {
-        !self.draining && self.connected() && (self.busy.len() as u32) < self.slots
+        !self.draining && self.connected() && (self.busy.len() as u32) < self.capacity()
     }
 
     /// Busy slots over slots.
@@ -64,11 +86,40 @@ impl WorkerEntry {
             worker_id: worker_id.to_owned(),
             slots: self.slots,
             busy: self.busy.len() as u32,
+            prefetch: self.prefetch,
             last_heartbeat_ms_ago: self.last_heartbeat.elapsed().as_millis() as u64,
             connected: self.connected(),
             cache_hits: self.cache.hits,
             cache_misses: self.cache.misses,
             draining: self.draining,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn prefetch_adds_room_for_leases_up_to_four_per_slot() {
+        let mut worker = WorkerEntry::new(2, 3, "token".into());
+        assert_eq!(
+            (worker.slots, worker.prefetch, worker.capacity()),
+            (2, 3, 5)
+        );
+        worker.set_slots(0, 100);
+        assert_eq!(
+            (worker.slots, worker.prefetch, worker.capacity()),
+            (1, 4, 5)
+        );
+
+        let (sender, _receiver) = mpsc::channel(1);
+        worker.sender = Some(sender);
+        for job in 0..5 {
+            assert!(worker.free(), "room for lease {job}");
+            worker.busy.insert(job.to_string());
+        }
+        assert!(!worker.free());
+        assert_eq!(worker.status("w").busy, 5);
     }
 }

@@ -158,14 +158,25 @@ impl WorkerApi for WorkerApiService {
             return Err(Status::invalid_argument("slots must be at least 1"));
         }
         self.scheduler
-            .register(id, r.slots, caller.name.clone(), caller.role == Role::Admin)
+            .register(
+                id,
+                r.slots,
+                r.prefetch,
+                caller.name.clone(),
+                caller.role == Role::Admin,
+            )
             .map_err(|owner| {
                 Status::permission_denied(format!(
                     "worker {id:?} is registered by token {owner:?}, not {:?}",
                     caller.name
                 ))
             })?;
-        tracing::info!(worker = id, slots = r.slots, "worker registered");
+        tracing::info!(
+            worker = id,
+            slots = r.slots,
+            prefetch = r.prefetch,
+            "worker registered"
+        );
         let config = self.scheduler.config();
         Ok(Response::new(v1::RegisterResponse {
             lease_ms: config.lease_ms,
