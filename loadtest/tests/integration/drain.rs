@@ -27,14 +27,16 @@ fn crashprobe_reports() -> Vec<(String, Vec<u8>)> {
 }
 
 async fn cluster() -> Cluster {
-    let cluster = Cluster::start(
-        0,
-        MasterOptions {
-            lease_ms: LEASE_MS,
-            ..MasterOptions::default()
-        },
-    )
-    .await;
+    cluster_with(MasterOptions {
+        lease_ms: LEASE_MS,
+        ..MasterOptions::default()
+    })
+    .await
+}
+
+/// A master with `options`, no worker, and the CrashProbe dSYMs uploaded.
+async fn cluster_with(options: MasterOptions) -> Cluster {
+    let cluster = Cluster::start(0, options).await;
     let crashprobe = fixture("crashprobe");
     upload_dsyms(
         &cluster,
@@ -214,23 +216,12 @@ async fn sigterm_under_load_loses_nothing() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_prefetched_lease_waits_for_a_slot_and_a_drain_hands_it_back() {
     const SHORT_LEASE_MS: u64 = 1_500;
-    let mut cluster = Cluster::start(
-        0,
-        MasterOptions {
-            lease_ms: SHORT_LEASE_MS,
-            heartbeat_ms: 250,
-            ..MasterOptions::default()
-        },
-    )
+    let mut cluster = cluster_with(MasterOptions {
+        lease_ms: SHORT_LEASE_MS,
+        heartbeat_ms: 250,
+        ..MasterOptions::default()
+    })
     .await;
-    let crashprobe = fixture("crashprobe");
-    upload_dsyms(
-        &cluster,
-        &[
-            crashprobe.join("release/dSYMs"),
-            crashprobe.join("debug/dSYMs"),
-        ],
-    );
     let a = cluster
         .add_worker_with(WorkerOptions {
             slots: 1,
