@@ -136,7 +136,8 @@ static WORKER_SLOTS: LazyLock<IntGaugeVec> = LazyLock::new(|| {
     gauge_vec(
         "symcluster_cluster_slots",
         "Job slots of the connected workers that take leases (draining ones excluded), busy or \
-         free, as the leader sees them",
+         free, as the leader sees them; busy counts every lease held, those waiting in a \
+         worker's prefetch too",
         &["state"],
     )
 });

@@ -1,14 +1,18 @@
 //! One connection to the master (the leader): register, heartbeats, the lease stream, results;
 //! and the drain that ends the worker.
 //!
+//! Leases: the worker holds up to its slots plus its prefetch ([`crate::config`]); each job waits
+//! in its own task for a slot, gives the slot up once its work is done, and stays registered
+//! (its lease renewed by heartbeats) until its outcome is reported.
+//!
 //! Drain (on the first SIGTERM/SIGINT, see [`crate::shutdown`]):
 //! 1. `Drain`: the master grants no more leases and ends the lease stream after the leases it
-//!    already sent, which the worker reads to the end and runs (none is left in a buffer to wait
-//!    for its lease to expire);
-//! 2. running jobs finish and report, for at most `--drain-timeout` (heartbeats keep their
-//!    leases alive meanwhile); a second signal cuts the wait short;
-//! 3. jobs still running are stopped, and `Deregister` hands their leases back: the master
-//!    queues them again at once, for another worker;
+//!    already sent, which the worker reads to the end (none is left in a buffer to wait for its
+//!    lease to expire); from the stop on, no job starts;
+//! 2. started jobs finish and report, for at most `--drain-timeout` (heartbeats keep every
+//!    held lease alive meanwhile, started or not); a second signal cuts the wait short;
+//! 3. jobs still running are stopped, and `Deregister` hands their leases back with those of
+//!    the jobs that never started: the master queues them again at once, for another worker;
 //! 4. the worker exits 0.
 
 use std::collections::HashMap;
@@ -35,9 +39,17 @@ pub struct Jobs {
     prefetch: u32,
     permits: Arc<Semaphore>,
     /// By job id and attempt: an attempt that ended late never unregisters a newer one.
-    running: Arc<Mutex<HashMap<(String, u32), AbortHandle>>>,
-    /// Woken when the last job ends ([`Jobs::wait_idle`]).
+    running: Arc<Mutex<HashMap<(String, u32), Held>>>,
+    /// Woken when the last started job ends ([`Jobs::wait_idle`]).
     idle: Arc<Notify>,
+}
+
+/// A job this worker holds a lease for.
+struct Held {
+    /// Stops its task.
+    abort: AbortHandle,
+    /// Whether it took a slot (a job that never starts is handed back by `Deregister`).
+    started: bool,
 }
 
 impl Jobs {
@@ -72,7 +84,7 @@ impl Jobs {
         }
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<(String, u32), AbortHandle>> {
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<(String, u32), Held>> {
         self.running.lock().unwrap_or_else(|e| e.into_inner())
     }
 
@@ -84,17 +96,32 @@ impl Jobs {
         ids
     }
 
-    /// Unregisters attempt `key`, which ended (reported, or never started).
+    /// Marks attempt `key` started (it holds a slot), unless a stop was asked for; returns
+    /// whether it may run. Checked under the registry's lock, which [`Jobs::wait_idle`] takes
+    /// after the stop: a job that starts is always one it waits for.
+    fn start(&self, key: &(String, u32), stop: &Shutdown) -> bool {
+        let mut running = self.lock();
+        if stop.is_requested() {
+            return false;
+        }
+        if let Some(held) = running.get_mut(key) {
+            held.started = true;
+        }
+        true
+    }
+
+    /// Unregisters attempt `key`, whose outcome was reported.
     fn end(&self, key: &(String, u32)) {
         let mut running = self.lock();
         running.remove(key);
-        if running.is_empty() {
+        if !running.values().any(|held| held.started) {
             self.idle.notify_waiters();
         }
     }
 
-    /// Waits until every job has ended (its outcome reported), or `within` passed, or
-    /// `shutdown` turns urgent; returns whether every job ended.
+    /// Waits until every started job has ended (its outcome reported), or `within` passed, or
+    /// `shutdown` turns urgent; returns whether they all ended. Jobs that never started are
+    /// left to `Deregister`.
     async fn wait_idle(&self, within: Duration, shutdown: &mut Shutdown) -> bool {
         let all = async {
             loop {
@@ -102,7 +129,7 @@ impl Jobs {
                 tokio::pin!(notified);
                 // Registered before the check, so that an end between the two still wakes it.
                 notified.as_mut().enable();
-                if self.lock().is_empty() {
+                if !self.lock().values().any(|held| held.started) {
                     return;
                 }
                 notified.await;
@@ -114,13 +141,14 @@ impl Jobs {
         }
     }
 
-    /// Stops every job still running (their outcomes are never reported); returns how many.
+    /// Stops every job still running (their outcomes are never reported); returns how many had
+    /// started.
     fn abort_all(&self) -> usize {
-        let running: Vec<((String, u32), AbortHandle)> = self.lock().drain().collect();
-        for (_, job) in &running {
-            job.abort();
+        let held: Vec<((String, u32), Held)> = self.lock().drain().collect();
+        for (_, job) in &held {
+            job.abort.abort();
         }
-        running.len()
+        held.iter().filter(|(_, job)| job.started).count()
     }
 }
 
@@ -316,15 +344,15 @@ async fn lease_loop(
             async move {
                 // A lease may come before a slot is free (the prefetch, or a job the master
                 // believes over that still runs here): the job waits for one. A stop asked
-                // before it starts wins: it never starts, and `Deregister` hands it back.
+                // before it starts wins, even when a slot was handed to it meanwhile: it never
+                // starts, stays registered (its lease renewed) and `Deregister` hands it back.
                 let permit = tokio::select! {
                     biased;
-                    permit = permits.acquire_owned() => permit.ok(),
                     () = stop.requested() => None,
+                    permit = permits.acquire_owned() => permit.ok(),
                 };
                 let key = (job_id, lease.attempt);
-                let Some(permit) = permit else {
-                    registry.end(&key);
+                let Some(permit) = permit.filter(|_| registry.start(&key, &stop)) else {
                     return;
                 };
                 let started = std::time::Instant::now();
@@ -350,7 +378,13 @@ async fn lease_loop(
             }
             .instrument(span),
         );
-        running.insert(key, task.abort_handle());
+        running.insert(
+            key,
+            Held {
+                abort: task.abort_handle(),
+                started: false,
+            },
+        );
     }
 }
 

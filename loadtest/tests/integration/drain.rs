@@ -210,9 +210,9 @@ async fn sigterm_under_load_loses_nothing() {
 
 /// A worker with one slot and `--prefetch 1` holds two leases while its slot is busy (a
 /// paused S3 holds the first job in its dSYM download); the master leases no third. The
-/// waiting lease is renewed by heartbeats like the running one: it outlives several lease
-/// durations. SIGTERM hands both back (the waiting one unstarted), and another worker
-/// completes every job once.
+/// waiting lease is renewed by heartbeats like the running one, before and during a drain
+/// longer than a lease: SIGTERM hands both back when the drain ends (the waiting one
+/// unstarted, neither expired), and another worker completes every job once.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_prefetched_lease_waits_for_a_slot_and_a_drain_hands_it_back() {
     const SHORT_LEASE_MS: u64 = 1_500;
@@ -226,7 +226,7 @@ async fn a_prefetched_lease_waits_for_a_slot_and_a_drain_hands_it_back() {
         .add_worker_with(WorkerOptions {
             slots: 1,
             s3_timeout_ms: 600_000,
-            args: ["--drain-timeout", "1s", "--prefetch", "1"]
+            args: ["--drain-timeout", "4s", "--prefetch", "1"]
                 .map(String::from)
                 .to_vec(),
             ..WorkerOptions::default()
@@ -270,15 +270,30 @@ async fn a_prefetched_lease_waits_for_a_slot_and_a_drain_hands_it_back() {
     let queued = client.job("queued-3").await.unwrap();
     assert_eq!(queued.state, api::JobState::Queued as i32, "{queued:?}");
 
+    // The drain (4 s) outlasts two leases: an expired lease would be queued again with
+    // "lease expired", not handed back by worker-0 leaving.
+    let exit = cluster.stop_worker(a, Duration::from_secs(20)).await;
+    let exit = exit.expect("worker-0 did not exit within 20 s of SIGTERM");
+    assert!(exit.success(), "worker-0 exited with {exit}");
+    for id in &ids[..2] {
+        let job = client.job(id).await.unwrap();
+        assert_eq!(
+            (job.state, job.attempts),
+            (api::JobState::Queued as i32, 1),
+            "{id}: {job:?}"
+        );
+        assert!(
+            job.error.contains("worker worker-0 left"),
+            "{id} was handed back: {}",
+            job.error
+        );
+    }
     cluster
         .add_worker_with(WorkerOptions {
             s3_timeout_ms: 600_000,
             ..WorkerOptions::default()
         })
         .await;
-    let exit = cluster.stop_worker(a, Duration::from_secs(20)).await;
-    let exit = exit.expect("worker-0 did not exit within 20 s of SIGTERM");
-    assert!(exit.success(), "worker-0 exited with {exit}");
     cluster.garage.resume();
     for (id, attempts) in ids.iter().zip([2, 2, 1]) {
         let job = wait(&mut client, id).await;

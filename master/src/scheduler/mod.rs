@@ -700,8 +700,9 @@ impl Scheduler {
         }
     }
 
-    /// The first of the first [`LOOKAHEAD`] queued jobs whose preferred worker is free, unless
-    /// the oldest job has waited its turn long enough.
+    /// The first of the first [`LOOKAHEAD`] queued jobs whose preferred worker has a free slot,
+    /// unless the oldest job has waited its turn long enough (a prefetch is filled only by
+    /// [`placement::pick_worker`], when no worker has a free slot).
     fn affine_choice(core: &Core) -> Option<(usize, String, bool)> {
         if core.head_skips >= LOOKAHEAD {
             return None;
@@ -714,7 +715,7 @@ impl Scheduler {
                 continue;
             };
             if let Some((id, worker)) = placement::preferred(&core.workers, &job.routing_key)
-                && worker.free()
+                && worker.has_free_slot()
             {
                 return Some((position, id.clone(), true));
             }

@@ -44,32 +44,46 @@ pub fn preferred<'a>(
         .max_by_key(|(id, _)| rendezvous_score(key, id))
 }
 
-/// The worker for a job: its preferred worker when that one has a free slot, else the
-/// least-loaded worker with a free slot. Returns `(worker, affine)`.
+/// The worker for a job, first where it starts at once: its preferred worker when that one has
+/// a free slot, else the least-loaded worker with a free slot; only when no worker has a free
+/// slot, its preferred worker's prefetch, else the least-loaded prefetch with room. Returns
+/// `(worker, affine)`.
 pub fn pick_worker(workers: &BTreeMap<String, WorkerEntry>, key: &str) -> Option<(String, bool)> {
     let (id, entry) = preferred(workers, key)?;
-    if entry.free() {
-        return Some((id.clone(), true));
+    for room in [WorkerEntry::has_free_slot, WorkerEntry::free] {
+        if room(entry) {
+            return Some((id.clone(), true));
+        }
+        let least_loaded = workers
+            .iter()
+            .filter(|(_, w)| room(w))
+            .min_by(|(a_id, a), (b_id, b)| a.load().total_cmp(&b.load()).then(a_id.cmp(b_id)));
+        if let Some((other, _)) = least_loaded {
+            return Some((other.clone(), false));
+        }
     }
-    workers
-        .iter()
-        .filter(|(_, w)| w.free())
-        .min_by(|(a_id, a), (b_id, b)| a.load().total_cmp(&b.load()).then(a_id.cmp(b_id)))
-        .map(|(id, _)| (id.clone(), false))
+    None
 }
 
-/// A pseudo-random worker with a free slot (seeded by the lease count: deterministic per run).
-/// `affine` still reports whether it happens to be the preferred worker.
+/// A pseudo-random worker with a free slot, else with room in its prefetch (seeded by the
+/// lease count: deterministic per run). `affine` still reports whether it happens to be the
+/// preferred worker.
 pub fn pick_random(
     workers: &BTreeMap<String, WorkerEntry>,
     seed: u64,
     key: &str,
 ) -> Option<(String, bool)> {
-    let free: Vec<&String> = workers
-        .iter()
-        .filter(|(_, w)| w.free())
-        .map(|(id, _)| id)
-        .collect();
+    let with = |room: fn(&WorkerEntry) -> bool| -> Vec<&String> {
+        workers
+            .iter()
+            .filter(|(_, w)| room(w))
+            .map(|(id, _)| id)
+            .collect()
+    };
+    let mut free = with(WorkerEntry::has_free_slot);
+    if free.is_empty() {
+        free = with(WorkerEntry::free);
+    }
     if free.is_empty() {
         return None;
     }
@@ -81,6 +95,55 @@ pub fn pick_random(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Workers `w1`, `w2` with 1 slot and 2 prefetch each, holding `held` leases, and the
+    /// receiving ends of their lease streams (they count as connected while those live).
+    type Streams = Vec<tokio::sync::mpsc::Receiver<symcluster_proto::v1::Lease>>;
+    fn workers(held: [usize; 2]) -> (BTreeMap<String, WorkerEntry>, Streams) {
+        let (mut workers, mut streams) = (BTreeMap::new(), Vec::new());
+        for (id, held) in ["w1", "w2"].into_iter().zip(held) {
+            let mut worker = WorkerEntry::new(1, 2, "token".into());
+            let (sender, receiver) = tokio::sync::mpsc::channel(4);
+            streams.push(receiver);
+            worker.sender = Some(sender);
+            worker.busy = (0..held).map(|i| format!("{id}-{i}")).collect();
+            workers.insert(id.to_owned(), worker);
+        }
+        (workers, streams)
+    }
+
+    #[test]
+    fn a_free_slot_anywhere_comes_before_a_prefetch() {
+        // A key that prefers w1.
+        let key = (0..)
+            .map(|k| format!("key-{k}"))
+            .find(|k| rendezvous_score(k, "w1") > rendezvous_score(k, "w2"))
+            .unwrap();
+        assert_eq!(
+            pick_worker(&workers([0, 0]).0, &key),
+            Some(("w1".into(), true))
+        );
+        // w1's slot is taken: w2's free slot wins over w1's prefetch.
+        assert_eq!(
+            pick_worker(&workers([1, 0]).0, &key),
+            Some(("w2".into(), false))
+        );
+        // No free slot anywhere: the preferred worker's prefetch, then the other's.
+        assert_eq!(
+            pick_worker(&workers([1, 1]).0, &key),
+            Some(("w1".into(), true))
+        );
+        assert_eq!(
+            pick_worker(&workers([3, 2]).0, &key),
+            Some(("w2".into(), false))
+        );
+        assert_eq!(pick_worker(&workers([3, 3]).0, &key), None);
+        // Random routing takes free slots first too.
+        for seed in 0..20 {
+            let (picked, _) = pick_random(&workers([1, 0]).0, seed, &key).unwrap();
+            assert_eq!(picked, "w2");
+        }
+    }
 
     #[test]
     fn rendezvous_spreads_keys_and_is_stable() {

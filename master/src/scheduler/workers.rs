@@ -75,6 +75,12 @@ impl WorkerEntry {
         !self.draining && self.connected() && (self.busy.len() as u32) < self.capacity()
     }
 
+    /// Connected, not draining, with a free slot (fewer leases than slots): a job leased to it
+    /// starts at once.
+    pub fn has_free_slot(&self) -> bool {
+        !self.draining && self.connected() && (self.busy.len() as u32) < self.slots
+    }
+
     /// Busy slots over slots.
     pub fn load(&self) -> f64 {
         self.busy.len() as f64 / self.slots as f64
