@@ -30,8 +30,11 @@ if ! command -v protoc >/dev/null || ! command -v ip >/dev/null; then
     apt-get update -qq && apt-get install -y -qq protobuf-compiler iproute2
 fi
 
-# The end-to-end tests start the release binaries as real processes.
-cargo build --workspace --release --locked --bins --lib
+# The end-to-end tests start the release binaries as real processes. They are built together
+# with the tests (`--tests`), so that the dev-dependencies' features are unified once and
+# `cargo test` reuses every artifact: built without `--tests`, the binaries would get another
+# feature set (chrono, getrandom, zerocopy...) and `cargo test` would compile the tree twice.
+cargo build --workspace --release --locked --bins --lib --tests
 cargo test --workspace --release --locked
 
 # deploy/: Kubernetes manifests, compose file, systemd units, launchd plist and dashboard,

@@ -9,12 +9,12 @@ use symcluster_proto::v1::{JobSpec, job_spec::Payload};
 
 fuzz_target!(|data: &[u8]| {
     if let Ok(spec) = JobSpec::decode(data) {
-        let _ = symcluster_master::routing::check(&spec);
+        let _ = symcluster_admission::check(&spec);
     }
     let compressed = JobSpec {
         job_id: "fuzz".into(),
         payload: Some(Payload::Native(symcluster_proto::report::compressed_job(data))),
         project: String::new(),
     };
-    let _ = symcluster_master::routing::check(&compressed);
+    let _ = symcluster_admission::check(&compressed);
 });

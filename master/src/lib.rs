@@ -6,7 +6,7 @@
 //!   committed commands (deterministic);
 //! - [`raft`]: the Raft member (raft-rs): node thread, durable log, transport, snapshots;
 //! - [`scheduler`]: queue, leases, placement and the worker registry, on the leader;
-//! - [`routing`]: request checks and routing keys;
+//! - request checks and routing keys live in `symcluster-admission` (`master/admission/`);
 //! - [`service`]: the gRPC services (Ingest, WorkerApi, Admin), auth, leader redirects;
 //! - [`metrics`]: Prometheus metrics over HTTP.
 
@@ -18,7 +18,6 @@ pub mod index;
 pub mod metrics;
 pub mod missing_check;
 pub mod raft;
-pub mod routing;
 pub mod scheduler;
 pub mod service;
 
@@ -39,9 +38,9 @@ use scheduler::{Scheduler, SchedulerConfig};
 use service::{AdminService, IngestService, WorkerApiService};
 
 /// Largest `Ingest` request, bytes: a report or JS stack of
-/// [`routing::MAX_PAYLOAD_BYTES`] (16 MiB) and the rest of its `JobSpec`. A larger message is
+/// [`symcluster_admission::MAX_PAYLOAD_BYTES`] (16 MiB) and the rest of its `JobSpec`. A larger message is
 /// refused with `OUT_OF_RANGE` before it is read.
-pub const MAX_INGEST_MESSAGE_BYTES: usize = routing::MAX_PAYLOAD_BYTES + (1 << 20);
+pub const MAX_INGEST_MESSAGE_BYTES: usize = symcluster_admission::MAX_PAYLOAD_BYTES + (1 << 20);
 
 /// How long a stopping master (SIGTERM) waits for open calls to end before it stops anyway.
 pub const SHUTDOWN_GRACE: std::time::Duration = std::time::Duration::from_secs(2);

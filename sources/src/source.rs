@@ -12,6 +12,7 @@ use std::time::Duration;
 
 use aws_sdk_s3::config::{BehaviorVersion, Region, retry::RetryConfig, timeout::TimeoutConfig};
 use aws_sdk_s3::error::{ProvideErrorMetadata, SdkError};
+use aws_smithy_http_client::tls;
 
 /// Why a fetch failed (the source could not be asked, or answered with an error).
 #[derive(Debug, Clone, thiserror::Error)]
@@ -56,7 +57,15 @@ impl Source {
     /// An S3 source. Credentials come from the usual AWS environment (`AWS_ACCESS_KEY_ID`,
     /// `AWS_SECRET_ACCESS_KEY`, profiles); requests use path-style addressing.
     pub async fn s3(config: &S3Settings) -> Self {
+        // HTTPS through rustls with ring (trusting the platform's roots), for S3 and for the
+        // credential providers alike.
+        let https = aws_smithy_http_client::Builder::new()
+            .tls_provider(tls::Provider::Rustls(
+                tls::rustls_provider::CryptoMode::Ring,
+            ))
+            .build_https();
         let shared = aws_config::defaults(BehaviorVersion::latest())
+            .http_client(https)
             .region(Region::new(config.region.clone()))
             .load()
             .await;

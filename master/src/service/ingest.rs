@@ -16,8 +16,8 @@ use tracing::Instrument as _;
 use super::{index_status, job_to_proto, require_leader, schedule_status, submit_stream};
 use crate::auth;
 use crate::index::{JobState, JobView, ResultForm, is_terminal, keys};
-use crate::routing::{Checked, check};
 use crate::scheduler::Scheduler;
+use symcluster_admission::{Checked, check};
 
 /// The ingestion service.
 pub struct IngestService {

@@ -1,4 +1,8 @@
-//! What a job is routed by, and what is checked before a job is accepted.
+//! What a job is routed by, and what is checked before the master accepts it
+//! (`symcluster-admission`).
+//!
+//! Its own crate, with no I/O and none of the master's server dependencies, so that the fuzz
+//! targets (`fuzz/fuzz_targets/job_request.rs`) build it without the master.
 //!
 //! Native jobs route by the debug id of the image holding most frames of the crashed thread
 //! (the app's own binary, whose debug file is the big one to keep cached; read by the engine's
