@@ -77,9 +77,10 @@ impl Tls {
     }
 }
 
-/// Makes *ring* the process's rustls crypto provider, once. Both *ring* (tonic) and aws-lc-rs
-/// (the AWS SDK) are linked, so rustls cannot pick one by itself and would panic at the first
-/// TLS configuration. Called before any TLS configuration is built (here and by the master).
+/// Makes *ring* the process's rustls crypto provider, once, explicitly (tonic and the S3
+/// client both use *ring*), so that a dependency that later enables aws-lc-rs too cannot make
+/// rustls's automatic choice ambiguous, which panics at the first TLS configuration. Called
+/// before any TLS configuration is built (here and by the master).
 pub fn install_crypto_provider() {
     static ONCE: std::sync::Once = std::sync::Once::new();
     ONCE.call_once(|| {

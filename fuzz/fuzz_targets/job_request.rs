@@ -13,7 +13,9 @@ fuzz_target!(|data: &[u8]| {
     }
     let compressed = JobSpec {
         job_id: "fuzz".into(),
-        payload: Some(Payload::Native(symcluster_proto::report::compressed_job(data))),
+        payload: Some(Payload::Native(symcluster_proto::report::compressed_job(
+            data,
+        ))),
         project: String::new(),
     };
     let _ = symcluster_admission::check(&compressed);

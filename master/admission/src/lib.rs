@@ -10,6 +10,8 @@
 //! (debug id, or release/dist/bundle). A native job whose sender gives the key
 //! (`NativeJob.routing_key`), or says there is none (`-`), is not decompressed here at all.
 
+#![deny(missing_docs)]
+
 use symcluster_engine::reports::routing::routing_image;
 use symcluster_proto::{report, v1};
 
