@@ -60,7 +60,9 @@ pub struct MasterConfig {
         default_value = "5s")]
     pub heartbeat_ms: u64,
 
-    /// Attempts before a job fails for good.
+    /// Attempts before a job fails for good, per revision (a job run again for a file that
+    /// arrived has as many again). A lease a draining worker hands back before the job started
+    /// there, or one that never reached its worker, does not count.
     #[arg(long, env = "SYMCLUSTER_MAX_ATTEMPTS", default_value_t = 3)]
     pub max_attempts: u32,
 

@@ -12,7 +12,8 @@
 //! 2. started jobs finish and report, for at most `--drain-timeout` (heartbeats keep every
 //!    held lease alive meanwhile, started or not); a second signal cuts the wait short;
 //! 3. jobs still running are stopped, and `Deregister` hands their leases back with those of
-//!    the jobs that never started: the master queues them again at once, for another worker;
+//!    the jobs that never started, named apart (`unstarted`: their attempt does not count):
+//!    the master queues them again at once, for another worker;
 //! 4. the worker exits 0.
 
 use std::collections::HashMap;
@@ -139,6 +140,21 @@ impl Jobs {
             all = tokio::time::timeout(within, all) => all.is_ok(),
             () = shutdown.urgent() => false,
         }
+    }
+
+    /// Ids of the leased jobs that never started (they waited for a slot). After a stop none
+    /// starts any more ([`Jobs::start`]), so the list stays true until `Deregister` hands them
+    /// back, as attempts that do not count.
+    pub fn unstarted_ids(&self) -> Vec<String> {
+        let mut ids: Vec<String> = self
+            .lock()
+            .iter()
+            .filter(|(_, held)| !held.started)
+            .map(|((id, _), _)| id.clone())
+            .collect();
+        ids.sort_unstable();
+        ids.dedup();
+        ids
     }
 
     /// Stops every job still running (their outcomes are never reported); returns how many had
@@ -397,11 +413,13 @@ async fn deregister(
     client: &Client,
     worker_id: &str,
     reason: String,
+    unstarted: Vec<String>,
     jobs: &Jobs,
 ) -> anyhow::Result<api::DeregisterResponse> {
     let request = api::DeregisterRequest {
         worker_id: worker_id.to_owned(),
         reason,
+        unstarted,
     };
     let call = || {
         client.on_leader(|channel| {
@@ -437,6 +455,8 @@ async fn finish_drain(
     shutdown: &mut Shutdown,
 ) {
     let all_done = jobs.wait_idle(timeout, shutdown).await;
+    // Taken before `abort_all` empties the registry; no job starts after the stop.
+    let unstarted = jobs.unstarted_ids();
     let stopped = if all_done { 0 } else { jobs.abort_all() };
     let reason = if all_done {
         "drained".to_owned()
@@ -445,7 +465,7 @@ async fn finish_drain(
     };
     let deregistered = tokio::time::timeout(
         DEREGISTER_TIMEOUT,
-        deregister(client, worker_id, reason, jobs),
+        deregister(client, worker_id, reason, unstarted, jobs),
     )
     .await
     .unwrap_or_else(|_| Err(anyhow::anyhow!("no answer within {DEREGISTER_TIMEOUT:?}")));

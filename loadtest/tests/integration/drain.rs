@@ -211,14 +211,18 @@ async fn sigterm_under_load_loses_nothing() {
 /// A worker with one slot and `--prefetch 1` holds two leases while its slot is busy (a
 /// paused S3 holds the first job in its dSYM download); the master leases no third. The
 /// waiting lease is renewed by heartbeats like the running one, before and during a drain
-/// longer than a lease: SIGTERM hands both back when the drain ends (the waiting one
-/// unstarted, neither expired), and another worker completes every job once.
+/// longer than a lease: SIGTERM hands both back when the drain ends, neither expired, the
+/// waiting one named unstarted, so that its attempt does not count. With `--max-attempts 2`,
+/// a second worker SIGKILLed holding all three jobs then fails for good only the job that had
+/// started on the first worker (its second counted attempt); a third worker completes the
+/// others.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_prefetched_lease_waits_for_a_slot_and_a_drain_hands_it_back() {
+async fn a_prefetched_lease_waits_for_a_slot_and_a_drain_hands_it_back_uncounted() {
     const SHORT_LEASE_MS: u64 = 1_500;
     let mut cluster = cluster_with(MasterOptions {
         lease_ms: SHORT_LEASE_MS,
         heartbeat_ms: 250,
+        args: ["--max-attempts", "2"].map(String::from).to_vec(),
         ..MasterOptions::default()
     })
     .await;
@@ -275,6 +279,9 @@ async fn a_prefetched_lease_waits_for_a_slot_and_a_drain_hands_it_back() {
     let exit = cluster.stop_worker(a, Duration::from_secs(20)).await;
     let exit = exit.expect("worker-0 did not exit within 20 s of SIGTERM");
     assert!(exit.success(), "worker-0 exited with {exit}");
+    // One of the two had the slot (in its download); the other waited, and worker-0 named it
+    // unstarted.
+    let (mut started, mut waited) = (Vec::new(), Vec::new());
     for id in &ids[..2] {
         let job = client.job(id).await.unwrap();
         assert_eq!(
@@ -282,12 +289,75 @@ async fn a_prefetched_lease_waits_for_a_slot_and_a_drain_hands_it_back() {
             (api::JobState::Queued as i32, 1),
             "{id}: {job:?}"
         );
-        assert!(
-            job.error.contains("worker worker-0 left"),
-            "{id} was handed back: {}",
-            job.error
-        );
+        if job.error.starts_with("worker worker-0 left")
+            && job
+                .error
+                .ends_with(" (it never started there: not counted)")
+        {
+            waited.push(*id);
+        } else {
+            assert!(
+                job.error.starts_with("worker worker-0 left"),
+                "{id} was handed back: {}",
+                job.error
+            );
+            started.push(*id);
+        }
     }
+    assert_eq!(
+        (started.len(), waited.len()),
+        (1, 1),
+        "{started:?} {waited:?}"
+    );
+    let (started, waited) = (started[0], waited[0]);
+
+    // Worker-1 takes all three (S3 still paused) and dies holding them.
+    let b = cluster
+        .add_worker_with(WorkerOptions {
+            slots: 2,
+            s3_timeout_ms: 600_000,
+            ..WorkerOptions::default()
+        })
+        .await;
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while cluster
+        .status()
+        .await
+        .workers
+        .iter()
+        .map(|w| w.busy)
+        .sum::<u32>()
+        < 3
+    {
+        assert!(Instant::now() < deadline, "worker-1 never held the 3 jobs");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    cluster.kill_worker(b);
+    // Its leases expire: the job that started on worker-0 has used its 2 attempts.
+    let job = wait(&mut client, started).await;
+    assert_eq!(
+        (job.state, job.attempts, job.error.as_str()),
+        (
+            api::JobState::Failed as i32,
+            2,
+            "lease expired on worker worker-1 (attempt 2 of 2)"
+        ),
+        "{started}"
+    );
+    let deadline = Instant::now() + Duration::from_secs(30);
+    for id in [waited, "queued-3"] {
+        loop {
+            let job = client.job(id).await.unwrap();
+            if job.state == api::JobState::Queued as i32 {
+                assert_eq!(job.error, "lease expired on worker worker-1", "{id}");
+                break;
+            }
+            assert_eq!(job.state, api::JobState::Running as i32, "{id}: {job:?}");
+            assert!(Instant::now() < deadline, "{id} stayed on worker-1");
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+
     cluster
         .add_worker_with(WorkerOptions {
             s3_timeout_ms: 600_000,
@@ -295,16 +365,23 @@ async fn a_prefetched_lease_waits_for_a_slot_and_a_drain_hands_it_back() {
         })
         .await;
     cluster.garage.resume();
-    for (id, attempts) in ids.iter().zip([2, 2, 1]) {
+    for (id, attempts) in [(waited, 3), ("queued-3", 2)] {
         let job = wait(&mut client, id).await;
         assert_eq!(
             (job.state, job.worker_id.as_str(), job.attempts),
-            (api::JobState::Completed as i32, "worker-1", attempts),
+            (api::JobState::Completed as i32, "worker-2", attempts),
             "{id}: {}",
             job.error
         );
         assert!(!result(&job)["threads"].as_array().unwrap().is_empty());
     }
     let status = cluster.status().await;
-    assert_eq!((status.jobs_completed, status.queue_depth), (3, 0));
+    assert_eq!(
+        (
+            status.jobs_completed,
+            status.jobs_failed,
+            status.queue_depth
+        ),
+        (2, 1, 0)
+    );
 }

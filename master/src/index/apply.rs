@@ -3,7 +3,8 @@
 //! The rules (each a pure function of the stored record and the command):
 //! - `Submit` creates a QUEUED job; ignored when the id exists (submits are idempotent).
 //! - `Lease` with `attempt = attempts + 1` makes a QUEUED job RUNNING on a worker.
-//! - `Requeue` for the current attempt puts a RUNNING job back to QUEUED.
+//! - `Requeue` for the current attempt puts a RUNNING job back to QUEUED; an `unstarted` one
+//!   also takes that attempt out of the count against `max_attempts` (`uncounted_attempts`).
 //! - `Complete` from any attempt completes a job that is not finished: the first completion
 //!   wins, later ones are ignored, so racing workers complete a job once; it adds the job to its
 //!   crash group.
@@ -11,8 +12,9 @@
 //! - `Complete` and `Fail` record the files the job lacked (`missing` table); such a job keeps
 //!   its spec, so that it can run again.
 //! - `Resymbolicate` puts a finished job that lacked a file (and kept its spec) back in the
-//!   queue as its next revision; its result stays until the next `Complete` replaces it, which
-//!   also moves the job from its old crash group to its new one.
+//!   queue as its next revision, with the whole attempt budget again (`uncounted_attempts`);
+//!   its result stays until the next `Complete` replaces it, which also moves the job from its
+//!   old crash group to its new one.
 //! - `Purge` deletes finished jobs that finished before its cut-off.
 
 use prost::Message;
@@ -122,6 +124,9 @@ impl<'t> Applier<'t> {
                 job.state = JobState::Queued as i32;
                 job.error = c.reason.clone();
                 job.worker_id.clear();
+                if c.unstarted {
+                    job.uncounted_attempts = (job.uncounted_attempts + 1).min(job.attempts);
+                }
                 true
             }),
             Kind::Complete(c) => self.complete(c),
@@ -151,6 +156,7 @@ impl<'t> Applier<'t> {
             state: state as i32,
             routing_key: c.routing_key.clone(),
             attempts: 0,
+            uncounted_attempts: 0,
             submitted_at_ms: c.at_ms,
             finished_at_ms: if is_terminal(state) { c.at_ms } else { 0 },
             error: c.unreadable.clone(),
@@ -291,6 +297,8 @@ impl<'t> Applier<'t> {
             }
             job.state = JobState::Queued as i32;
             job.revision = job.revision.max(1) + 1;
+            // A new revision gets the whole attempt budget; its attempt numbers go on.
+            job.uncounted_attempts = job.attempts;
             job.resymbolicated_at_ms = c.at_ms;
             job.error = c.reason.clone();
             job.worker_id.clear();
@@ -952,6 +960,56 @@ mod tests {
         let open = index.open_jobs().unwrap();
         assert_eq!(open[0].running_on.as_deref(), Some("w1"));
         assert_eq!(open[0].attempts, 1);
+    }
+
+    #[test]
+    fn unstarted_leases_and_earlier_revisions_do_not_count_as_attempts() {
+        let (_dir, index) = index();
+        let key = "demo/a";
+        let lacking_one = command::with_missing(
+            command::complete(key, 3, "w3", b"{}".to_vec(), Some(group("raw")), 10),
+            vec![lacking("dbg-1")],
+        );
+        let applied = apply_all(
+            &index,
+            &[
+                command::submit(key, v1::JobKind::Native, vec![7], "k", 1),
+                // Handed back unstarted: attempt 1 does not count.
+                command::lease(key, "w1", 1, 2),
+                command::requeue_unstarted(key, 1, "worker w1 left (not started)", 3),
+                // Ran and was lost: attempt 2 counts.
+                command::lease(key, "w2", 2, 4),
+                command::requeue(key, 2, "lease expired on worker w2", 5),
+                command::lease(key, "w3", 3, 6),
+                // A stale unstarted hand-back (attempt 2 is over) changes nothing.
+                command::requeue_unstarted(key, 2, "late", 7),
+            ],
+        );
+        assert_eq!(applied[6], Applied::Ignored);
+        let open = index.open_jobs().unwrap();
+        assert_eq!(
+            (open[0].attempts, open[0].uncounted_attempts),
+            (3, 1),
+            "{open:?}"
+        );
+        // Finished lacking dbg-1, then queued again when it arrived: the new revision's
+        // attempts start from nothing (3 uncounted), its numbers go on (the next lease is 4).
+        apply_all(
+            &index,
+            &[
+                lacking_one,
+                command::resymbolicate(key, "dbg-1 arrived", 11),
+            ],
+        );
+        let open = index.open_jobs().unwrap();
+        assert_eq!(
+            (
+                open[0].attempts,
+                open[0].uncounted_attempts,
+                open[0].revision
+            ),
+            (3, 3, 2)
+        );
     }
 
     #[test]

@@ -75,6 +75,20 @@ pub fn requeue(job_id: &str, attempt: u32, reason: &str, at_ms: u64) -> Command 
         attempt,
         reason: reason.to_owned(),
         at_ms,
+        unstarted: false,
+    }))
+}
+
+/// Attempt `attempt` never started (its lease was handed back unstarted, or never reached its
+/// worker); the job goes back to the queue and the attempt does not count against
+/// `max_attempts` (`JobRecord.uncounted_attempts`).
+pub fn requeue_unstarted(job_id: &str, attempt: u32, reason: &str, at_ms: u64) -> Command {
+    command(pb::command::Kind::Requeue(pb::Requeue {
+        job_id: job_id.to_owned(),
+        attempt,
+        reason: reason.to_owned(),
+        at_ms,
+        unstarted: true,
     }))
 }
 

@@ -163,6 +163,9 @@ pub struct OpenJob {
     pub routing_key: String,
     /// Leases granted so far.
     pub attempts: u32,
+    /// Of those, how many do not count against `max_attempts` (earlier revisions' attempts,
+    /// leases that never started).
+    pub uncounted_attempts: u32,
     /// The worker holding the current lease, when running.
     pub running_on: Option<String>,
     /// 1 for the first result; more when it runs again for a file that arrived.
@@ -324,6 +327,7 @@ impl Index {
                 job_id: record.job_id,
                 routing_key: record.routing_key,
                 attempts: record.attempts,
+                uncounted_attempts: record.uncounted_attempts.min(record.attempts),
                 revision: record.revision.max(1),
                 kind: record.kind,
                 queued_since_ms: record.resymbolicated_at_ms.max(record.submitted_at_ms),

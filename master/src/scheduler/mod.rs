@@ -81,6 +81,9 @@ struct OpenJob {
     /// Submitted (or queued again for a file that arrived) at, ms since the epoch.
     queued_since_ms: u64,
     attempts: u32,
+    /// Of `attempts`, those that do not count against `max_attempts`
+    /// (`JobRecord.uncounted_attempts`).
+    uncounted: u32,
     lease: Option<LeaseInfo>,
     /// It runs again for a file that arrived: the worker looks every file up afresh.
     recheck_missing: bool,
@@ -195,6 +198,7 @@ impl Scheduler {
                     kind: job.kind,
                     queued_since_ms: job.queued_since_ms,
                     attempts: job.attempts,
+                    uncounted: job.uncounted_attempts,
                     lease,
                     recheck_missing: job.revision > 1,
                 },
@@ -421,7 +425,9 @@ impl Scheduler {
                 return Ok(false);
             }
             core.pending.insert(job_id.to_owned());
-            command::with_missing(self.end_attempt(job_id, attempt, error, retryable), missing)
+            let uncounted = core.open.get(job_id).map_or(0, |j| j.uncounted);
+            let end = self.end_attempt(job_id, attempt, uncounted, error, retryable);
+            command::with_missing(end, missing)
         };
         let applied = self.raft.propose(command).await;
         if applied.is_err() {
@@ -475,14 +481,22 @@ impl Scheduler {
     }
 
     /// The command that ends an attempt without a result: `Requeue`, or `Fail` when the error
-    /// is permanent or the attempts are used up.
-    fn end_attempt(&self, job_id: &str, attempt: u32, error: &str, retryable: bool) -> Command {
+    /// is permanent or the attempts that count (`attempt - uncounted`) are used up.
+    fn end_attempt(
+        &self,
+        job_id: &str,
+        attempt: u32,
+        uncounted: u32,
+        error: &str,
+        retryable: bool,
+    ) -> Command {
         let at_ms = now_ms();
-        if retryable && attempt < self.config.max_attempts {
+        let counted = counted_attempt(attempt, uncounted);
+        if retryable && counted < self.config.max_attempts {
             command::requeue(job_id, attempt, error, at_ms)
         } else if retryable {
             let error = format!(
-                "{error} (attempt {attempt} of {})",
+                "{error} (attempt {counted} of {})",
                 self.config.max_attempts
             );
             command::fail(job_id, attempt, &error, at_ms)
@@ -504,9 +518,16 @@ impl Scheduler {
     }
 
     /// Ends `worker_id` (`WorkerApi.Deregister`): every job it still holds a lease for goes back
-    /// to the queue at once, with `reason`, and the worker leaves the registry. Resolves when the
-    /// requeues are applied; returns how many jobs were queued again.
-    pub async fn deregister(&self, worker_id: &str, reason: &str) -> Result<u32, ScheduleError> {
+    /// to the queue at once, with `reason`, and the worker leaves the registry. The jobs the
+    /// worker names in `unstarted` never ran there: their attempt does not count against
+    /// `max_attempts` (`Requeue.unstarted`). Resolves when the requeues are applied; returns how
+    /// many jobs were queued again.
+    pub async fn deregister(
+        &self,
+        worker_id: &str,
+        reason: &str,
+        unstarted: &HashSet<String>,
+    ) -> Result<u32, ScheduleError> {
         let commands: Vec<(String, Command)> = {
             let mut core = self.lock();
             core.workers.remove(worker_id);
@@ -525,7 +546,12 @@ impl Scheduler {
             held.into_iter()
                 .map(|(job_id, attempt)| {
                     core.pending.insert(job_id.clone());
-                    let command = command::requeue(&job_id, attempt, reason, at_ms);
+                    let command = if unstarted.contains(&job_id) {
+                        let reason = format!("{reason} (it never started there: not counted)");
+                        command::requeue_unstarted(&job_id, attempt, &reason, at_ms)
+                    } else {
+                        command::requeue(&job_id, attempt, reason, at_ms)
+                    };
                     (job_id, command)
                 })
                 .collect()
@@ -617,18 +643,18 @@ impl Scheduler {
         if !core.is_leader {
             return 0;
         }
-        let expired: Vec<(String, LeaseInfo)> = core
+        let expired: Vec<(String, LeaseInfo, u32)> = core
             .open
             .iter()
             .filter(|(id, _)| !core.pending.contains(*id))
-            .filter_map(|(id, j)| j.lease.clone().map(|l| (id.clone(), l)))
-            .filter(|(_, l)| l.deadline_ms <= now)
+            .filter_map(|(id, j)| j.lease.clone().map(|l| (id.clone(), l, j.uncounted)))
+            .filter(|(_, l, _)| l.deadline_ms <= now)
             .collect();
-        for (job_id, lease) in &expired {
+        for (job_id, lease, uncounted) in &expired {
             core.pending.insert(job_id.clone());
             let reason = format!("lease expired on worker {}", lease.worker_id);
-            self.raft
-                .propose_nowait(self.end_attempt(job_id, lease.attempt, &reason, true));
+            let end = self.end_attempt(job_id, lease.attempt, *uncounted, &reason, true);
+            self.raft.propose_nowait(end);
         }
         expired.len()
     }
@@ -757,9 +783,14 @@ impl Scheduler {
                 w.sender = None;
             }
             core.pending.insert(job_id.to_owned());
+            // The lease never reached the worker: the attempt does not count.
             let reason = format!("worker {worker_id} disconnected");
-            self.raft
-                .propose_nowait(command::requeue(job_id, attempt, &reason, now_ms()));
+            self.raft.propose_nowait(command::requeue_unstarted(
+                job_id,
+                attempt,
+                &reason,
+                now_ms(),
+            ));
         }
     }
 
@@ -855,6 +886,7 @@ impl Hooks for Scheduler {
                                 kind: c.kind,
                                 queued_since_ms: c.at_ms,
                                 attempts: 0,
+                                uncounted: 0,
                                 lease: None,
                                 recheck_missing: false,
                             },
@@ -896,11 +928,14 @@ impl Hooks for Scheduler {
                 Kind::Requeue(c) => {
                     core.pending.remove(&c.job_id);
                     if changed {
-                        let worker = core
-                            .open
-                            .get_mut(&c.job_id)
-                            .and_then(|j| j.lease.take())
-                            .map(|l| l.worker_id);
+                        let worker = core.open.get_mut(&c.job_id).and_then(|j| {
+                            if c.unstarted {
+                                // As apply counts it (`uncounted_attempts`).
+                                j.uncounted = (j.uncounted + 1).min(j.attempts);
+                            }
+                            j.lease.take()
+                        });
+                        let worker = worker.map(|l| l.worker_id);
                         if let Some(worker) = worker {
                             Self::release(&mut core, &c.job_id, &worker);
                         }
@@ -909,7 +944,7 @@ impl Hooks for Scheduler {
                 }
                 Kind::Resymbolicate(c) => {
                     // Queued again: its routing key and attempts so far (attempt numbers go on
-                    // across revisions) are in its record.
+                    // across revisions; the earlier ones no longer count) are in its record.
                     let record = changed
                         .then(|| self.index.job(&c.job_id, false).ok().flatten())
                         .flatten();
@@ -921,6 +956,7 @@ impl Hooks for Scheduler {
                                 kind: job.record.kind,
                                 queued_since_ms: c.at_ms,
                                 attempts: job.record.attempts,
+                                uncounted: job.record.uncounted_attempts,
                                 lease: None,
                                 recheck_missing: true,
                             },
@@ -993,5 +1029,28 @@ impl Scheduler {
                 w.busy.remove(job_id);
             }
         }
+    }
+}
+
+/// The attempt number that counts against `max_attempts`: `attempt` less the attempts that do
+/// not count (an earlier revision's, leases that never started); at least 1.
+fn counted_attempt(attempt: u32, uncounted: u32) -> u32 {
+    attempt.saturating_sub(uncounted).max(1)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::counted_attempt;
+
+    #[test]
+    fn attempts_of_earlier_revisions_and_unstarted_leases_do_not_count() {
+        assert_eq!(counted_attempt(1, 0), 1);
+        assert_eq!(counted_attempt(3, 0), 3);
+        // Revision 2 of a job whose first revision took 3 attempts: its first lease is 4.
+        assert_eq!(counted_attempt(4, 3), 1);
+        // Attempt 2 after a lease handed back unstarted is the first that ran.
+        assert_eq!(counted_attempt(2, 1), 1);
+        // Never below 1, even from a record whose count is off.
+        assert_eq!(counted_attempt(2, 5), 1);
     }
 }

@@ -275,9 +275,10 @@ impl WorkerApi for WorkerApiService {
                 r.reason.chars().take(200).collect::<String>()
             )
         };
+        let unstarted: std::collections::HashSet<String> = r.unstarted.iter().cloned().collect();
         let requeued = self
             .scheduler
-            .deregister(id, &reason)
+            .deregister(id, &reason, &unstarted)
             .await
             .map_err(schedule_status)?;
         tracing::info!(worker = id, requeued, "worker deregistered");
