@@ -62,7 +62,7 @@ pub struct MasterConfig {
 
     /// Attempts before a job fails for good, per revision (a job run again for a file that
     /// arrived has as many again). A lease a draining worker hands back before the job started
-    /// there, or one that never reached its worker, does not count.
+    /// there, or one the leader could not send on the worker's lease stream, does not count.
     #[arg(long, env = "SYMCLUSTER_MAX_ATTEMPTS", default_value_t = 3)]
     pub max_attempts: u32,
 

@@ -319,18 +319,21 @@ async fn a_prefetched_lease_waits_for_a_slot_and_a_drain_hands_it_back_uncounted
             ..WorkerOptions::default()
         })
         .await;
+    // Every lease applied (RUNNING on worker-1), so already on worker-1's lease stream: a
+    // lease still being proposed when the worker dies would be requeued as never sent.
     let deadline = Instant::now() + Duration::from_secs(30);
-    while cluster
-        .status()
-        .await
-        .workers
-        .iter()
-        .map(|w| w.busy)
-        .sum::<u32>()
-        < 3
-    {
-        assert!(Instant::now() < deadline, "worker-1 never held the 3 jobs");
-        tokio::time::sleep(Duration::from_millis(20)).await;
+    for id in ids {
+        loop {
+            let job = client.job(id).await.unwrap();
+            if (job.state, job.worker_id.as_str()) == (api::JobState::Running as i32, "worker-1") {
+                break;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "worker-1 never held {id}: {job:?}"
+            );
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
     }
     cluster.kill_worker(b);
     // Its leases expire: the job that started on worker-0 has used its 2 attempts.

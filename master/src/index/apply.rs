@@ -132,7 +132,7 @@ impl<'t> Applier<'t> {
             Kind::Complete(c) => self.complete(c),
             Kind::Fail(c) => self.fail(c),
             Kind::Purge(c) => self.purge(c.finished_before_ms),
-            Kind::Resymbolicate(c) => self.resymbolicate(c),
+            Kind::Resymbolicate(c) => self.resymbolicate(c, command.version),
         }
     }
 
@@ -287,7 +287,11 @@ impl<'t> Applier<'t> {
         Ok((applied, before))
     }
 
-    fn resymbolicate(&mut self, c: &pb::Resymbolicate) -> Result<Applied, IndexError> {
+    fn resymbolicate(
+        &mut self,
+        c: &pb::Resymbolicate,
+        version: u32,
+    ) -> Result<Applied, IndexError> {
         if self.specs.get(c.job_id.as_str()).map_err(db)?.is_none() {
             return Ok(Applied::Ignored);
         }
@@ -297,8 +301,11 @@ impl<'t> Applier<'t> {
             }
             job.state = JobState::Queued as i32;
             job.revision = job.revision.max(1) + 1;
-            // A new revision gets the whole attempt budget; its attempt numbers go on.
-            job.uncounted_attempts = job.attempts;
+            // A new revision gets the whole attempt budget; its attempt numbers go on. Entries
+            // of version 3 replay as they applied then (every revision's attempts counted).
+            if version >= 4 {
+                job.uncounted_attempts = job.attempts;
+            }
             job.resymbolicated_at_ms = c.at_ms;
             job.error = c.reason.clone();
             job.worker_id.clear();
@@ -1009,6 +1016,35 @@ mod tests {
                 open[0].revision
             ),
             (3, 3, 2)
+        );
+    }
+
+    #[test]
+    fn a_version_3_resymbolicate_replays_as_it_applied_then() {
+        let (_dir, index) = index();
+        let key = "demo/a";
+        let mut old = command::resymbolicate(key, "dbg-1 arrived", 11);
+        old.version = 3;
+        apply_all(
+            &index,
+            &[
+                command::submit(key, v1::JobKind::Native, vec![7], "k", 1),
+                command::lease(key, "w1", 1, 2),
+                command::with_missing(
+                    command::complete(key, 1, "w1", b"{}".to_vec(), Some(group("raw")), 10),
+                    vec![lacking("dbg-1")],
+                ),
+                old,
+            ],
+        );
+        let open = index.open_jobs().unwrap();
+        assert_eq!(
+            (
+                open[0].attempts,
+                open[0].uncounted_attempts,
+                open[0].revision
+            ),
+            (1, 0, 2)
         );
     }
 

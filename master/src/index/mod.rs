@@ -54,8 +54,11 @@ pub const CACHE_BYTES: usize = 64 << 20;
 
 /// The schema version this master writes into [`Command::version`] and snapshots.
 /// Version 2 keys jobs and groups by project ([`keys`]); version 3 records missing files and
-/// adds `Resymbolicate`.
-pub const SCHEMA_VERSION: u32 = 3;
+/// adds `Resymbolicate`; version 4 gives a job's new revision the whole attempt budget
+/// (`JobRecord.uncounted_attempts`, set by a version-4 `Resymbolicate` only, so that an older
+/// entry replays as it applied then) and adds `Requeue.unstarted`. Nothing stored changes
+/// shape: an index of version 3 opens as it is.
+pub const SCHEMA_VERSION: u32 = 4;
 
 /// Keys of [`META`].
 pub(crate) mod meta {

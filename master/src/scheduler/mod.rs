@@ -928,10 +928,17 @@ impl Hooks for Scheduler {
                 Kind::Requeue(c) => {
                     core.pending.remove(&c.job_id);
                     if changed {
+                        // Hooks run after the whole batch is applied: the record (not a count
+                        // kept here) says how many attempts do not count, whatever else the
+                        // batch did to the job.
+                        let uncounted = c
+                            .unstarted
+                            .then(|| self.index.job(&c.job_id, false).ok().flatten())
+                            .flatten()
+                            .map(|job| job.record.uncounted_attempts.min(job.record.attempts));
                         let worker = core.open.get_mut(&c.job_id).and_then(|j| {
-                            if c.unstarted {
-                                // As apply counts it (`uncounted_attempts`).
-                                j.uncounted = (j.uncounted + 1).min(j.attempts);
+                            if let Some(uncounted) = uncounted {
+                                j.uncounted = uncounted;
                             }
                             j.lease.take()
                         });
@@ -956,7 +963,7 @@ impl Hooks for Scheduler {
                                 kind: job.record.kind,
                                 queued_since_ms: c.at_ms,
                                 attempts: job.record.attempts,
-                                uncounted: job.record.uncounted_attempts,
+                                uncounted: job.record.uncounted_attempts.min(job.record.attempts),
                                 lease: None,
                                 recheck_missing: true,
                             },
