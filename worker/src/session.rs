@@ -260,6 +260,7 @@ async fn heartbeats(
         let request = api::HeartbeatRequest {
             worker_id: worker_id.clone(),
             running_job_ids: jobs.leased_ids(),
+            running: jobs.busy_slots(),
             cache: Some(api::CacheStats {
                 hits: caches.counters.hits.load(Ordering::Relaxed),
                 misses: caches.counters.misses.load(Ordering::Relaxed),

@@ -261,8 +261,16 @@ async fn a_prefetched_lease_waits_for_a_slot_and_a_drain_hands_it_back_uncounted
     // Three lease durations: a lease not renewed would have expired (and been granted again,
     // attempt 2) by now.
     tokio::time::sleep(Duration::from_millis(3 * SHORT_LEASE_MS)).await;
+    // Heartbeats (every 250 ms) told the master which of the two runs.
     let status = cluster.status().await;
-    assert_eq!((status.workers[0].busy, status.queue_depth), (2, 1));
+    assert_eq!(
+        (
+            status.workers[0].busy,
+            status.workers[0].running,
+            status.queue_depth
+        ),
+        (2, 1, 1)
+    );
     for id in &ids[..2] {
         let job = client.job(id).await.unwrap();
         assert_eq!(

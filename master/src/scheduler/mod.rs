@@ -609,11 +609,13 @@ impl Scheduler {
         stats
     }
 
-    /// Renews the leases of `running` jobs on `worker_id`; `false` if the worker is unknown.
+    /// Renews the leases of the `leased` jobs on `worker_id` (running or waiting for a slot) and
+    /// records how many `running` hold a slot; `false` if the worker is unknown.
     pub fn heartbeat(
         &self,
         worker_id: &str,
-        running: &[String],
+        leased: &[String],
+        running: u32,
         cache: Option<v1::CacheStats>,
     ) -> bool {
         let mut core = self.lock();
@@ -622,10 +624,11 @@ impl Scheduler {
             return false;
         };
         worker.last_heartbeat = std::time::Instant::now();
+        worker.running = running;
         if let Some(cache) = cache {
             worker.cache = cache;
         }
-        for job_id in running {
+        for job_id in leased {
             if let Some(lease) = core.open.get_mut(job_id).and_then(|j| j.lease.as_mut())
                 && lease.worker_id == worker_id
             {

@@ -34,6 +34,8 @@ pub struct WorkerEntry {
     pub owner: Arc<str>,
     /// Stopping (`WorkerApi.Drain`): no more leases.
     pub draining: bool,
+    /// Jobs running on it (holding a slot), from its last heartbeat.
+    pub running: u32,
 }
 
 impl WorkerEntry {
@@ -49,6 +51,7 @@ impl WorkerEntry {
             cache: v1::CacheStats::default(),
             owner,
             draining: false,
+            running: 0,
         };
         entry.set_slots(slots, prefetch);
         entry
@@ -98,6 +101,7 @@ impl WorkerEntry {
             cache_hits: self.cache.hits,
             cache_misses: self.cache.misses,
             draining: self.draining,
+            running: self.running,
         }
     }
 }

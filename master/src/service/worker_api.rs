@@ -230,9 +230,12 @@ impl WorkerApi for WorkerApiService {
         require_leader(&self.scheduler)?;
         self.act_as(&request, &request.get_ref().worker_id)?;
         let r = request.into_inner();
-        let known = self
-            .scheduler
-            .heartbeat(worker_id(&r.worker_id)?, &r.running_job_ids, r.cache);
+        let known = self.scheduler.heartbeat(
+            worker_id(&r.worker_id)?,
+            &r.running_job_ids,
+            r.running,
+            r.cache,
+        );
         Ok(Response::new(v1::HeartbeatResponse { known }))
     }
 

@@ -167,7 +167,8 @@ pub fn status(s: &api::ClusterStatusResponse, output: Output) -> anyhow::Result<
             .map(|w| {
                 json!({
                     "worker_id": w.worker_id, "connected": w.connected, "draining": w.draining,
-                    "slots": w.slots, "busy": w.busy, "cache_hits": w.cache_hits,
+                    "slots": w.slots, "busy": w.busy, "running": w.running,
+                    "waiting": w.busy.saturating_sub(w.running), "cache_hits": w.cache_hits,
                     "cache_misses": w.cache_misses,
                     "last_heartbeat_ms_ago": w.last_heartbeat_ms_ago,
                 })
@@ -217,7 +218,14 @@ pub fn status(s: &api::ClusterStatusResponse, output: Output) -> anyhow::Result<
     }
     if !s.workers.is_empty() {
         println!();
-        let mut t = table(&["worker", "state", "busy/slots", "cache hits", "heartbeat"]);
+        let mut t = table(&[
+            "worker",
+            "state",
+            "running/slots",
+            "waiting",
+            "cache hits",
+            "heartbeat",
+        ]);
         for w in &s.workers {
             let state = match (w.connected, w.draining) {
                 (false, _) => "down",
@@ -227,7 +235,8 @@ pub fn status(s: &api::ClusterStatusResponse, output: Output) -> anyhow::Result<
             t.add_row(vec![
                 w.worker_id.clone(),
                 state.to_owned(),
-                format!("{}/{}", w.busy, w.slots),
+                format!("{}/{}", w.running, w.slots),
+                w.busy.saturating_sub(w.running).to_string(),
                 percent(w.cache_hits, w.cache_hits + w.cache_misses)
                     .map_or("-".to_owned(), |p| format!("{p:.0}%")),
                 format!("{} ms ago", w.last_heartbeat_ms_ago),
