@@ -91,7 +91,17 @@ impl Jobs {
 
     /// Ids of the jobs leased to this worker: running, or waiting for a slot.
     pub fn leased_ids(&self) -> Vec<String> {
-        let mut ids: Vec<String> = self.lock().keys().map(|(id, _)| id.clone()).collect();
+        self.ids_where(|_| true)
+    }
+
+    /// Ids of the jobs held whose entry passes `keep`, sorted, each once.
+    fn ids_where(&self, keep: impl Fn(&Held) -> bool) -> Vec<String> {
+        let mut ids: Vec<String> = self
+            .lock()
+            .iter()
+            .filter(|(_, held)| keep(held))
+            .map(|((id, _), _)| id.clone())
+            .collect();
         ids.sort_unstable();
         ids.dedup();
         ids
@@ -146,15 +156,7 @@ impl Jobs {
     /// starts any more ([`Jobs::start`]), so the list stays true until `Deregister` hands them
     /// back, as attempts that do not count.
     pub fn unstarted_ids(&self) -> Vec<String> {
-        let mut ids: Vec<String> = self
-            .lock()
-            .iter()
-            .filter(|(_, held)| !held.started)
-            .map(|((id, _), _)| id.clone())
-            .collect();
-        ids.sort_unstable();
-        ids.dedup();
-        ids
+        self.ids_where(|held| !held.started)
     }
 
     /// Stops every job still running (their outcomes are never reported); returns how many had

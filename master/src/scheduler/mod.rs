@@ -934,11 +934,19 @@ impl Hooks for Scheduler {
                         // Hooks run after the whole batch is applied: the record (not a count
                         // kept here) says how many attempts do not count, whatever else the
                         // batch did to the job.
-                        let uncounted = c
-                            .unstarted
-                            .then(|| self.index.job(&c.job_id, false).ok().flatten())
-                            .flatten()
-                            .map(|job| job.record.uncounted_attempts.min(job.record.attempts));
+                        // Unread (a storage error, logged), the count kept stays: one attempt
+                        // too many counted, never one too few.
+                        let uncounted = match c.unstarted.then(|| self.index.job(&c.job_id, false))
+                        {
+                            Some(Ok(Some(job))) => {
+                                Some(job.record.uncounted_attempts.min(job.record.attempts))
+                            }
+                            Some(Err(e)) => {
+                                tracing::warn!(job_id = %c.job_id, error = %e, "cannot read the job's uncounted attempts");
+                                None
+                            }
+                            Some(Ok(None)) | None => None,
+                        };
                         let worker = core.open.get_mut(&c.job_id).and_then(|j| {
                             if let Some(uncounted) = uncounted {
                                 j.uncounted = uncounted;
