@@ -9,7 +9,7 @@
 //!   wins, later ones are ignored, so racing workers complete a job once; it adds the job to its
 //!   crash group.
 //! - `Fail` fails a job that is not finished.
-//! - `Complete` and `Fail` record the files the job lacked (`missing` table); such a job keeps
+//! - `Complete` and `Fail` record the files the job lacked ([`super::missing`]); such a job keeps
 //!   its spec, so that it can run again.
 //! - `Resymbolicate` puts a finished job that lacked a file (and kept its spec) back in the
 //!   queue as its next revision, with the whole attempt budget again (`uncounted_attempts`);
@@ -23,8 +23,8 @@ use symcluster_proto::cluster::v1 as pb;
 use symcluster_proto::v1;
 
 use super::{
-    BY_SEQUENCE, GROUPS, IndexError, JOBS, JobState, META, MISSING, OPEN, RESULTS, SPECS, compress,
-    db, decode_record, is_terminal, keys, meta, tree,
+    BY_SEQUENCE, GROUPS, IndexError, JOBS, JobState, META, OPEN, RESULTS, SPECS, compress, db,
+    decode_record, is_terminal, keys, meta, missing::MissingTables, tree,
 };
 
 /// What applying one command changed.
@@ -52,7 +52,7 @@ pub struct Applier<'t> {
     open: Table<'t, u64, &'static str>,
     groups: Table<'t, &'static str, &'static [u8]>,
     meta: Table<'t, &'static str, u64>,
-    missing: Table<'t, &'static str, &'static [u8]>,
+    missing: MissingTables<'t>,
 }
 
 fn state_key(state: JobState) -> Option<&'static str> {
@@ -76,7 +76,7 @@ impl<'t> Applier<'t> {
             open: txn.open_table(OPEN).map_err(db)?,
             groups: txn.open_table(GROUPS).map_err(db)?,
             meta: txn.open_table(META).map_err(db)?,
-            missing: txn.open_table(MISSING).map_err(db)?,
+            missing: MissingTables::open(txn)?,
         })
     }
 
@@ -212,9 +212,10 @@ impl<'t> Applier<'t> {
                 missing: old_missing,
                 call_tree: old_tree,
             } = before;
-            self.unrecord_missing(&c.job_id, &old_missing)?;
+            self.missing.unrecord(&c.job_id, &old_missing)?;
             let fingerprint = group.map_or("", |g| g.fingerprint.as_str());
-            self.record_missing(&c.job_id, &c.missing, c.at_ms, fingerprint)?;
+            self.missing
+                .record(&c.job_id, &c.missing, c.at_ms, fingerprint)?;
             if old_fingerprint != fingerprint {
                 self.leave_group(&c.job_id, &old_fingerprint, &old_tree)?;
                 if let Some(group) = group {
@@ -259,8 +260,8 @@ impl<'t> Applier<'t> {
                 job.missing = c.missing.clone();
             })?;
         if let Applied::Changed { .. } = applied {
-            self.unrecord_missing(&c.job_id, &before.missing)?;
-            self.record_missing(&c.job_id, &c.missing, c.at_ms, "")?;
+            self.missing.unrecord(&c.job_id, &before.missing)?;
+            self.missing.record(&c.job_id, &c.missing, c.at_ms, "")?;
             self.leave_group(&c.job_id, &before.fingerprint, &before.call_tree)?;
         }
         Ok(applied)
@@ -311,44 +312,6 @@ impl<'t> Applier<'t> {
             job.worker_id.clear();
             true
         })
-    }
-
-    /// Records that job `job_key` (finished at `at_ms`, in group `fingerprint`) lacks `files`.
-    fn record_missing(
-        &mut self,
-        job_key: &str,
-        files: &[v1::MissingFile],
-        at_ms: u64,
-        fingerprint: &str,
-    ) -> Result<(), IndexError> {
-        for file in files {
-            let value = pb::MissingJob {
-                image: file.image.clone(),
-                arch: file.arch.clone(),
-                at_ms,
-                fingerprint: fingerprint.to_owned(),
-            };
-            self.missing
-                .insert(
-                    keys::missing_key(job_key, &file.key).as_str(),
-                    value.encode_to_vec().as_slice(),
-                )
-                .map_err(db)?;
-        }
-        Ok(())
-    }
-
-    fn unrecord_missing(
-        &mut self,
-        job_key: &str,
-        files: &[v1::MissingFile],
-    ) -> Result<(), IndexError> {
-        for file in files {
-            self.missing
-                .remove(keys::missing_key(job_key, &file.key).as_str())
-                .map_err(db)?;
-        }
-        Ok(())
     }
 
     /// Takes job `job_key` (with its call tree) out of group `fingerprint` (nothing for an
@@ -517,7 +480,7 @@ impl<'t> Applier<'t> {
             self.specs.remove(id).map_err(db)?;
             self.results.remove(id).map_err(db)?;
             self.by_sequence.remove(*sequence).map_err(db)?;
-            self.unrecord_missing(id, &record.missing)?;
+            self.missing.unrecord(id, &record.missing)?;
             if let Some(key) = state_key(job_state(record)) {
                 self.meta_add(key, -1)?;
             }

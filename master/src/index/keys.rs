@@ -31,17 +31,12 @@ pub fn group_key(project: &str, fingerprint: &str) -> String {
     format!("{project}/{fingerprint}")
 }
 
-/// The key of the `missing` table's entry for job `job_key` lacking file `file_key`:
-/// `<project>\0<file key>\0<job id>` (NUL separated, so that a range scan finds one project's
-/// jobs lacking one file).
+/// The key of the entry for job `job_key` lacking file `file_key` in the missing-files table
+/// of the layout before missing sets (`missing`, read once to convert it:
+/// [`super::missing::convert_rows`]): `<project>\0<file key>\0<job id>`.
 pub fn missing_key(job_key: &str, file_key: &str) -> String {
     let (project, job_id) = split(job_key);
     format!("{project}\0{file_key}\0{job_id}")
-}
-
-/// The prefix of every [`missing_key`] of `project` and `file_key`.
-pub fn missing_prefix(project: &str, file_key: &str) -> String {
-    format!("{project}\0{file_key}\0")
 }
 
 /// `(project, file key, job key)` of a [`missing_key`]; `None` for a malformed key.
@@ -91,10 +86,7 @@ mod tests {
         assert_eq!(split("old"), ("default", "old"));
         assert_eq!(group_key("demo", "00ff"), "demo/00ff");
         let missing = missing_key("demo/a/b", "4c4c443b-5555-3144-a126-3cc30cf88fdb");
-        assert!(missing.starts_with(&missing_prefix(
-            "demo",
-            "4c4c443b-5555-3144-a126-3cc30cf88fdb"
-        )));
+        assert!(missing.starts_with("demo\u{0}4c4c443b-5555-3144-a126-3cc30cf88fdb\u{0}"));
         assert_eq!(
             split_missing(&missing),
             Some((

@@ -6,6 +6,10 @@
 //! submission order, open jobs, groups), the same way on every master, so their indexes stay
 //! equal. The stored version is kept in `index_meta` (`schema_version`); an index with no jobs
 //! and no version is new and simply gets the current one.
+//!
+//! An index whose missing-files table has the layout from before missing sets (one row per job
+//! and file) gets it rewritten by set ([`super::missing::convert_rows`]) in the same
+//! transaction.
 
 use prost::Message;
 use redb::{Database, ReadableTable, ReadableTableMetadata};
@@ -40,11 +44,20 @@ pub fn migrate(database: &Database) -> Result<u64, IndexError> {
     if stored < 2 {
         to_projects(&txn)?;
     }
+    // The missing-files index by sets (not a schema version of its own: the commands and the
+    // records are the same; only this table's layout changed).
+    let converted = super::missing::convert_rows(&txn)?;
     txn.open_table(META)
         .map_err(db)?
         .insert(SCHEMA_KEY, u64::from(SCHEMA_VERSION))
         .map_err(db)?;
     txn.commit().map_err(db)?;
+    if converted > 0 {
+        tracing::info!(
+            jobs = converted,
+            "index migrated: the jobs that lacked files are now indexed by missing set"
+        );
+    }
     if stored < 2 {
         tracing::info!(
             from = stored,
@@ -199,6 +212,81 @@ mod tests {
             let groups = index.groups(10, None, |p| p == "default").unwrap();
             assert_eq!((groups.len(), groups[0].project.as_str()), (1, "default"));
             drop(Arc::clone(index.database()));
+        }
+    }
+
+    #[test]
+    fn rows_from_before_missing_sets_become_sets_once() {
+        use redb::{ReadableDatabase, TableHandle};
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("master.redb");
+        // What a master before missing sets left: a row per job and file it lacked.
+        let row = |image: &str, at_ms, fingerprint: &str| {
+            pb::MissingJob {
+                image: image.into(),
+                arch: "arm64".into(),
+                at_ms,
+                fingerprint: fingerprint.into(),
+            }
+            .encode_to_vec()
+        };
+        {
+            let database = Index::open(Index::open_database(&path).unwrap())
+                .unwrap()
+                .database()
+                .clone();
+            let txn = database.begin_write().unwrap();
+            {
+                let mut rows = txn
+                    .open_table(crate::index::missing::ROWS_BEFORE_SETS)
+                    .unwrap();
+                for (job, file, image, at, group) in [
+                    ("demo/a", "k1", "A", 10, "g1"),
+                    ("demo/a", "k2", "B", 10, "g1"),
+                    ("demo/b", "k1", "A", 20, "g2"),
+                    ("other/c", "k2", "B", 30, ""),
+                ] {
+                    rows.insert(
+                        keys::missing_key(job, file).as_str(),
+                        row(image, at, group).as_slice(),
+                    )
+                    .unwrap();
+                }
+            }
+            txn.commit().unwrap();
+        }
+        for _ in 0..2 {
+            // Opened twice: converted once, then left as it is.
+            let index = Index::open(Index::open_database(&path).unwrap()).unwrap();
+            let lacking = |project, key: &str| -> Vec<String> {
+                index
+                    .jobs_lacking(project, &[key.to_owned()])
+                    .unwrap()
+                    .into_iter()
+                    .collect()
+            };
+            assert_eq!(lacking(Some("demo"), "k1"), ["demo/a", "demo/b"]);
+            assert_eq!(lacking(Some("demo"), "k2"), ["demo/a"]);
+            assert_eq!(lacking(None, "k2"), ["demo/a", "other/c"]);
+            let entries: Vec<_> = index
+                .missing_files(10, |_| true)
+                .unwrap()
+                .into_iter()
+                .map(|e| (e.project, e.key, e.image, e.jobs, e.groups, e.last_seen_ms))
+                .collect();
+            assert_eq!(
+                entries,
+                [
+                    ("demo".into(), "k1".into(), "A".into(), 2, 2, 20),
+                    ("other".into(), "k2".into(), "B".into(), 1, 0, 30),
+                    ("demo".into(), "k2".into(), "B".into(), 1, 1, 10),
+                ]
+            );
+            let read = index.database().begin_read().unwrap();
+            assert!(
+                !read.list_tables().unwrap().any(|t| t.name() == "missing"),
+                "the old table is gone"
+            );
         }
     }
 }

@@ -14,7 +14,7 @@
 //! | `by_sequence` | submission sequence (1-based) → job key |
 //! | `open` | submission sequence → job key, for queued and running jobs only |
 //! | `groups` | `<project>/<fingerprint>` → `symcluster.v1.CrashGroup` (prost) |
-//! | `missing` | `<project>\0<file key>\0<job id>` → `MissingJob` (prost): finished jobs that lacked a debug file or source map |
+//! | `missing_sets`, `missing_files`, `missing_jobs` | finished jobs that lacked a debug file or source map, by the set of files they lacked ([`missing`]) |
 //! | `index_meta` | `applied_index`, `applied_term`, `next_sequence`, per-state counts → u64 |
 //!
 //! Reads open their own read transaction and never wait for the writer (redb is MVCC).
@@ -24,6 +24,7 @@ pub mod apply;
 pub mod command;
 pub mod keys;
 pub(crate) mod migrate;
+pub(crate) mod missing;
 mod snapshot;
 pub mod tree;
 
@@ -45,9 +46,6 @@ pub(crate) const BY_SEQUENCE: TableDefinition<u64, &str> = TableDefinition::new(
 pub(crate) const OPEN: TableDefinition<u64, &str> = TableDefinition::new("open");
 pub(crate) const GROUPS: TableDefinition<&str, &[u8]> = TableDefinition::new("groups");
 pub(crate) const META: TableDefinition<&str, u64> = TableDefinition::new("index_meta");
-/// Finished jobs lacking a file: [`keys::missing_key`] → `MissingJob` (prost). An index over
-/// the records' `missing` lists, rebuilt from them when a snapshot is restored.
-pub(crate) const MISSING: TableDefinition<&str, &[u8]> = TableDefinition::new("missing");
 
 /// redb's page cache, bytes (its default, 1 GiB, would be most of a master's memory).
 pub const CACHE_BYTES: usize = 64 << 20;
@@ -190,12 +188,13 @@ impl Index {
     /// Creates the index's tables in `db` if they do not exist.
     pub fn open(database: Arc<Database>) -> Result<Self, IndexError> {
         let txn = database.begin_write().map_err(db)?;
-        for table in [JOBS, SPECS, RESULTS, GROUPS, MISSING] {
+        for table in [JOBS, SPECS, RESULTS, GROUPS] {
             txn.open_table(table).map_err(db)?;
         }
         txn.open_table(BY_SEQUENCE).map_err(db)?;
         txn.open_table(OPEN).map_err(db)?;
         txn.open_table(META).map_err(db)?;
+        missing::MissingTables::open(&txn)?;
         txn.commit().map_err(db)?;
         migrate::migrate(&database)?;
         Ok(Index { db: database })
@@ -374,45 +373,14 @@ impl Index {
     }
 
     /// The finished jobs (index keys) of `project` (of every project when `None`) that lack
-    /// one of the files `file_keys` name (`MissingFile.key`), each once: a range scan per key
-    /// for one project, one scan of the table for every project.
+    /// one of the files `file_keys` name (`MissingFile.key`), each once ([`missing::jobs_lacking`]).
     pub fn jobs_lacking(
         &self,
         project: Option<&str>,
         file_keys: &[String],
     ) -> Result<std::collections::BTreeSet<String>, IndexError> {
         let read = self.db.begin_read().map_err(db)?;
-        let table = read.open_table(MISSING).map_err(db)?;
-        let mut jobs = std::collections::BTreeSet::new();
-        match project {
-            Some(project) => {
-                for file_key in file_keys {
-                    let prefix = keys::missing_prefix(project, file_key);
-                    for entry in table.range(prefix.as_str()..).map_err(db)? {
-                        let (key, _) = entry.map_err(db)?;
-                        if !key.value().starts_with(&prefix) {
-                            break;
-                        }
-                        if let Some((_, _, job)) = keys::split_missing(key.value()) {
-                            jobs.insert(job);
-                        }
-                    }
-                }
-            }
-            None => {
-                let wanted: std::collections::HashSet<&str> =
-                    file_keys.iter().map(String::as_str).collect();
-                for entry in table.iter().map_err(db)? {
-                    let (key, _) = entry.map_err(db)?;
-                    if let Some((_, file, job)) = keys::split_missing(key.value())
-                        && wanted.contains(file)
-                    {
-                        jobs.insert(job);
-                    }
-                }
-            }
-        }
-        Ok(jobs)
+        missing::jobs_lacking(&read, project, file_keys)
     }
 
     /// The files finished jobs of the projects `sees` accepts lack, one entry per project and
@@ -424,55 +392,7 @@ impl Index {
         sees: impl Fn(&str) -> bool,
     ) -> Result<Vec<v1::MissingEntry>, IndexError> {
         let read = self.db.begin_read().map_err(db)?;
-        let table = read.open_table(MISSING).map_err(db)?;
-        let mut found: std::collections::BTreeMap<
-            (String, String),
-            (v1::MissingEntry, std::collections::HashSet<String>),
-        > = std::collections::BTreeMap::new();
-        for entry in table.iter().map_err(db)? {
-            let (key, value) = entry.map_err(db)?;
-            let Some((project, file, _)) = keys::split_missing(key.value()) else {
-                continue;
-            };
-            if !sees(project) {
-                continue;
-            }
-            let job =
-                pb::MissingJob::decode(value.value()).map_err(|source| IndexError::Decode {
-                    what: format!("missing entry {:?}", key.value()),
-                    source,
-                })?;
-            let (entry, groups) = found
-                .entry((project.to_owned(), file.to_owned()))
-                .or_insert_with(|| {
-                    (
-                        v1::MissingEntry {
-                            project: project.to_owned(),
-                            key: file.to_owned(),
-                            first_seen_ms: u64::MAX,
-                            ..Default::default()
-                        },
-                        Default::default(),
-                    )
-                });
-            entry.jobs += 1;
-            entry.first_seen_ms = entry.first_seen_ms.min(job.at_ms);
-            if job.at_ms >= entry.last_seen_ms {
-                entry.last_seen_ms = job.at_ms;
-                entry.image = job.image;
-                entry.arch = job.arch;
-            }
-            if !job.fingerprint.is_empty() {
-                groups.insert(job.fingerprint);
-            }
-        }
-        let mut entries: Vec<v1::MissingEntry> = found
-            .into_values()
-            .map(|(mut entry, groups)| {
-                entry.groups = groups.len() as u64;
-                entry
-            })
-            .collect();
+        let mut entries = missing::files(&read, sees)?;
         entries.sort_by(|a, b| {
             b.jobs
                 .cmp(&a.jobs)

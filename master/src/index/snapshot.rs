@@ -13,8 +13,8 @@ use symcluster_proto::project::DEFAULT_PROJECT;
 
 use super::apply::Applier;
 use super::{
-    BY_SEQUENCE, GROUPS, Index, IndexError, JOBS, JobState, META, MISSING, OPEN, RESULTS,
-    SCHEMA_VERSION, SPECS, db, decode_record, is_terminal, keys, meta,
+    BY_SEQUENCE, GROUPS, Index, IndexError, JOBS, JobState, META, OPEN, RESULTS, SCHEMA_VERSION,
+    SPECS, db, decode_record, is_terminal, keys, meta, missing,
 };
 
 impl Index {
@@ -78,9 +78,12 @@ impl Index {
             source,
         })?;
         let txn = self.db.begin_write().map_err(db)?;
-        for table in [JOBS, SPECS, RESULTS, GROUPS, MISSING] {
+        for table in [JOBS, SPECS, RESULTS, GROUPS, missing::JOBS, missing::SETS] {
             txn.delete_table(table).map_err(db)?;
         }
+        txn.delete_table(missing::FILES).map_err(db)?;
+        // An index from before missing sets (a snapshot restored as it opens) loses that layout.
+        txn.delete_table(missing::ROWS_BEFORE_SETS).map_err(db)?;
         txn.delete_table(BY_SEQUENCE).map_err(db)?;
         txn.delete_table(OPEN).map_err(db)?;
         txn.delete_table(META).map_err(db)?;
@@ -92,7 +95,7 @@ impl Index {
             let mut open = txn.open_table(OPEN).map_err(db)?;
             let mut groups = txn.open_table(GROUPS).map_err(db)?;
             let mut meta_table = txn.open_table(META).map_err(db)?;
-            let mut missing = txn.open_table(MISSING).map_err(db)?;
+            let mut missing_tables = missing::MissingTables::open(&txn)?;
             let mut counts = [0u64; 4];
             for job in &snapshot.jobs {
                 let Some(record) = &job.record else { continue };
@@ -121,21 +124,13 @@ impl Index {
                     results.insert(id, job.result_zstd.as_slice()).map_err(db)?;
                 }
                 by_sequence.insert(record.sequence, id).map_err(db)?;
-                // The `missing` table is an index over the records' lists.
-                for file in &record.missing {
-                    let value = pb::MissingJob {
-                        image: file.image.clone(),
-                        arch: file.arch.clone(),
-                        at_ms: record.finished_at_ms,
-                        fingerprint: record.fingerprint.clone(),
-                    };
-                    missing
-                        .insert(
-                            keys::missing_key(id, &file.key).as_str(),
-                            value.encode_to_vec().as_slice(),
-                        )
-                        .map_err(db)?;
-                }
+                // The missing-files index is an index over the records' lists.
+                missing_tables.record(
+                    id,
+                    &record.missing,
+                    record.finished_at_ms,
+                    &record.fingerprint,
+                )?;
                 let state = JobState::try_from(record.state).unwrap_or(JobState::Unspecified);
                 if !is_terminal(state) {
                     open.insert(record.sequence, id).map_err(db)?;
