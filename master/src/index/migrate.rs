@@ -253,6 +253,23 @@ mod tests {
                     .unwrap();
                 }
             }
+            // demo/a's record lists k1 twice (one row above): its set is what the record says.
+            let record = pb::JobRecord {
+                job_id: "demo/a".into(),
+                state: v1::JobState::Completed as i32,
+                missing: [("k1", "A"), ("k2", "B"), ("k1", "0-first")]
+                    .map(|(key, image)| v1::MissingFile {
+                        key: key.into(),
+                        image: image.into(),
+                        arch: "arm64".into(),
+                    })
+                    .to_vec(),
+                ..Default::default()
+            };
+            txn.open_table(JOBS)
+                .unwrap()
+                .insert("demo/a", record.encode_to_vec().as_slice())
+                .unwrap();
             txn.commit().unwrap();
         }
         for _ in 0..2 {
@@ -288,5 +305,24 @@ mod tests {
                 "the old table is gone"
             );
         }
+        // Taken out by its record's list (as a purge or a new revision does), demo/a is gone.
+        let index = Index::open(Index::open_database(&path).unwrap()).unwrap();
+        let txn = index.database().begin_write().unwrap();
+        let record = index.job("demo/a", false).unwrap().unwrap().record;
+        crate::index::missing::MissingTables::open(&txn)
+            .unwrap()
+            .unrecord("demo/a", &record.missing)
+            .unwrap();
+        txn.commit().unwrap();
+        assert_eq!(
+            index.jobs_lacking(None, &["k2".to_owned()]).unwrap(),
+            std::collections::BTreeSet::from(["other/c".to_owned()])
+        );
+        assert_eq!(
+            index
+                .jobs_lacking(Some("demo"), &["k1".to_owned()])
+                .unwrap(),
+            std::collections::BTreeSet::from(["demo/b".to_owned()])
+        );
     }
 }

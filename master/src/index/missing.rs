@@ -183,9 +183,9 @@ impl<'t> MissingTables<'t> {
 }
 
 /// Rewrites the previous layout's rows (`missing`, if `txn` has that table) into the sets, and
-/// deletes that table; how many jobs were converted. The rows carry everything a set needs
-/// (each row's image and arch, the job's finish time and group), so the result is what
-/// applying the same log with this layout writes.
+/// deletes that table; how many jobs were converted. A job's set is its record's `missing`
+/// list (its rows' files for a job without a record), its time and group its rows' `at_ms` and
+/// `fingerprint`, so the result is what applying the same log with this layout writes.
 pub(crate) fn convert_rows(txn: &WriteTransaction) -> Result<usize, IndexError> {
     let exists = txn
         .list_tables()
@@ -220,8 +220,19 @@ pub(crate) fn convert_rows(txn: &WriteTransaction) -> Result<usize, IndexError> 
     }
     let converted = by_job.len();
     {
+        // The files as the job's record lists them, when it does: that list is what the job is
+        // taken out by later (`unrecord`), and a key listed twice there had one row here.
+        let records = txn.open_table(super::JOBS).map_err(db)?;
         let mut tables = MissingTables::open(txn)?;
         for (job_key, (files, at_ms, fingerprint)) in &by_job {
+            let record = match records.get(job_key.as_str()).map_err(db)? {
+                Some(bytes) => Some(super::decode_record(job_key, bytes.value())?),
+                None => None,
+            };
+            let files = match &record {
+                Some(record) if !record.missing.is_empty() => &record.missing,
+                _ => files,
+            };
             tables.record(job_key, files, *at_ms, fingerprint)?;
         }
     }
