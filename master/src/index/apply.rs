@@ -490,7 +490,7 @@ impl<'t> Applier<'t> {
 }
 
 /// What a job's previous revision left in its record when it finishes again: its group, the
-/// files it lacked and its call tree, to be taken out of the group and the `missing` table.
+/// files it lacked and its call tree, to be taken out of the group and the missing-files index.
 #[derive(Default)]
 struct Previous {
     fingerprint: String,
@@ -571,7 +571,7 @@ mod tests {
                 command::complete("demo/b", 1, "w", b"{}".to_vec(), Some(group("raw")), 11),
             ],
         );
-        // Finished, lacking dbg-1: the missing table lists it. Finished jobs keep their specs.
+        // Finished, lacking dbg-1: the missing-files index lists it. Finished jobs keep their specs.
         assert_eq!(index.spec(key).unwrap(), Some(vec![7]));
         assert_eq!(index.spec("demo/b").unwrap(), Some(vec![8]));
         assert_eq!(
@@ -640,7 +640,7 @@ mod tests {
         assert_eq!(index.open_jobs().unwrap()[0].revision, 2);
         assert_eq!(index.counts().unwrap().queued, 1);
 
-        // Symbolicated: result replaced, out of the missing table, out of the raw group (which
+        // Symbolicated: result replaced, out of the missing-files index, out of the raw group (which
         // keeps b) and into its real one.
         apply_all(
             &index,

@@ -31,21 +31,6 @@ pub fn group_key(project: &str, fingerprint: &str) -> String {
     format!("{project}/{fingerprint}")
 }
 
-/// The key of the entry for job `job_key` lacking file `file_key` in the missing-files table
-/// of the layout before missing sets (`missing`, read once to convert it:
-/// [`super::missing::convert_rows`]): `<project>\0<file key>\0<job id>`.
-pub fn missing_key(job_key: &str, file_key: &str) -> String {
-    let (project, job_id) = split(job_key);
-    format!("{project}\0{file_key}\0{job_id}")
-}
-
-/// `(project, file key, job key)` of a [`missing_key`]; `None` for a malformed key.
-pub fn split_missing(key: &str) -> Option<(&str, &str, String)> {
-    let mut parts = key.splitn(3, '\0');
-    let (project, file_key, job_id) = (parts.next()?, parts.next()?, parts.next()?);
-    Some((project, file_key, job_key(project, job_id)))
-}
-
 /// A command as the current schema reads it (`None`: as it is). Version-1 commands get their
 /// job ids in `default`, and a submitted spec gets that key as its `job_id` and `default` as
 /// its project, as a version-2 leader stores them (the id a worker completes the job by).
@@ -85,15 +70,5 @@ mod tests {
         assert_eq!(split(&key), ("demo", "a/b:c"));
         assert_eq!(split("old"), ("default", "old"));
         assert_eq!(group_key("demo", "00ff"), "demo/00ff");
-        let missing = missing_key("demo/a/b", "4c4c443b-5555-3144-a126-3cc30cf88fdb");
-        assert!(missing.starts_with("demo\u{0}4c4c443b-5555-3144-a126-3cc30cf88fdb\u{0}"));
-        assert_eq!(
-            split_missing(&missing),
-            Some((
-                "demo",
-                "4c4c443b-5555-3144-a126-3cc30cf88fdb",
-                "demo/a/b".to_owned()
-            ))
-        );
     }
 }

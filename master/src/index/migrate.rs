@@ -216,19 +216,20 @@ mod tests {
     }
 
     #[test]
-    fn rows_from_before_missing_sets_become_sets_once() {
+    fn an_index_from_before_missing_sets_gets_them_from_its_records_once() {
+        use crate::index::missing;
         use redb::{ReadableDatabase, TableHandle};
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("master.redb");
-        // What a master before missing sets left: a row per job and file it lacked.
-        let row = |image: &str, at_ms, fingerprint: &str| {
-            pb::MissingJob {
-                image: image.into(),
-                arch: "arm64".into(),
-                at_ms,
-                fingerprint: fingerprint.into(),
-            }
-            .encode_to_vec()
+        let lacking_files = |files: &[(&str, &str)]| -> Vec<v1::MissingFile> {
+            files
+                .iter()
+                .map(|(key, image)| v1::MissingFile {
+                    key: (*key).into(),
+                    image: (*image).into(),
+                    arch: "arm64".into(),
+                })
+                .collect()
         };
         {
             let database = Index::open(Index::open_database(&path).unwrap())
@@ -237,54 +238,55 @@ mod tests {
                 .clone();
             let txn = database.begin_write().unwrap();
             {
-                let mut rows = txn
-                    .open_table(crate::index::missing::ROWS_BEFORE_SETS)
-                    .unwrap();
-                for (job, file, image, at, group) in [
-                    ("demo/a", "k1", "A", 10, "g1"),
-                    ("demo/a", "k2", "B", 10, "g1"),
-                    ("demo/b", "k1", "A", 20, "g2"),
-                    ("other/c", "k2", "B", 30, ""),
+                // The records (what the sets are built from; demo/a lists k1 twice)...
+                let mut jobs = txn.open_table(JOBS).unwrap();
+                for (job, files, at, group) in [
+                    (
+                        "demo/a",
+                        &[("k1", "A"), ("k2", "B"), ("k1", "0-first")][..],
+                        10,
+                        "g1",
+                    ),
+                    ("demo/b", &[("k1", "A")][..], 20, "g2"),
+                    ("other/c", &[("k2", "B")][..], 30, ""),
+                    ("demo/d", &[][..], 40, "g1"),
                 ] {
-                    rows.insert(
-                        keys::missing_key(job, file).as_str(),
-                        row(image, at, group).as_slice(),
-                    )
-                    .unwrap();
+                    let record = pb::JobRecord {
+                        job_id: job.into(),
+                        state: v1::JobState::Completed as i32,
+                        finished_at_ms: at,
+                        fingerprint: group.into(),
+                        missing: lacking_files(files),
+                        ..Default::default()
+                    };
+                    jobs.insert(job, record.encode_to_vec().as_slice()).unwrap();
                 }
+                // ...the old layout's table (a row per job and file), and a set row left by a
+                // conversion before an older master ran again: dropped, not merged.
+                txn.open_table(missing::ROWS_BEFORE_SETS)
+                    .unwrap()
+                    .insert("demo\0k1\0a", b"".as_slice())
+                    .unwrap();
+                txn.open_table(missing::JOBS)
+                    .unwrap()
+                    .insert("00000000000000000000000000000000\0demo/x", b"".as_slice())
+                    .unwrap();
             }
-            // demo/a's record lists k1 twice (one row above): its set is what the record says.
-            let record = pb::JobRecord {
-                job_id: "demo/a".into(),
-                state: v1::JobState::Completed as i32,
-                missing: [("k1", "A"), ("k2", "B"), ("k1", "0-first")]
-                    .map(|(key, image)| v1::MissingFile {
-                        key: key.into(),
-                        image: image.into(),
-                        arch: "arm64".into(),
-                    })
-                    .to_vec(),
-                ..Default::default()
-            };
-            txn.open_table(JOBS)
-                .unwrap()
-                .insert("demo/a", record.encode_to_vec().as_slice())
-                .unwrap();
             txn.commit().unwrap();
         }
+        let lacking = |index: &Index, project, key: &str| -> Vec<String> {
+            index
+                .jobs_lacking(project, &[key.to_owned()])
+                .unwrap()
+                .into_iter()
+                .collect()
+        };
         for _ in 0..2 {
             // Opened twice: converted once, then left as it is.
             let index = Index::open(Index::open_database(&path).unwrap()).unwrap();
-            let lacking = |project, key: &str| -> Vec<String> {
-                index
-                    .jobs_lacking(project, &[key.to_owned()])
-                    .unwrap()
-                    .into_iter()
-                    .collect()
-            };
-            assert_eq!(lacking(Some("demo"), "k1"), ["demo/a", "demo/b"]);
-            assert_eq!(lacking(Some("demo"), "k2"), ["demo/a"]);
-            assert_eq!(lacking(None, "k2"), ["demo/a", "other/c"]);
+            assert_eq!(lacking(&index, Some("demo"), "k1"), ["demo/a", "demo/b"]);
+            assert_eq!(lacking(&index, Some("demo"), "k2"), ["demo/a"]);
+            assert_eq!(lacking(&index, None, "k2"), ["demo/a", "other/c"]);
             let entries: Vec<_> = index
                 .missing_files(10, |_| true)
                 .unwrap()
@@ -304,25 +306,24 @@ mod tests {
                 !read.list_tables().unwrap().any(|t| t.name() == "missing"),
                 "the old table is gone"
             );
+            let stale = read.open_table(missing::JOBS).unwrap();
+            assert!(stale.iter().unwrap().all(|row| {
+                !row.unwrap()
+                    .0
+                    .value()
+                    .starts_with("00000000000000000000000000000000")
+            }));
         }
         // Taken out by its record's list (as a purge or a new revision does), demo/a is gone.
         let index = Index::open(Index::open_database(&path).unwrap()).unwrap();
-        let txn = index.database().begin_write().unwrap();
         let record = index.job("demo/a", false).unwrap().unwrap().record;
-        crate::index::missing::MissingTables::open(&txn)
+        let txn = index.database().begin_write().unwrap();
+        missing::MissingTables::open(&txn)
             .unwrap()
             .unrecord("demo/a", &record.missing)
             .unwrap();
         txn.commit().unwrap();
-        assert_eq!(
-            index.jobs_lacking(None, &["k2".to_owned()]).unwrap(),
-            std::collections::BTreeSet::from(["other/c".to_owned()])
-        );
-        assert_eq!(
-            index
-                .jobs_lacking(Some("demo"), &["k1".to_owned()])
-                .unwrap(),
-            std::collections::BTreeSet::from(["demo/b".to_owned()])
-        );
+        assert_eq!(lacking(&index, None, "k2"), ["other/c"]);
+        assert_eq!(lacking(&index, Some("demo"), "k1"), ["demo/b"]);
     }
 }

@@ -10,15 +10,19 @@
 //! | `missing_files` | `<project>\0<file key>\0<set id>` → `()`: the sets that hold a file |
 //! | `missing_jobs` | `<set id>\0<job key>` → `MissingJob` (prost; `at_ms`, `fingerprint`) |
 //!
-//! A set id is the first 16 bytes of the SHA-256 of the project and the set's files, sorted by
-//! key with one entry per key, in lowercase hex (32 characters). Recording a job costs one
+//! A set id is the first 16 bytes of the SHA-256 of the set's prost encoding (its files sorted
+//! by key, one entry per key), in lowercase hex (32 characters). Recording a job costs one
 //! lookup and one insert however many files it lacks (the layout before this one wrote a row
-//! per file and job: a CrashProbe report lacking 9 system libraries wrote 9); the first job of
-//! a set also writes the set and its `missing_files` rows, and the last one to leave deletes
+//! per file and job: a CrashProbe report lacking 9 system libraries wrote 9); only the first job
+//! of a set also writes the set and its `missing_files` rows, and the last one to leave deletes
 //! them.
 //!
-//! [`convert_rows`] turns the previous layout (`missing`: `<project>\0<file key>\0<job id>` →
-//! `MissingJob` with image and arch) into this one when an index written before it opens.
+//! When two files of one job's list share a key, its set keeps the first in (key, image, arch)
+//! order; when jobs finished at the same time lack a file, `ListMissing` shows the image and arch
+//! of the set with the greatest id. Both are the same on every master.
+//!
+//! [`convert_rows`] replaces the previous layout (`missing`: `<project>\0<file key>\0<job id>` →
+//! `MissingJob` with image and arch) when an index written before it opens.
 
 use std::collections::{BTreeMap, BTreeSet, HashSet};
 
@@ -48,32 +52,24 @@ fn canonical(files: &[v1::MissingFile]) -> Vec<v1::MissingFile> {
     files
 }
 
-/// The id of the set of `files` (canonical) in `project`.
-fn set_id(project: &str, files: &[v1::MissingFile]) -> String {
-    let mut hash = Sha256::new();
-    hash.update(project.as_bytes());
-    for file in files {
-        for part in [&file.key, &file.image, &file.arch] {
-            hash.update([0u8]);
-            hash.update(part.as_bytes());
-        }
-    }
-    hex::encode(&hash.finalize()[..16])
+/// The id of `set` (its files canonical): its prost encoding hashed, so that every field is
+/// length-delimited and no two sets share an encoding.
+fn set_id(set: &pb::MissingSet) -> String {
+    hex::encode(&Sha256::digest(set.encode_to_vec())[..16])
 }
 
-/// The project of `job_key`, the canonical set of `files` and its id; `None` when `files` is
-/// empty (the job lacked nothing).
-fn set_of<'k>(
-    job_key: &'k str,
-    files: &[v1::MissingFile],
-) -> Option<(&'k str, Vec<v1::MissingFile>, String)> {
+/// The set of `files` in `job_key`'s project (files canonical) and its id; `None` when `files`
+/// is empty (the job lacked nothing).
+fn set_of(job_key: &str, files: &[v1::MissingFile]) -> Option<(pb::MissingSet, String)> {
     if files.is_empty() {
         return None;
     }
-    let (project, _) = keys::split(job_key);
-    let files = canonical(files);
-    let set = set_id(project, &files);
-    Some((project, files, set))
+    let set = pb::MissingSet {
+        project: keys::split(job_key).0.to_owned(),
+        files: canonical(files),
+    };
+    let id = set_id(&set);
+    Some((set, id))
 }
 
 fn file_row(project: &str, file_key: &str, set: &str) -> String {
@@ -82,6 +78,13 @@ fn file_row(project: &str, file_key: &str, set: &str) -> String {
 
 fn job_row(set: &str, job_key: &str) -> String {
     format!("{set}\0{job_key}")
+}
+
+fn decode_set(id: &str, bytes: &[u8]) -> Result<pb::MissingSet, IndexError> {
+    pb::MissingSet::decode(bytes).map_err(|source| IndexError::Decode {
+        what: format!("missing set {id}"),
+        source,
+    })
 }
 
 /// The first key after every key that starts with `prefix` (`prefix` ends in `\0`, so its last
@@ -119,19 +122,15 @@ impl<'t> MissingTables<'t> {
         at_ms: u64,
         fingerprint: &str,
     ) -> Result<(), IndexError> {
-        let Some((project, files, set)) = set_of(job_key, files) else {
+        let Some((value, set)) = set_of(job_key, files) else {
             return Ok(());
         };
         if self.sets.get(set.as_str()).map_err(db)?.is_none() {
-            for file in &files {
+            for file in &value.files {
                 self.files
-                    .insert(file_row(project, &file.key, &set).as_str(), ())
+                    .insert(file_row(&value.project, &file.key, &set).as_str(), ())
                     .map_err(db)?;
             }
-            let value = pb::MissingSet {
-                project: project.to_owned(),
-                files,
-            };
             self.sets
                 .insert(set.as_str(), value.encode_to_vec().as_slice())
                 .map_err(db)?;
@@ -157,7 +156,7 @@ impl<'t> MissingTables<'t> {
         job_key: &str,
         files: &[v1::MissingFile],
     ) -> Result<(), IndexError> {
-        let Some((project, files, set)) = set_of(job_key, files) else {
+        let Some((_, set)) = set_of(job_key, files) else {
             return Ok(());
         };
         self.jobs
@@ -165,27 +164,34 @@ impl<'t> MissingTables<'t> {
             .map_err(db)?;
         let prefix = format!("{set}\0");
         let end = prefix_end(&prefix);
-        let still_used = self
+        if self
             .jobs
             .range(prefix.as_str()..end.as_str())
             .map_err(db)?
             .next()
-            .is_some();
-        if !still_used && self.sets.remove(set.as_str()).map_err(db)?.is_some() {
-            for file in &files {
-                self.files
-                    .remove(file_row(project, &file.key, &set).as_str())
-                    .map_err(db)?;
-            }
+            .is_some()
+        {
+            return Ok(());
+        }
+        // The last job left: the set goes, with the rows of the files it stored.
+        let stored = match self.sets.remove(set.as_str()).map_err(db)? {
+            Some(bytes) => decode_set(&set, bytes.value())?,
+            None => return Ok(()),
+        };
+        for file in &stored.files {
+            self.files
+                .remove(file_row(&stored.project, &file.key, &set).as_str())
+                .map_err(db)?;
         }
         Ok(())
     }
 }
 
-/// Rewrites the previous layout's rows (`missing`, if `txn` has that table) into the sets, and
-/// deletes that table; how many jobs were converted. A job's set is its record's `missing`
-/// list (its rows' files for a job without a record), its time and group its rows' `at_ms` and
-/// `fingerprint`, so the result is what applying the same log with this layout writes.
+/// Replaces the previous layout (`missing`, if `txn` has that table) by the sets, rebuilt from
+/// the job records' `missing` lists (at their `finished_at_ms`, in their group) as a restored
+/// snapshot builds them, and deletes that table; how many jobs lack files. Whatever the set
+/// tables held is dropped first: a master from before this layout that opened the index in
+/// between wrote only the old table, so both could be stale.
 pub(crate) fn convert_rows(txn: &WriteTransaction) -> Result<usize, IndexError> {
     let exists = txn
         .list_tables()
@@ -194,48 +200,28 @@ pub(crate) fn convert_rows(txn: &WriteTransaction) -> Result<usize, IndexError> 
     if !exists {
         return Ok(0);
     }
-    // Job key → (its files, at_ms, fingerprint).
-    let mut by_job: BTreeMap<String, (Vec<v1::MissingFile>, u64, String)> = BTreeMap::new();
-    {
-        let rows = txn.open_table(ROWS_BEFORE_SETS).map_err(db)?;
-        for row in rows.iter().map_err(db)? {
-            let (key, value) = row.map_err(db)?;
-            let Some((_, file_key, job_key)) = keys::split_missing(key.value()) else {
-                continue;
-            };
-            let job =
-                pb::MissingJob::decode(value.value()).map_err(|source| IndexError::Decode {
-                    what: format!("missing entry {:?}", key.value()),
-                    source,
-                })?;
-            let entry = by_job
-                .entry(job_key)
-                .or_insert_with(|| (Vec::new(), job.at_ms, job.fingerprint.clone()));
-            entry.0.push(v1::MissingFile {
-                key: file_key.to_owned(),
-                image: job.image,
-                arch: job.arch,
-            });
+    txn.delete_table(SETS).map_err(db)?;
+    txn.delete_table(FILES).map_err(db)?;
+    txn.delete_table(JOBS).map_err(db)?;
+    let records = txn.open_table(super::JOBS).map_err(db)?;
+    let mut tables = MissingTables::open(txn)?;
+    let mut converted = 0;
+    for entry in records.iter().map_err(db)? {
+        let (key, bytes) = entry.map_err(db)?;
+        let record = super::decode_record(key.value(), bytes.value())?;
+        if record.missing.is_empty() {
+            continue;
         }
+        tables.record(
+            key.value(),
+            &record.missing,
+            record.finished_at_ms,
+            &record.fingerprint,
+        )?;
+        converted += 1;
     }
-    let converted = by_job.len();
-    {
-        // The files as the job's record lists them, when it does: that list is what the job is
-        // taken out by later (`unrecord`), and a key listed twice there had one row here.
-        let records = txn.open_table(super::JOBS).map_err(db)?;
-        let mut tables = MissingTables::open(txn)?;
-        for (job_key, (files, at_ms, fingerprint)) in &by_job {
-            let record = match records.get(job_key.as_str()).map_err(db)? {
-                Some(bytes) => Some(super::decode_record(job_key, bytes.value())?),
-                None => None,
-            };
-            let files = match &record {
-                Some(record) if !record.missing.is_empty() => &record.missing,
-                _ => files,
-            };
-            tables.record(job_key, files, *at_ms, fingerprint)?;
-        }
-    }
+    drop(tables);
+    drop(records);
     txn.delete_table(ROWS_BEFORE_SETS).map_err(db)?;
     Ok(converted)
 }
@@ -307,10 +293,7 @@ pub(crate) fn files(
         BTreeMap::new();
     for row in sets.iter().map_err(db)? {
         let (id, value) = row.map_err(db)?;
-        let set = pb::MissingSet::decode(value.value()).map_err(|source| IndexError::Decode {
-            what: format!("missing set {}", id.value()),
-            source,
-        })?;
+        let set = decode_set(id.value(), value.value())?;
         if !sees(&set.project) {
             continue;
         }
@@ -386,13 +369,22 @@ mod tests {
 
     #[test]
     fn a_set_is_the_same_in_any_order_and_differs_by_project() {
-        let a = canonical(&[file("b", "B"), file("a", "A"), file("a", "A2")]);
-        let b = canonical(&[file("a", "A"), file("b", "B")]);
-        assert_eq!(a, b);
-        assert_eq!(a.len(), 2);
-        assert_eq!(set_id("demo", &a), set_id("demo", &b));
-        assert_ne!(set_id("demo", &a), set_id("other", &a));
-        assert_eq!(set_id("demo", &a).len(), 32);
+        let id = |job: &str, files: &[v1::MissingFile]| set_of(job, files).unwrap().1;
+        let a = [file("b", "B"), file("a", "A"), file("a", "A2")];
+        let b = [file("a", "A"), file("b", "B")];
+        assert_eq!(canonical(&a), canonical(&b));
+        assert_eq!(canonical(&a).len(), 2);
+        assert_eq!(id("demo/1", &a), id("demo/2", &b));
+        assert_ne!(id("demo/1", &a), id("other/1", &a));
+        assert_eq!(id("demo/1", &a).len(), 32);
+        assert!(set_of("demo/1", &[]).is_none());
+        // Fields are length-delimited: a NUL in an image name cannot forge another set.
+        let forged = [v1::MissingFile {
+            key: "a".into(),
+            image: "A\0arm64\0b\0B".into(),
+            arch: "arm64".into(),
+        }];
+        assert_ne!(id("demo/1", &forged), id("demo/1", &b));
     }
 
     #[test]

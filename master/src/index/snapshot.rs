@@ -232,7 +232,7 @@ mod tests {
             one.groups(10, None, |_| true).unwrap()
         );
         assert_eq!(two.counts().unwrap(), one.counts().unwrap());
-        // The missing table is rebuilt from the records, and the spec a job that lacked a file
+        // The missing-files index is rebuilt from the records, and the spec a job that lacked a file
         // keeps travels with it.
         let missing = one.missing_files(10, |_| true).unwrap();
         assert_eq!(missing.len(), 1);
