@@ -87,6 +87,13 @@ fn decode_set(id: &str, bytes: &[u8]) -> Result<pb::MissingSet, IndexError> {
     })
 }
 
+/// The keys of set `set`'s `missing_jobs` rows: `<set id>\0…`.
+fn set_jobs(set: &str) -> std::ops::Range<String> {
+    let prefix = format!("{set}\0");
+    let end = prefix_end(&prefix);
+    prefix..end
+}
+
 /// The first key after every key that starts with `prefix` (`prefix` ends in `\0`, so its last
 /// byte can be raised to `\x01`).
 fn prefix_end(prefix: &str) -> String {
@@ -162,11 +169,10 @@ impl<'t> MissingTables<'t> {
         self.jobs
             .remove(job_row(&set, job_key).as_str())
             .map_err(db)?;
-        let prefix = format!("{set}\0");
-        let end = prefix_end(&prefix);
+        let rows = set_jobs(&set);
         if self
             .jobs
-            .range(prefix.as_str()..end.as_str())
+            .range(rows.start.as_str()..rows.end.as_str())
             .map_err(db)?
             .next()
             .is_some()
@@ -265,10 +271,9 @@ pub(crate) fn jobs_lacking(
     let jobs_table = read.open_table(JOBS).map_err(db)?;
     let mut jobs = BTreeSet::new();
     for set in sets {
-        let prefix = format!("{set}\0");
-        let end = prefix_end(&prefix);
+        let rows = set_jobs(&set);
         for row in jobs_table
-            .range(prefix.as_str()..end.as_str())
+            .range(rows.start.as_str()..rows.end.as_str())
             .map_err(db)?
         {
             let (key, _) = row.map_err(db)?;
@@ -300,10 +305,9 @@ pub(crate) fn files(
         // The set's jobs, once: how many, when, and their groups.
         let (mut count, mut first, mut last) = (0u64, u64::MAX, 0u64);
         let mut groups = HashSet::new();
-        let prefix = format!("{}\0", id.value());
-        let end = prefix_end(&prefix);
+        let rows = set_jobs(id.value());
         for job in jobs_table
-            .range(prefix.as_str()..end.as_str())
+            .range(rows.start.as_str()..rows.end.as_str())
             .map_err(db)?
         {
             let (key, value) = job.map_err(db)?;
