@@ -4,10 +4,12 @@
 //! 1. [`stack::parse_stack`] reads a Hermes crash JSON or a text stack (V8/Node, JSC, Hermes);
 //! 2. [`sourcemap::JsSourceMap::parse`] prepares a source map of any kind React Native makes
 //!    (plain, indexed, RAM bundle, segmented, Metro function maps, Hermes bytecode maps) as
-//!    SourceMapCaches, once;
+//!    SourceMapCaches, once, each with a per-line index of its mappings
+//!    ([`line_index`]);
 //! 3. [`restore::restore`] maps every frame, following metro-symbolicate's rules;
 //! 4. [`render::metro_text`] prints the result as metro-symbolicate does, for diffing.
 
+mod line_index;
 pub mod render;
 pub mod restore;
 pub mod result;

@@ -123,12 +123,11 @@ fn symbolicated(
     mapped: &MappedLocation<'_>,
     options: RestoreOptions,
 ) -> JsFrameResult {
-    let location = &mapped.location;
-    let function = match location.scope() {
+    let function = match mapped.scope {
         ScopeLookupResult::NamedScope(name) => Some(name.to_owned()),
         ScopeLookupResult::AnonymousScope | ScopeLookupResult::Unknown => None,
     };
-    let line = location.line() as usize;
+    let line = mapped.line as usize;
     let context = options.context_lines;
     let source = if context > 0 { mapped.source() } else { None };
     let source_line = |n: usize| source.and_then(|s| s.line(n)).map(str::to_owned);
@@ -143,16 +142,16 @@ fn symbolicated(
     } else {
         (Vec::new(), Vec::new())
     };
-    let filename = location.file_name().map(str::to_owned);
+    let filename = mapped.file_name.map(str::to_owned);
     JsFrameResult {
         index,
         status: JsFrameStatus::Symbolicated,
         function,
-        name: location.name().map(str::to_owned),
+        name: mapped.name.map(str::to_owned),
         in_ignore_list: filename.as_deref().is_some_and(|f| segment.is_ignored(f)),
         filename,
-        lineno: Some(location.line() + 1),
-        colno: Some(location.column() + 1),
+        lineno: Some(mapped.line + 1),
+        colno: Some(mapped.column + 1),
         context_line,
         pre_context,
         post_context,

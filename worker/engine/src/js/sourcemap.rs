@@ -23,9 +23,10 @@ use serde_json::Value;
 use serde_json::value::RawValue;
 use symbolic_common::{ByteView, SelfCell};
 use symbolic_sourcemapcache::{
-    SourceLocation, SourceMapCache, SourceMapCacheWriter, SourcePosition,
+    ScopeLookupResult, SourceMapCache, SourceMapCacheWriter, SourcePosition,
 };
 
+use super::line_index::LineIndex;
 use super::sources::{SourceText, SourceTexts};
 use crate::guard::no_panic;
 
@@ -55,7 +56,11 @@ impl JsSourceMap {
         self.segments
             .values()
             .flat_map(|s| &s.sections)
-            .map(|s| s.cache.owner().len() + s.sources.size_bytes())
+            .map(|s| {
+                s.cache.owner().len()
+                    + s.index.as_ref().map_or(0, LineIndex::size_bytes)
+                    + s.sources.size_bytes()
+            })
             .sum()
     }
 }
@@ -82,26 +87,41 @@ pub struct Segment {
 }
 
 /// One leaf map: its generated offset, its SourceMapCache (built without the map's
-/// `sourcesContent`) and the source texts ([`SourceTexts`]).
+/// `sourcesContent`), the cache's [`LineIndex`] (`None`: symbolic's own lookup is used) and the
+/// source texts ([`SourceTexts`]).
 struct Section {
     line: u32,
     column: u32,
     cache: SelfCell<ByteView<'static>, SourceMapCache<'static>>,
+    index: Option<LineIndex>,
     sources: SourceTexts,
 }
 
-/// What a generated position maps to: symbolic-sourcemapcache's location, and the original
-/// source text of its file when the map carried it.
+/// What a generated position maps to: the original file, 0-based line and column, name and
+/// enclosing function, and the original source text of the file when the map carried it.
 pub struct MappedLocation<'a> {
-    /// File (name), 0-based line and column, name and scope.
-    pub location: SourceLocation<'a>,
+    /// The original file's name, as the map's `sources` gives it.
+    pub file_name: Option<&'a str>,
+    /// 0-based original line.
+    pub line: u32,
+    /// 0-based original column.
+    pub column: u32,
+    /// The map's `names` entry at the position.
+    pub name: Option<&'a str>,
+    /// The enclosing function (Metro function map, Hermes scopes or the bundle's scopes).
+    pub scope: ScopeLookupResult<'a>,
+    /// Index of the file in the section's file list, when the lookup gave it.
+    file: Option<usize>,
     sources: &'a SourceTexts,
 }
 
 impl<'a> MappedLocation<'a> {
     /// The original text of the location's file (`sourcesContent`), if the map has it.
     pub fn source(&self) -> Option<&'a SourceText> {
-        self.sources.get(self.location.file_name()?)
+        match self.file {
+            Some(file) => self.sources.by_file(file),
+            None => self.sources.get(self.file_name?),
+        }
     }
 }
 
@@ -301,13 +321,31 @@ impl Segment {
         } else {
             column
         };
-        let location = section
+        let sources = &section.sources;
+        if let Some(index) = &section.index {
+            let found = index.lookup(section.cache.owner(), local_line, local_column)?;
+            return Some(MappedLocation {
+                file_name: found.file_name,
+                line: found.line,
+                column: found.column,
+                name: found.name,
+                scope: found.scope,
+                file: found.file,
+                sources,
+            });
+        }
+        let found = section
             .cache
             .get()
             .lookup(SourcePosition::new(local_line, local_column))?;
         Some(MappedLocation {
-            location,
-            sources: &section.sources,
+            file_name: found.file_name(),
+            line: found.line(),
+            column: found.column(),
+            name: found.name(),
+            scope: found.scope(),
+            file: None,
+            sources,
         })
     }
 
@@ -361,10 +399,12 @@ impl Section {
         })
         .map_err(|e| SourceMapError::Malformed(format!("source map cache: {e}")))?;
         let sources = SourceTexts::new(cache.get().files().map(|f| f.name()), contents);
+        let index = LineIndex::new(cache.owner());
         Ok(Section {
             line,
             column,
             cache,
+            index,
             sources,
         })
     }

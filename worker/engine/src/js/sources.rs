@@ -22,6 +22,8 @@ use std::collections::HashMap;
 pub(crate) struct SourceTexts {
     /// Name → index in `texts`; `None` when the name has no text or an ambiguous one.
     by_name: HashMap<Box<str>, Option<usize>>,
+    /// The same, by the file's index in the cache's file order.
+    by_file: Vec<Option<usize>>,
     texts: Vec<SourceText>,
 }
 
@@ -33,9 +35,10 @@ impl SourceTexts {
         names: impl Iterator<Item = Option<&'a str>>,
         contents: Vec<Option<String>>,
     ) -> Self {
+        let names: Vec<Option<&str>> = names.collect();
         let mut out = SourceTexts::default();
         let mut contents = contents.into_iter();
-        for name in names {
+        for &name in &names {
             let content = contents.next().flatten();
             let Some(name) = name else { continue };
             match out.by_name.get_mut(name) {
@@ -58,7 +61,21 @@ impl SourceTexts {
                 }
             }
         }
+        out.by_file = names
+            .iter()
+            .map(|name| out.by_name.get(*name.as_ref()?).copied().flatten())
+            .collect();
         out
+    }
+
+    /// The text of the file at `index` in the cache's file order (the order of `names` in
+    /// [`SourceTexts::new`]), under the same rules as [`SourceTexts::get`].
+    pub(crate) fn by_file(&self, index: usize) -> Option<&SourceText> {
+        self.by_file
+            .get(index)
+            .copied()
+            .flatten()
+            .map(|i| &self.texts[i])
     }
 
     /// The text of file `name`, if the map carried exactly one.
@@ -77,6 +94,7 @@ impl SourceTexts {
             .map(|t| t.text.len() + 4 * t.line_starts.len())
             .sum::<usize>()
             + self.by_name.keys().map(|k| k.len() + 16).sum::<usize>()
+            + 16 * self.by_file.len()
     }
 }
 
@@ -171,5 +189,10 @@ mod tests {
         assert_eq!(texts.get("c.js").and_then(|t| t.line(0)), Some("same"));
         assert!(texts.get("d.js").is_none());
         assert!(texts.get("e.js").is_none());
+        let by_file: Vec<_> = (0..8)
+            .map(|i| texts.by_file(i).and_then(|t| t.line(0)))
+            .collect();
+        let c = Some("same");
+        assert_eq!(by_file, [None, None, None, c, c, None, None, None]);
     }
 }
