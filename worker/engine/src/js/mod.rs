@@ -19,6 +19,6 @@ pub mod stack;
 
 pub use restore::{RestoreOptions, restore, restore_with};
 pub use result::{JsFrameResult, JsFrameStatus, JsRestoreResult};
-pub use sourcemap::{JsSourceMap, MappedLocation, SourceMapError};
+pub use sourcemap::{JsSourceMap, MappedLocation, Mapping, SourceMapError};
 pub use sources::SourceText;
 pub use stack::{JsFrame, JsStack, StackError, parse_stack};

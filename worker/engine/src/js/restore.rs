@@ -8,10 +8,12 @@
 //!   `x_hermes_function_offsets[segment][FunctionID] + ByteCodeOffset`, in the segment the
 //!   `SourceURL` selects; without function offsets the frame is `missing_mapping`.
 
+use std::borrow::Cow;
+
 use symbolic_sourcemapcache::ScopeLookupResult;
 
 use super::result::{JsFrameResult, JsFrameStatus, JsRestoreResult};
-use super::sourcemap::{JsSourceMap, MappedLocation, Segment};
+use super::sourcemap::{JsSourceMap, MappedLocation, Mapping, Segment};
 use super::stack::{JsFrame, JsStack, StackItem};
 
 /// Lines of context on each side of `context_line`, by default.
@@ -35,50 +37,117 @@ impl Default for RestoreOptions {
 
 /// Restores every frame of `stack` with `map`, with [`CONTEXT_LINES`] lines of context.
 /// Never fails: unmapped frames get a status.
-pub fn restore(stack: &JsStack, map: &JsSourceMap) -> JsRestoreResult {
+pub fn restore<'m>(stack: &JsStack, map: &'m JsSourceMap) -> JsRestoreResult<'m> {
     restore_with(stack, map, RestoreOptions::default())
 }
 
 /// [`restore`] with explicit options.
-pub fn restore_with(
+pub fn restore_with<'m>(
     stack: &JsStack,
-    map: &JsSourceMap,
+    map: &'m JsSourceMap,
     options: RestoreOptions,
-) -> JsRestoreResult {
-    let frames = stack
+) -> JsRestoreResult<'m> {
+    let frames: Vec<&JsFrame> = stack
         .items
         .iter()
         .filter_map(|item| match item {
             StackItem::Frame(frame) => Some(frame),
             StackItem::Text(_) => None,
         })
-        .enumerate()
-        .map(|(index, frame)| restore_frame(index, frame, map, options))
         .collect();
-    JsRestoreResult { frames }
+    // Frames are looked up a chunk at a time, then their context lines are read, then their
+    // results built: each step waits on memory (a random place in a big map or source), and a
+    // tight loop over the chunk lets the CPU wait for several frames at once.
+    const CHUNK: usize = 32;
+    let mut out = Vec::with_capacity(frames.len());
+    let mut located = Vec::with_capacity(CHUNK);
+    let mut context_starts = Vec::with_capacity(CHUNK);
+    for (chunk_index, chunk) in frames.chunks(CHUNK).enumerate() {
+        located.extend(chunk.iter().map(|frame| locate(frame, map)));
+        for found in located.iter_mut() {
+            *found = std::mem::replace(found, Located::Missing).resolve();
+        }
+        if options.context_lines > 0 {
+            context_starts.extend(located.iter().map(|found| match found {
+                Located::Mapped(_, mapped) => {
+                    let first = (mapped.line as usize).saturating_sub(options.context_lines);
+                    let source = mapped.source()?;
+                    Some((source, source.line_start(first)?))
+                }
+                _ => None,
+            }));
+            let first_bytes = context_starts
+                .drain(..)
+                .flatten()
+                .fold(0u8, |acc, (source, start)| acc ^ source.byte(start));
+            // Read only to have the text in the cache when the results are built.
+            std::hint::black_box(first_bytes);
+        }
+        for (i, found) in located.drain(..).enumerate() {
+            out.push(build(chunk_index * CHUNK + i, found, options));
+        }
+    }
+    JsRestoreResult { frames: out }
 }
 
 /// Restores one frame; `index` is its position among the stack's frames.
-pub fn restore_frame(
+pub fn restore_frame<'m>(
     index: usize,
     frame: &JsFrame,
-    map: &JsSourceMap,
+    map: &'m JsSourceMap,
     options: RestoreOptions,
-) -> JsFrameResult {
-    let missing = || JsFrameResult::empty(index, JsFrameStatus::MissingMapping);
+) -> JsFrameResult<'m> {
+    build(index, locate(frame, map), options)
+}
+
+/// Where a frame's position maps to, before its result is built.
+enum Located<'m> {
+    Native,
+    Missing,
+    Found(&'m Segment, Mapping<'m>),
+    Mapped(&'m Segment, MappedLocation<'m>),
+}
+
+impl<'m> Located<'m> {
+    /// Resolves a found mapping ([`Segment::resolve`]).
+    fn resolve(self) -> Self {
+        match self {
+            Located::Found(segment, mapping) => match segment.resolve(mapping) {
+                Some(mapped) => Located::Mapped(segment, mapped),
+                None => Located::Missing,
+            },
+            other => other,
+        }
+    }
+}
+
+fn build<'m>(index: usize, located: Located<'m>, options: RestoreOptions) -> JsFrameResult<'m> {
+    match located {
+        Located::Native => JsFrameResult::empty(index, JsFrameStatus::Native),
+        Located::Missing => JsFrameResult::empty(index, JsFrameStatus::MissingMapping),
+        found @ Located::Found(..) => build(index, found.resolve(), options),
+        Located::Mapped(segment, mapped) => symbolicated(index, segment, &mapped, options),
+    }
+}
+
+fn locate<'m>(frame: &JsFrame, map: &'m JsSourceMap) -> Located<'m> {
+    let mapped = |segment: &'m Segment, line: u32, column: u32| match segment.find(line, column) {
+        Some(found) => Located::Found(segment, found),
+        None => Located::Missing,
+    };
     match frame {
-        JsFrame::Native { .. } => JsFrameResult::empty(index, JsFrameStatus::Native),
+        JsFrame::Native { .. } => Located::Native,
         JsFrame::Position {
             file, line, column, ..
         } => {
             let ids = module_ids(map, file.as_deref());
             let Some(segment) = map.segment(ids.segment) else {
-                return missing();
+                return Located::Missing;
             };
             let module_offset = match ids.module {
                 Some(module) => match segment.module_offset(module) {
                     Some(offset) => offset,
-                    None => return missing(),
+                    None => return Located::Missing,
                 },
                 None => 0,
             };
@@ -86,12 +155,9 @@ pub fn restore_frame(
                 .checked_sub(1)
                 .and_then(|l| l.checked_add(module_offset))
             else {
-                return missing();
+                return Located::Missing;
             };
-            match segment.lookup(line0, column.saturating_sub(1)) {
-                Some(mapped) => symbolicated(index, segment, &mapped, options),
-                None => missing(),
-            }
+            mapped(segment, line0, column.saturating_sub(1))
         }
         JsFrame::Hermes {
             function_id,
@@ -101,55 +167,51 @@ pub fn restore_frame(
         } => {
             let ids = module_ids(map, source_url.as_deref());
             let Some(segment) = map.segment(ids.segment) else {
-                return missing();
+                return Located::Missing;
             };
             let Some(function_start) = segment.hermes_function_offset(*key, *function_id) else {
-                return missing();
+                return Located::Missing;
             };
             let Some(column) = function_start.checked_add(*bytecode_offset) else {
-                return missing();
+                return Located::Missing;
             };
-            match segment.lookup(*key, column) {
-                Some(mapped) => symbolicated(index, segment, &mapped, options),
-                None => missing(),
-            }
+            mapped(segment, *key, column)
         }
     }
 }
 
-fn symbolicated(
+fn symbolicated<'m>(
     index: usize,
     segment: &Segment,
-    mapped: &MappedLocation<'_>,
+    mapped: &MappedLocation<'m>,
     options: RestoreOptions,
-) -> JsFrameResult {
+) -> JsFrameResult<'m> {
     let function = match mapped.scope {
-        ScopeLookupResult::NamedScope(name) => Some(name.to_owned()),
+        ScopeLookupResult::NamedScope(name) => Some(Cow::Borrowed(name)),
         ScopeLookupResult::AnonymousScope | ScopeLookupResult::Unknown => None,
     };
     let line = mapped.line as usize;
     let context = options.context_lines;
     let source = if context > 0 { mapped.source() } else { None };
-    let source_line = |n: usize| source.and_then(|s| s.line(n)).map(str::to_owned);
+    let source_line = |n: usize| source.and_then(|s| s.line(n)).map(Cow::Borrowed);
     let context_line = source_line(line);
     let (pre_context, post_context) = if context_line.is_some() {
-        (
-            (line.saturating_sub(context)..line)
-                .filter_map(source_line)
-                .collect(),
-            (line + 1..=line + context).map_while(source_line).collect(),
-        )
+        let mut pre = Vec::with_capacity(context.min(line));
+        pre.extend((line.saturating_sub(context)..line).filter_map(source_line));
+        let mut post = Vec::with_capacity(context);
+        post.extend((line + 1..=line + context).map_while(source_line));
+        (pre, post)
     } else {
         (Vec::new(), Vec::new())
     };
-    let filename = mapped.file_name.map(str::to_owned);
+    let filename = mapped.file_name;
     JsFrameResult {
         index,
         status: JsFrameStatus::Symbolicated,
         function,
-        name: mapped.name.map(str::to_owned),
-        in_ignore_list: filename.as_deref().is_some_and(|f| segment.is_ignored(f)),
-        filename,
+        name: mapped.name.map(Cow::Borrowed),
+        in_ignore_list: filename.is_some_and(|f| segment.is_ignored(f)),
+        filename: filename.map(Cow::Borrowed),
         lineno: Some(mapped.line + 1),
         colno: Some(mapped.column + 1),
         context_line,

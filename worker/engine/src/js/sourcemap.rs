@@ -125,6 +125,19 @@ impl<'a> MappedLocation<'a> {
     }
 }
 
+/// A mapping found by [`Segment::find`], to be resolved by [`Segment::resolve`].
+pub struct Mapping<'a> {
+    section: &'a Section,
+    found: Found<'a>,
+}
+
+enum Found<'a> {
+    /// A mapping's index in the section's [`LineIndex`].
+    Indexed(usize),
+    /// A section without an index: symbolic's lookup, already resolved.
+    Location(MappedLocation<'a>),
+}
+
 /// Top-level fields read without building a tree of the (possibly huge) mappings;
 /// `sourcesContent` borrowed as raw JSON, so that a plain map's text can be given to the cache
 /// writer without it ([`without_sources_content`]).
@@ -311,6 +324,12 @@ impl Segment {
     /// Looks up a 0-based generated position; `None` when nothing maps there (no mapping on
     /// that line at or before the column, or an unmapped segment).
     pub fn lookup(&self, line: u32, column: u32) -> Option<MappedLocation<'_>> {
+        self.resolve(self.find(line, column)?)
+    }
+
+    /// The first half of [`Segment::lookup`]: which mapping covers the position. Finding the
+    /// mappings of several positions before resolving them lets their memory reads overlap.
+    pub fn find(&self, line: u32, column: u32) -> Option<Mapping<'_>> {
         let after = self
             .sections
             .partition_point(|s| (s.line, s.column) <= (line, column));
@@ -321,31 +340,47 @@ impl Segment {
         } else {
             column
         };
-        let sources = &section.sources;
-        if let Some(index) = &section.index {
-            let found = index.lookup(section.cache.owner(), local_line, local_column)?;
-            return Some(MappedLocation {
-                file_name: found.file_name,
-                line: found.line,
-                column: found.column,
-                name: found.name,
-                scope: found.scope,
-                file: found.file,
-                sources,
-            });
-        }
+        let found = match &section.index {
+            Some(index) => Found::Indexed(index.find(local_line, local_column)?),
+            None => {
+                let location = section
+                    .cache
+                    .get()
+                    .lookup(SourcePosition::new(local_line, local_column))?;
+                Found::Location(MappedLocation {
+                    file_name: location.file_name(),
+                    line: location.line(),
+                    column: location.column(),
+                    name: location.name(),
+                    scope: location.scope(),
+                    file: None,
+                    sources: &section.sources,
+                })
+            }
+        };
+        Some(Mapping { section, found })
+    }
+
+    /// The second half of [`Segment::lookup`]: where a mapping from [`Segment::find`] maps
+    /// to; `None` when it maps to nothing.
+    pub fn resolve<'a>(&'a self, mapping: Mapping<'a>) -> Option<MappedLocation<'a>> {
+        let section = mapping.section;
+        let index = match mapping.found {
+            Found::Location(location) => return Some(location),
+            Found::Indexed(index) => index,
+        };
         let found = section
-            .cache
-            .get()
-            .lookup(SourcePosition::new(local_line, local_column))?;
+            .index
+            .as_ref()?
+            .location(section.cache.owner(), index)?;
         Some(MappedLocation {
-            file_name: found.file_name(),
-            line: found.line(),
-            column: found.column(),
-            name: found.name(),
-            scope: found.scope(),
-            file: None,
-            sources,
+            file_name: found.file_name,
+            line: found.line,
+            column: found.column,
+            name: found.name,
+            scope: found.scope,
+            file: found.file,
+            sources: &section.sources,
         })
     }
 

@@ -124,6 +124,16 @@ impl SourceText {
         })
     }
 
+    /// Byte offset at which line `line` (0-based) starts; `None` past the last line.
+    pub(crate) fn line_start(&self, line: usize) -> Option<usize> {
+        self.line_starts.get(line).map(|&o| o as usize)
+    }
+
+    /// The byte at `offset` of the text (0 past its end).
+    pub(crate) fn byte(&self, offset: usize) -> u8 {
+        self.text.as_bytes().get(offset).copied().unwrap_or(0)
+    }
+
     /// Line `line` (0-based) with its line ending removed; `None` past the last line.
     pub fn line(&self, line: usize) -> Option<&str> {
         let from = *self.line_starts.get(line)? as usize;

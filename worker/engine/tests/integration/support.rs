@@ -67,13 +67,13 @@ pub fn restore_js(
     bundle: Option<&PathBuf>,
     stack: &[u8],
     column_base: u32,
-) -> symcluster_engine::js::JsRestoreResult {
+) -> symcluster_engine::js::JsRestoreResult<'static> {
     use symcluster_engine::js::{JsSourceMap, parse_stack, restore};
     let bundle = bundle.map(|b| std::fs::read_to_string(b).unwrap());
     let map = JsSourceMap::parse(&std::fs::read(map).unwrap(), bundle.as_deref())
         .unwrap_or_else(|e| panic!("{}: {e}", map.display()));
     let stack = parse_stack(stack, column_base).unwrap();
-    restore(&stack, &map)
+    restore(&stack, &map).into_owned()
 }
 
 /// `(filename, lineno, colno, function, name)` of a JS frame.
@@ -86,7 +86,7 @@ pub type JsSummary<'a> = (
 );
 
 /// The [`JsSummary`] of a frame.
-pub fn js_summary(frame: &symcluster_engine::js::JsFrameResult) -> JsSummary<'_> {
+pub fn js_summary<'a>(frame: &'a symcluster_engine::js::JsFrameResult<'_>) -> JsSummary<'a> {
     (
         frame.filename.as_deref(),
         frame.lineno,
