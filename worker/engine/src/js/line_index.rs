@@ -81,7 +81,7 @@ pub(crate) struct LineIndex {
     block_starts: Vec<u32>,
 }
 
-/// Mappings per block: 16 columns of 4 bytes, one 64-byte cache line.
+/// Mappings per block: 16 columns of 4 bytes, 64 bytes (one or two cache lines).
 const BLOCK: usize = 16;
 
 impl LineIndex {
@@ -137,6 +137,7 @@ impl LineIndex {
             }
         }
         line_starts.push(mappings as u32);
+        line_starts.shrink_to_fit();
         let block_starts = columns.iter().step_by(BLOCK).copied().collect();
         Some(LineIndex {
             layout,
@@ -165,7 +166,7 @@ impl LineIndex {
     pub(crate) fn find(&self, line: u32, column: u32) -> Option<usize> {
         let line = line as usize;
         let first = *self.line_starts.get(line)? as usize;
-        let end = *self.line_starts.get(line + 1)? as usize;
+        let end = *self.line_starts.get(line.checked_add(1)?)? as usize;
         // The blocks that start on this line, then the mappings of the one to search (or of
         // the line's part before its first block), are sorted by column.
         let blocks = first.div_ceil(BLOCK)..end.div_ceil(BLOCK);
@@ -308,6 +309,22 @@ mod tests {
             found > 20 && named > 10,
             "{found} positions mapped, {named} named"
         );
+    }
+
+    #[test]
+    fn several_mappings_at_one_position_answer_as_symbolic() {
+        // Line 0: 20 mappings, those at 15, 16 and 17 (across the first block boundary) at one
+        // generated column, each to another original line; line 1: three at column 0.
+        let mut segments = vec!["AAAA".to_owned()];
+        for i in 1..20 {
+            let column_delta = if (16..=17).contains(&i) { "A" } else { "C" };
+            segments.push(format!("{column_delta}AAC"));
+        }
+        let mappings = format!("{};AAAA,AACA,AACA", segments.join(","));
+        let map =
+            format!(r#"{{"version":3,"sources":["a.js"],"names":[],"mappings":"{mappings}"}}"#);
+        let (found, _, _) = compare(&map, "", 3, 45);
+        assert!(found > 40, "only {found} positions mapped");
     }
 
     #[test]

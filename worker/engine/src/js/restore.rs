@@ -109,10 +109,10 @@ enum Located<'m> {
 }
 
 impl<'m> Located<'m> {
-    /// Resolves a found mapping ([`Segment::resolve`]).
+    /// Resolves a found mapping ([`Mapping::resolve`]).
     fn resolve(self) -> Self {
         match self {
-            Located::Found(segment, mapping) => match segment.resolve(mapping) {
+            Located::Found(segment, mapping) => match mapping.resolve() {
                 Some(mapped) => Located::Mapped(segment, mapped),
                 None => Located::Missing,
             },
@@ -267,4 +267,71 @@ pub fn module_ids(map: &JsSourceMap, file: Option<&str>) -> ModuleIds {
         }
     }
     main
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::js::parse_stack;
+
+    /// One generated line with a mapping every 2 columns, mapping `k` to line `k` (0-based) of
+    /// `src.js`, whose text is `line 0`, `line 1`, ...
+    fn map() -> JsSourceMap {
+        let mut segments = vec!["AAAA".to_owned()];
+        segments.extend((1..100).map(|_| "EACA".to_owned()));
+        let text: Vec<String> = (0..100).map(|i| format!("line {i}")).collect();
+        let map = serde_json::json!({
+            "version": 3,
+            "sources": ["src.js"],
+            "names": [],
+            "mappings": segments.join(","),
+            "sourcesContent": [text.join("\n")],
+        });
+        JsSourceMap::parse(map.to_string().as_bytes(), None).unwrap()
+    }
+
+    #[test]
+    fn frames_in_several_chunks_keep_their_order_and_index() {
+        let map = map();
+        // 70 positions (3 chunks of 32), a native frame among them, a text line before.
+        let mut text = String::from("TypeError: boom\n");
+        for i in 0..70 {
+            if i == 40 {
+                text.push_str("    at map (native)\n");
+            }
+            text.push_str(&format!("    at f{i} (bundle.js:1:{})\n", 2 * i + 1));
+        }
+        let stack = parse_stack(text.as_bytes(), 1).unwrap();
+        let result = restore(&stack, &map);
+        assert_eq!(result.frames.len(), 71);
+        let frames: Vec<&JsFrame> = stack
+            .items
+            .iter()
+            .filter_map(|item| match item {
+                StackItem::Frame(frame) => Some(frame),
+                StackItem::Text(_) => None,
+            })
+            .collect();
+        for (index, (got, frame)) in result.frames.iter().zip(frames).enumerate() {
+            assert_eq!(got.index, index);
+            assert_eq!(
+                *got,
+                restore_frame(index, frame, &map, RestoreOptions::default())
+            );
+        }
+        assert_eq!(result.frames[40].status, JsFrameStatus::Native);
+        for (index, i) in (0..40u32)
+            .map(|i| (i as usize, i))
+            .chain((40..70).map(|i| (i as usize + 1, i)))
+        {
+            let frame = &result.frames[index];
+            assert_eq!(frame.status, JsFrameStatus::Symbolicated, "frame {index}");
+            assert_eq!(frame.lineno, Some(i + 1), "frame {index}");
+            assert_eq!(
+                frame.context_line.as_deref(),
+                Some(format!("line {i}").as_str())
+            );
+            assert_eq!(frame.pre_context.len(), (i as usize).min(CONTEXT_LINES));
+        }
+    }
 }

@@ -125,10 +125,35 @@ impl<'a> MappedLocation<'a> {
     }
 }
 
-/// A mapping found by [`Segment::find`], to be resolved by [`Segment::resolve`].
+/// A mapping found by [`Segment::find`], to be resolved by [`Mapping::resolve`].
 pub struct Mapping<'a> {
     section: &'a Section,
     found: Found<'a>,
+}
+
+impl<'a> Mapping<'a> {
+    /// The second half of [`Segment::lookup`]: where the mapping maps to; `None` when it maps
+    /// to nothing.
+    pub fn resolve(self) -> Option<MappedLocation<'a>> {
+        let section = self.section;
+        let index = match self.found {
+            Found::Location(location) => return Some(location),
+            Found::Indexed(index) => index,
+        };
+        let found = section
+            .index
+            .as_ref()?
+            .location(section.cache.owner(), index)?;
+        Some(MappedLocation {
+            file_name: found.file_name,
+            line: found.line,
+            column: found.column,
+            name: found.name,
+            scope: found.scope,
+            file: found.file,
+            sources: &section.sources,
+        })
+    }
 }
 
 enum Found<'a> {
@@ -324,7 +349,7 @@ impl Segment {
     /// Looks up a 0-based generated position; `None` when nothing maps there (no mapping on
     /// that line at or before the column, or an unmapped segment).
     pub fn lookup(&self, line: u32, column: u32) -> Option<MappedLocation<'_>> {
-        self.resolve(self.find(line, column)?)
+        self.find(line, column)?.resolve()
     }
 
     /// The first half of [`Segment::lookup`]: which mapping covers the position. Finding the
@@ -359,29 +384,6 @@ impl Segment {
             }
         };
         Some(Mapping { section, found })
-    }
-
-    /// The second half of [`Segment::lookup`]: where a mapping from [`Segment::find`] maps
-    /// to; `None` when it maps to nothing.
-    pub fn resolve<'a>(&'a self, mapping: Mapping<'a>) -> Option<MappedLocation<'a>> {
-        let section = mapping.section;
-        let index = match mapping.found {
-            Found::Location(location) => return Some(location),
-            Found::Indexed(index) => index,
-        };
-        let found = section
-            .index
-            .as_ref()?
-            .location(section.cache.owner(), index)?;
-        Some(MappedLocation {
-            file_name: found.file_name,
-            line: found.line,
-            column: found.column,
-            name: found.name,
-            scope: found.scope,
-            file: found.file,
-            sources: &section.sources,
-        })
     }
 
     /// The generated line offset of RAM bundle module `id` (`x_facebook_offsets`), if known.
@@ -555,5 +557,71 @@ fn strip_xssi_prefix(map: &[u8]) -> &[u8] {
     match trimmed.strip_prefix(b")]}'") {
         Some(rest) => rest,
         None => trimmed,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A map over two generated lines, two sources with texts, names on every other mapping.
+    fn map_text() -> String {
+        let mut line0 = vec!["AAAAA".to_owned()];
+        for i in 1..60 {
+            // Odd: 3 columns on, the other source; even: back, one line and one name on.
+            line0.push(if i % 2 == 0 { "GDCAC" } else { "GCAA" }.to_owned());
+        }
+        let line1 = "AAAA,KAAC,KDAC";
+        let text = |file: &str| -> String {
+            let lines: Vec<String> = (0..40).map(|i| format!("{file}{i}")).collect();
+            lines.join("\n")
+        };
+        let names: Vec<String> = (0..40).map(|i| format!("n{i}")).collect();
+        serde_json::json!({
+            "version": 3,
+            "sources": ["a.js", "b.js"],
+            "names": names,
+            "mappings": format!("{};{line1}", line0.join(",")),
+            "sourcesContent": [text("a"), text("b")],
+        })
+        .to_string()
+    }
+
+    #[test]
+    fn a_section_without_its_index_answers_the_same() {
+        let indexed = JsSourceMap::parse(map_text().as_bytes(), None).unwrap();
+        let mut plain = JsSourceMap::parse(map_text().as_bytes(), None).unwrap();
+        for segment in plain.segments.values_mut() {
+            for section in &mut segment.sections {
+                assert!(section.index.is_some());
+                section.index = None;
+            }
+        }
+        fn summary(m: MappedLocation<'_>) -> Summary<'_> {
+            let text = m.source().and_then(|s| s.line(m.line as usize));
+            (m.file_name, m.line, m.column, m.name, m.scope, text)
+        }
+        type Summary<'a> = (
+            Option<&'a str>,
+            u32,
+            u32,
+            Option<&'a str>,
+            ScopeLookupResult<'a>,
+            Option<&'a str>,
+        );
+        let (indexed, plain) = (indexed.segment(0).unwrap(), plain.segment(0).unwrap());
+        let mut found = 0;
+        for line in 0..3 {
+            for column in 0..400 {
+                let want = plain.lookup(line, column).map(summary);
+                assert_eq!(
+                    indexed.lookup(line, column).map(summary),
+                    want,
+                    "{line}:{column}"
+                );
+                found += usize::from(want.is_some_and(|w| w.5.is_some() && w.3.is_some()));
+            }
+        }
+        assert!(found >= 90, "only {found} positions with a name and a text");
     }
 }
