@@ -14,7 +14,7 @@ use symbolic_sourcemapcache::ScopeLookupResult;
 
 use super::result::{JsFrameResult, JsFrameStatus, JsRestoreResult};
 use super::sourcemap::{JsSourceMap, MappedLocation, Mapping, Segment};
-use super::stack::{JsFrame, JsStack, StackItem};
+use super::stack::{JsFrame, JsStack};
 
 /// Lines of context on each side of `context_line`, by default.
 pub const CONTEXT_LINES: usize = 5;
@@ -47,14 +47,7 @@ pub fn restore_with<'m>(
     map: &'m JsSourceMap,
     options: RestoreOptions,
 ) -> JsRestoreResult<'m> {
-    let frames: Vec<&JsFrame> = stack
-        .items
-        .iter()
-        .filter_map(|item| match item {
-            StackItem::Frame(frame) => Some(frame),
-            StackItem::Text(_) => None,
-        })
-        .collect();
+    let frames: Vec<&JsFrame> = stack.frames().collect();
     // Frames are looked up a chunk at a time, then their context lines are read, then their
     // results built: each step waits on memory (a random place in a big map or source), and a
     // tight loop over the chunk lets the CPU wait for several frames at once.
@@ -304,15 +297,7 @@ mod tests {
         let stack = parse_stack(text.as_bytes(), 1).unwrap();
         let result = restore(&stack, &map);
         assert_eq!(result.frames.len(), 71);
-        let frames: Vec<&JsFrame> = stack
-            .items
-            .iter()
-            .filter_map(|item| match item {
-                StackItem::Frame(frame) => Some(frame),
-                StackItem::Text(_) => None,
-            })
-            .collect();
-        for (index, (got, frame)) in result.frames.iter().zip(frames).enumerate() {
+        for (index, (got, frame)) in result.frames.iter().zip(stack.frames()).enumerate() {
             assert_eq!(got.index, index);
             assert_eq!(
                 *got,

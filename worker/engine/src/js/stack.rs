@@ -30,6 +30,17 @@ pub struct JsStack {
     pub items: Vec<StackItem>,
 }
 
+impl JsStack {
+    /// The stack's frames in order, without its text lines; a frame's position here is its
+    /// `index` in a [`JsRestoreResult`](super::JsRestoreResult).
+    pub fn frames(&self) -> impl Iterator<Item = &JsFrame> {
+        self.items.iter().filter_map(|item| match item {
+            StackItem::Frame(frame) => Some(frame),
+            StackItem::Text(_) => None,
+        })
+    }
+}
+
 /// The input format of a [`JsStack`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum JsStackKind {
