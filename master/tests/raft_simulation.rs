@@ -48,17 +48,9 @@ struct Member {
     applied: Vec<(u64, Vec<u8>)>,
 }
 
+/// The masters' own settings (10 ticks to an election, heartbeats every 2, as by default).
 fn config(id: u64) -> Config {
-    Config {
-        id,
-        election_tick: 10,
-        heartbeat_tick: 2,
-        check_quorum: true,
-        pre_vote: true,
-        max_size_per_msg: 1 << 20,
-        max_inflight_msgs: 256,
-        ..Config::default()
-    }
+    symcluster_master::raft::raft_settings(id, 10, 2, 0)
 }
 
 fn logger() -> slog::Logger {

@@ -240,6 +240,36 @@ pub fn channel(config: &RaftConfig) -> (RaftHandle, std::sync::mpsc::Receiver<In
     )
 }
 
+/// The raft-rs settings of member `id` (election and heartbeat in ticks of [`node::TICK`];
+/// `applied`, the last log index already in the index), as every master runs them and as the
+/// Raft simulation test (`master/tests/raft_simulation.rs`) checks them: pre-vote and
+/// check-quorum on; appends of at most 4 MiB, 256 in flight per follower; at most 16 MiB of
+/// committed entries per Ready.
+pub fn raft_settings(
+    id: u64,
+    election_tick: usize,
+    heartbeat_tick: usize,
+    applied: u64,
+) -> raft::Config {
+    raft::Config {
+        id,
+        election_tick,
+        heartbeat_tick,
+        applied,
+        check_quorum: true,
+        pre_vote: true,
+        max_size_per_msg: 4 << 20,
+        max_inflight_msgs: 256,
+        max_committed_size_per_ready: 16 << 20,
+        // A follower learns a new commit index from the next append or heartbeat, not from an
+        // empty append sent to every follower at each commit: nothing waits on a follower's
+        // apply (clients are answered by the leader; a follower applies late anyway), and a
+        // commit without that broadcast costs the leader two messages out and two in fewer.
+        skip_bcast_commit: true,
+        ..raft::Config::default()
+    }
+}
+
 /// Starts the node thread over `index`, with Raft's log in `log_dir`. A single-member group
 /// elects itself at once.
 pub fn start(
@@ -254,18 +284,12 @@ pub fn start(
     let voters: Vec<u64> = config.members.keys().copied().collect();
     let storage = storage::RaftStorage::open(index.clone(), log_dir, &voters)?;
     let (applied, _) = index.applied()?;
-    let raft_config = raft::Config {
-        id: config.id,
-        election_tick: config.election_tick,
-        heartbeat_tick: config.heartbeat_tick,
+    let raft_config = raft_settings(
+        config.id,
+        config.election_tick,
+        config.heartbeat_tick,
         applied,
-        check_quorum: true,
-        pre_vote: true,
-        max_size_per_msg: 4 << 20,
-        max_inflight_msgs: 256,
-        max_committed_size_per_ready: 16 << 20,
-        ..raft::Config::default()
-    };
+    );
     raft_config
         .validate()
         .map_err(|e| IndexError::Corrupt(format!("raft configuration: {e}")))?;
