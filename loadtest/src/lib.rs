@@ -3,11 +3,13 @@
 //! [`cluster`] starts real local clusters (Garage S3, one or three masters, workers, as processes on
 //! loopback) for the end-to-end tests in `tests/integration` and for the `symcluster-loadtest`
 //! binary, which measures throughput, latency and CPU per job of each process ([`procstat`])
-//! through the whole path.
+//! through the whole path, and what a worker starting cold on a big dSYM pays
+//! ([`cold_start`]).
 
 #![deny(missing_docs)]
 
 pub mod builds;
 pub mod cluster;
+pub mod cold_start;
 pub mod kafka;
 pub mod procstat;

@@ -10,6 +10,10 @@
 //! (sum), from `/proc/PID/stat` over the run, the leader's log entries per fsync, and, with
 //! `--kill-leader-after K` (the leader is SIGKILLed after K acknowledged submits), jobs lost,
 //! jobs duplicated and the failover time (kill → first submit acknowledged by a new leader).
+//!
+//! `symcluster-loadtest cold-start [DSYM]` measures instead what a worker starting cold pays for
+//! a big dSYM whose SymCache another worker shared, against converting it
+//! (`symcluster_loadtest::cold_start`).
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -19,7 +23,7 @@ use hdrhistogram::Histogram;
 use symcluster_client::api;
 use symcluster_engine::reports::routing::routing_image;
 use symcluster_loadtest::cluster::{Cluster, MasterOptions, WorkerOptions, repo};
-use symcluster_loadtest::{builds, procstat};
+use symcluster_loadtest::{builds, cold_start, procstat};
 use symcluster_sources::layout;
 use tokio::sync::{Mutex, Semaphore};
 
@@ -95,6 +99,23 @@ struct Args {
     /// Log output on stderr (`RUST_LOG` chooses what; default `warn`).
     #[command(flatten)]
     log: symcluster_telemetry::LogArgs,
+    /// Another measurement instead of the load runs.
+    #[command(subcommand)]
+    mode: Option<Mode>,
+}
+
+/// Measurements other than the load runs.
+#[derive(Debug, clap::Subcommand)]
+enum Mode {
+    /// What a worker starting with empty caches pays for a big dSYM whose SymCache another
+    /// worker converted and shared, against converting it again (one report, three workers in
+    /// turn; `symcluster_loadtest::cold_start`).
+    ColdStart {
+        /// The dSYM bundle (or its DWARF file); default: BigApp from
+        /// `bash scripts/generate-big-dsym.sh`.
+        #[arg(default_value_os_t = repo().join("target/big-dsym/BigApp.dSYM"))]
+        dsym: std::path::PathBuf,
+    },
 }
 
 #[tokio::main]
@@ -102,6 +123,16 @@ async fn main() -> anyhow::Result<()> {
     let args = Args::parse();
     // The client library's warnings (h2 connection errors, failovers) go to stderr.
     symcluster_telemetry::init_logs_with(args.log.log_format, "warn");
+    if let Some(Mode::ColdStart { dsym }) = &args.mode {
+        // As below: Ctrl-C drops the cluster, its processes and its data directory.
+        return tokio::select! {
+            result = cold_start::run(dsym) => result,
+            signal = interrupted() => {
+                eprintln!("{signal}: cluster stopped, data directory removed");
+                std::process::exit(130);
+            }
+        };
+    }
     let crashprobe = args.fixtures.join("crashprobe");
     let original = builds::original(
         &[

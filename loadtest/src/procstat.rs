@@ -21,10 +21,21 @@ pub fn cpu_ms(pids: &[u32]) -> u64 {
 
 /// Resident set size of `pid` in MiB (`VmRSS` of `/proc/PID/status`); 0 when unknown.
 pub fn rss_mib(pid: u32) -> f64 {
+    status_mib(pid, "VmRSS:")
+}
+
+/// Peak resident set size of `pid` since it started, in MiB (`VmHWM` of `/proc/PID/status`);
+/// 0 when unknown.
+pub fn peak_rss_mib(pid: u32) -> f64 {
+    status_mib(pid, "VmHWM:")
+}
+
+/// The `field` line of `/proc/PID/status` (a size in kB, proc(5)) in MiB; 0 when unknown.
+fn status_mib(pid: u32, field: &str) -> f64 {
     std::fs::read_to_string(format!("/proc/{pid}/status"))
         .ok()
         .and_then(|status| {
-            let line = status.lines().find(|l| l.starts_with("VmRSS:"))?;
+            let line = status.lines().find(|l| l.starts_with(field))?;
             let kib: f64 = line.split_whitespace().nth(1)?.parse().ok()?;
             Some(kib / 1024.0)
         })
