@@ -11,6 +11,8 @@
 //! - [`metrics`]: Prometheus `/metrics` and the `/ready` probe;
 //! - [`session`]: one connection to the master: register, lease stream, heartbeats, results,
 //!   and the drain that ends the worker;
+//! - `outcomes`: the session's `ReportOutcomes` call, which carries every job's outcome (the
+//!   unary `CompleteJob`/`FailJob` when it cannot);
 //! - [`shutdown`]: SIGTERM/SIGINT as a drain request (a second signal cuts the drain short);
 //! - [`run`]: reconnects sessions until the worker has drained.
 
@@ -21,6 +23,7 @@ pub mod config;
 pub mod disk_cache;
 pub mod grouping;
 pub mod metrics;
+mod outcomes;
 mod reconnect;
 pub mod runner;
 pub mod session;

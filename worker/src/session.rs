@@ -29,6 +29,7 @@ use tracing::Instrument;
 
 use crate::caches::Caches;
 use crate::config::WorkerConfig;
+use crate::outcomes::Outcomes;
 use crate::runner::{self, Outcome};
 use crate::shutdown::Shutdown;
 
@@ -307,6 +308,8 @@ async fn lease_loop(
         .await?
         .into_inner();
     ready.set(true);
+    // Outcomes go over one `ReportOutcomes` call of this session (the jobs' tasks hold it).
+    let outcomes = Outcomes::start(client);
     let mut draining = false;
     let mut drain_started = Instant::now();
     loop {
@@ -344,8 +347,9 @@ async fn lease_loop(
         };
         let Some(spec) = lease.job else { continue };
         let job_id = spec.job_id.clone();
-        let (client, caches, worker_id, registry) = (
+        let (client, outcomes, caches, worker_id, registry) = (
             client.clone(),
+            outcomes.clone(),
             caches.clone(),
             worker_id.to_owned(),
             jobs.clone(),
@@ -392,7 +396,7 @@ async fn lease_loop(
                 // The slot is free once the work is done: the next job runs while the master
                 // commits this one's outcome (the lease stays held, and renewed, until then).
                 drop(permit);
-                report(&client, &worker_id, &key.0, key.1, outcome).await;
+                report(&client, &outcomes, &worker_id, &key.0, key.1, outcome).await;
                 registry.end(&key);
             }
             .instrument(span),
@@ -529,76 +533,99 @@ pub async fn drain_disconnected(
     }
 }
 
-/// Sends a job's outcome to the leader, following it through a failover and retrying briefly
-/// on transport errors. If it never arrives, the lease expires and the job runs again: nothing
-/// is lost.
-async fn report(client: &Client, worker_id: &str, job_id: &str, attempt: u32, outcome: Outcome) {
-    let sent = match &outcome {
+/// Sends a job's outcome to the leader: on the session's `ReportOutcomes` call, or (when that
+/// call cannot take it: a failover, a master without it) by its unary call, following the leader
+/// through a failover and retrying briefly on transport errors. If it never arrives, the lease
+/// expires and the job runs again: nothing is lost.
+async fn report(
+    client: &Client,
+    outcomes: &Outcomes,
+    worker_id: &str,
+    job_id: &str,
+    attempt: u32,
+    outcome: Outcome,
+) {
+    let request = outcome_request(worker_id, job_id, attempt, &outcome);
+    let unary = request.outcome.clone();
+    match outcomes.report(request).await {
+        Ok(answer) if answer.code == 0 => return,
+        Ok(answer) => {
+            tracing::warn!(job = job_id, code = ?tonic::Code::from(answer.code),
+                error = %answer.message, "the master refused the outcome; the lease will expire");
+            return;
+        }
+        Err(status) => {
+            tracing::debug!(job = job_id, error = %status, "outcome stream unavailable; reporting by a unary call");
+        }
+    }
+    use api::outcome_request::Outcome as Kind;
+    let sent = client
+        .on_leader(|channel| {
+            let mut api = api::worker_api_client::WorkerApiClient::new(channel);
+            let unary = unary.clone();
+            // The master's completion span continues this job's trace.
+            let span = tracing::Span::current();
+            async move {
+                match unary {
+                    Some(Kind::Complete(r)) => api
+                        .complete_job(trace_context::with_parent(tonic::Request::new(r), &span))
+                        .await
+                        .map(|_| ()),
+                    Some(Kind::Fail(r)) => api
+                        .fail_job(trace_context::with_parent(tonic::Request::new(r), &span))
+                        .await
+                        .map(|_| ()),
+                    None => Ok(()),
+                }
+            }
+        })
+        .await;
+    if let Err(e) = sent {
+        tracing::warn!(job = job_id, error = %e, "reporting the outcome failed; the lease will expire");
+    }
+}
+
+/// `outcome` as one request of the `ReportOutcomes` call (its id set by [`Outcomes::report`]),
+/// carrying the job's trace context as the unary calls do in metadata.
+fn outcome_request(
+    worker_id: &str,
+    job_id: &str,
+    attempt: u32,
+    outcome: &Outcome,
+) -> api::OutcomeRequest {
+    use api::outcome_request::Outcome as Kind;
+    let kind = match outcome {
         Outcome::Completed {
             result_zstd,
             group,
             missing,
             call_tree,
-        } => {
-            let request = api::CompleteJobRequest {
-                worker_id: worker_id.to_owned(),
-                job_id: job_id.to_owned(),
-                attempt,
-                result_json: Vec::new(),
-                group: group.clone(),
-                result_zstd: result_zstd.clone(),
-                missing: missing.clone(),
-                call_tree: call_tree.clone(),
-            };
-            client
-                .on_leader(|channel| {
-                    let request = request.clone();
-                    // The master's completion span continues this job's trace.
-                    let request = trace_context::with_parent(
-                        tonic::Request::new(request),
-                        &tracing::Span::current(),
-                    );
-                    async move {
-                        api::worker_api_client::WorkerApiClient::new(channel)
-                            .complete_job(request)
-                            .await
-                            .map(|_| ())
-                    }
-                })
-                .await
-        }
+        } => Kind::Complete(api::CompleteJobRequest {
+            worker_id: worker_id.to_owned(),
+            job_id: job_id.to_owned(),
+            attempt,
+            result_json: Vec::new(),
+            group: group.clone(),
+            result_zstd: result_zstd.clone(),
+            missing: missing.clone(),
+            call_tree: call_tree.clone(),
+        }),
         Outcome::Failed {
             error,
             retryable,
             missing,
-        } => {
-            let request = api::FailJobRequest {
-                worker_id: worker_id.to_owned(),
-                job_id: job_id.to_owned(),
-                attempt,
-                error: error.clone(),
-                retryable: *retryable,
-                missing: missing.clone(),
-            };
-            client
-                .on_leader(|channel| {
-                    let request = request.clone();
-                    // The master's completion span continues this job's trace.
-                    let request = trace_context::with_parent(
-                        tonic::Request::new(request),
-                        &tracing::Span::current(),
-                    );
-                    async move {
-                        api::worker_api_client::WorkerApiClient::new(channel)
-                            .fail_job(request)
-                            .await
-                            .map(|_| ())
-                    }
-                })
-                .await
-        }
+        } => Kind::Fail(api::FailJobRequest {
+            worker_id: worker_id.to_owned(),
+            job_id: job_id.to_owned(),
+            attempt,
+            error: error.clone(),
+            retryable: *retryable,
+            missing: missing.clone(),
+        }),
     };
-    if let Err(e) = sent {
-        tracing::warn!(job = job_id, error = %e, "reporting the outcome failed; the lease will expire");
+    api::OutcomeRequest {
+        id: 0,
+        outcome: Some(kind),
+        traceparent: trace_context::traceparent(&tracing::Span::current()),
     }
 }

@@ -248,8 +248,48 @@ async fn each_role_does_only_what_it_may() {
     );
     let stolen = w2.worker_api().complete_job(complete("w2")).await.unwrap();
     assert!(!stolen.into_inner().accepted, "w2 holds no lease on d-1");
-    let done = w1.worker_api().complete_job(complete("w1")).await.unwrap();
-    assert!(done.into_inner().accepted);
+
+    // The same rules over `ReportOutcomes`, one answer per outcome: a refusal answers that
+    // outcome and the call goes on.
+    let outcome = |id: u64, request: api::CompleteJobRequest| api::OutcomeRequest {
+        id,
+        outcome: Some(api::outcome_request::Outcome::Complete(request)),
+        traceparent: String::new(),
+    };
+    let answers = report_outcomes(
+        &w2,
+        vec![outcome(1, complete("w1")), outcome(2, complete("w2"))],
+    )
+    .await;
+    assert_eq!(answers[0].code, tonic::Code::PermissionDenied as i32);
+    assert_eq!(
+        answers[0].message,
+        "worker \"w1\" was registered by token \"worker-1\", not \"worker-2\""
+    );
+    assert_eq!(
+        (answers[1].code, answers[1].accepted),
+        (0, false),
+        "w2 holds no lease on d-1"
+    );
+    let mut malformed = complete("w1");
+    malformed.result_json = b"{\"status\": trunc".to_vec();
+    let answers =
+        report_outcomes(&w1, vec![outcome(7, malformed), outcome(8, complete("w1"))]).await;
+    assert_eq!(answers[0].code, tonic::Code::InvalidArgument as i32);
+    assert!(
+        answers[0]
+            .message
+            .starts_with("result_json is not a JSON object: "),
+        "{}",
+        answers[0].message
+    );
+    assert_eq!((answers[1].code, answers[1].accepted), (0, true));
+    let again = report_outcomes(&w1, vec![outcome(9, complete("w1"))]).await;
+    assert_eq!(
+        (again[0].code, again[0].accepted),
+        (0, false),
+        "a job completes once"
+    );
 
     // ingest: reads the job as w1 completed it, once.
     let mut ingest = Client::connect(&cluster.endpoint, INGEST).await.unwrap();
@@ -287,4 +327,32 @@ async fn each_role_does_only_what_it_may() {
     );
     let old = status(device.submit_native("d-4", report).await.map(|_| ()));
     assert_eq!(old.code(), tonic::Code::Unauthenticated);
+}
+
+/// Sends `requests` on one `ReportOutcomes` call and returns every answer, ordered by id.
+async fn report_outcomes(
+    client: &Client,
+    requests: Vec<api::OutcomeRequest>,
+) -> Vec<api::OutcomeResponse> {
+    let ids: Vec<u64> = requests.iter().map(|r| r.id).collect();
+    let mut answers = client
+        .worker_api()
+        .report_outcomes(tokio_stream::iter(requests))
+        .await
+        .unwrap()
+        .into_inner();
+    let mut got = Vec::new();
+    while let Some(answer) = tokio::time::timeout(Duration::from_secs(30), answers.next())
+        .await
+        .expect("an answer within 30 s")
+    {
+        got.push(answer.unwrap());
+    }
+    got.sort_by_key(|a| a.id);
+    assert_eq!(
+        got.iter().map(|a| a.id).collect::<Vec<_>>(),
+        ids,
+        "one answer per outcome"
+    );
+    got
 }

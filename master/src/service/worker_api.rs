@@ -12,10 +12,11 @@ use tonic::{Request, Response, Status};
 use tracing::Instrument as _;
 
 use super::{require_leader, schedule_status};
-use crate::auth::{self, Role};
+use crate::auth::{self, Caller, Role};
 use crate::scheduler::{Completion, Scheduler};
 
 /// The worker-facing service.
+#[derive(Clone)]
 pub struct WorkerApiService {
     scheduler: Arc<Scheduler>,
 }
@@ -58,6 +59,11 @@ impl WorkerApiService {
     /// current lease and attempt.
     fn act_as<T>(&self, request: &Request<T>, id: &str) -> Result<(), Status> {
         let caller = auth::require(request, auth::WORKER_ROLES, "the WorkerApi service")?;
+        self.caller_acts_as(&caller, id)
+    }
+
+    /// [`WorkerApiService::act_as`] for a caller already admitted.
+    fn caller_acts_as(&self, caller: &Caller, id: &str) -> Result<(), Status> {
         match self.scheduler.worker_owner(id) {
             Some(owner) if owner != caller.name && caller.role != Role::Admin => {
                 Err(Status::permission_denied(format!(
@@ -74,8 +80,15 @@ impl WorkerApiService {
         request: Request<v1::CompleteJobRequest>,
     ) -> Result<Response<v1::CompleteJobResponse>, Status> {
         require_leader(&self.scheduler)?;
-        self.act_as(&request, &request.get_ref().worker_id)?;
-        let r = request.into_inner();
+        let caller = auth::require(&request, auth::WORKER_ROLES, "the WorkerApi service")?;
+        let accepted = self.complete(&caller, request.into_inner()).await?;
+        Ok(Response::new(v1::CompleteJobResponse { accepted }))
+    }
+
+    /// Checks and commits one completion by `caller` (`CompleteJob`, or one outcome of
+    /// `ReportOutcomes`); whether it was accepted.
+    async fn complete(&self, caller: &Caller, r: v1::CompleteJobRequest) -> Result<bool, Status> {
+        self.caller_acts_as(caller, &r.worker_id)?;
         worker_id(&r.worker_id)?;
         if r.call_tree.len() > MAX_CALL_TREE_NODES {
             return Err(Status::invalid_argument(format!(
@@ -112,7 +125,7 @@ impl WorkerApiService {
             crate::metrics::JOBS_COMPLETED.inc();
         }
         tracing::debug!(job_id = %r.job_id, attempt = r.attempt, worker_id = %r.worker_id, accepted, "job completed");
-        Ok(Response::new(v1::CompleteJobResponse { accepted }))
+        Ok(accepted)
     }
 
     async fn fail_job_in_span(
@@ -120,8 +133,15 @@ impl WorkerApiService {
         request: Request<v1::FailJobRequest>,
     ) -> Result<Response<v1::FailJobResponse>, Status> {
         require_leader(&self.scheduler)?;
-        self.act_as(&request, &request.get_ref().worker_id)?;
-        let r = request.into_inner();
+        let caller = auth::require(&request, auth::WORKER_ROLES, "the WorkerApi service")?;
+        let accepted = self.fail(&caller, request.into_inner()).await?;
+        Ok(Response::new(v1::FailJobResponse { accepted }))
+    }
+
+    /// Checks and commits one failed attempt reported by `caller` (`FailJob`, or one outcome
+    /// of `ReportOutcomes`); whether it was accepted.
+    async fn fail(&self, caller: &Caller, r: v1::FailJobRequest) -> Result<bool, Status> {
+        self.caller_acts_as(caller, &r.worker_id)?;
         worker_id(&r.worker_id)?;
         let accepted = self
             .scheduler
@@ -137,7 +157,93 @@ impl WorkerApiService {
             .map_err(schedule_status)?;
         tracing::debug!(job_id = %r.job_id, attempt = r.attempt, worker_id = %r.worker_id,
             retryable = r.retryable, error = %r.error, accepted, "job failed");
-        Ok(Response::new(v1::FailJobResponse { accepted }))
+        Ok(accepted)
+    }
+
+    /// One outcome of a `ReportOutcomes` call, in the span the unary call would have
+    /// (`complete_job` or `fail_job`, a child of the worker's run).
+    async fn outcome(&self, caller: &Caller, request: v1::OutcomeRequest) -> Result<bool, Status> {
+        match request.outcome {
+            Some(v1::outcome_request::Outcome::Complete(r)) => {
+                let span = tracing::info_span!("complete_job", job_id = %r.job_id,
+                    attempt = r.attempt, worker_id = %r.worker_id);
+                trace_context::set_parent(&span, &request.traceparent);
+                self.complete(caller, r).instrument(span).await
+            }
+            Some(v1::outcome_request::Outcome::Fail(r)) => {
+                let span = tracing::info_span!("fail_job", job_id = %r.job_id,
+                    attempt = r.attempt, worker_id = %r.worker_id);
+                trace_context::set_parent(&span, &request.traceparent);
+                self.fail(caller, r).instrument(span).await
+            }
+            None => Err(Status::invalid_argument(
+                "an outcome needs `complete` or `fail`",
+            )),
+        }
+    }
+}
+
+/// Outcomes of one `ReportOutcomes` call being committed at once; past it, the call's requests
+/// wait (HTTP/2 flow control holds the worker back). A worker has at most its slots plus its
+/// prefetch (at most 4 per slot) outstanding.
+const MAX_OUTCOMES_IN_FLIGHT: usize = 256;
+
+type OutcomeStream =
+    Pin<Box<dyn tokio_stream::Stream<Item = Result<v1::OutcomeResponse, Status>> + Send>>;
+
+impl WorkerApiService {
+    /// Serves one `ReportOutcomes` call: a task per outcome (each waits for its commit), its
+    /// answer sent when it is done. A failover status (this master no longer leads) ends the
+    /// call with that status; any other error is that outcome's answer.
+    fn report_outcomes(
+        self,
+        caller: Caller,
+        mut requests: tonic::Streaming<v1::OutcomeRequest>,
+    ) -> OutcomeStream {
+        let (tx, rx) = tokio::sync::mpsc::channel(MAX_OUTCOMES_IN_FLIGHT);
+        let permits = Arc::new(tokio::sync::Semaphore::new(MAX_OUTCOMES_IN_FLIGHT));
+        tokio::spawn(async move {
+            loop {
+                let Ok(permit) = permits.clone().acquire_owned().await else {
+                    return;
+                };
+                let request = tokio::select! {
+                    request = requests.message() => request,
+                    () = tx.closed() => return,
+                };
+                let request = match request {
+                    Ok(Some(request)) => request,
+                    Ok(None) => return,
+                    Err(status) => {
+                        tracing::debug!(error = %status, "outcome stream ended by the worker");
+                        return;
+                    }
+                };
+                let (service, caller, tx) = (self.clone(), caller.clone(), tx.clone());
+                tokio::spawn(async move {
+                    let id = request.id;
+                    let answer = match service.outcome(&caller, request).await {
+                        Ok(accepted) => Ok(v1::OutcomeResponse {
+                            id,
+                            accepted,
+                            code: 0,
+                            message: String::new(),
+                        }),
+                        // This master no longer leads (or cannot commit): the call ends.
+                        Err(status) if status.code() == tonic::Code::Unavailable => Err(status),
+                        Err(status) => Ok(v1::OutcomeResponse {
+                            id,
+                            accepted: false,
+                            code: status.code() as i32,
+                            message: status.message().to_owned(),
+                        }),
+                    };
+                    let _ = tx.send(answer).await;
+                    drop(permit);
+                });
+            }
+        });
+        Box::pin(ReceiverStream::new(rx))
     }
 }
 
@@ -221,6 +327,19 @@ impl WorkerApi for WorkerApiService {
             worker_id = %r.worker_id);
         trace_context::set_parent(&span, trace_context::from_metadata(request.metadata()));
         self.fail_job_in_span(request).instrument(span).await
+    }
+
+    type ReportOutcomesStream = OutcomeStream;
+
+    async fn report_outcomes(
+        &self,
+        request: Request<tonic::Streaming<v1::OutcomeRequest>>,
+    ) -> Result<Response<Self::ReportOutcomesStream>, Status> {
+        require_leader(&self.scheduler)?;
+        let caller = auth::require(&request, auth::WORKER_ROLES, "the WorkerApi service")?;
+        Ok(Response::new(
+            self.clone().report_outcomes(caller, request.into_inner()),
+        ))
     }
 
     async fn heartbeat(
