@@ -494,9 +494,27 @@ async fn run(
                 .await
                 .map(|r| r.into_inner().groups.iter().map(|g| g.count).sum())
                 .unwrap_or(0);
-            let duplicated = created_twice
-                + status.jobs_completed.saturating_sub(completed)
+            // A job created twice would be completed or counted in its group twice. A submit
+            // answered `created: false` is not one: the client library resubmitted it to the new
+            // leader after the old one had committed it but died before answering (submits are
+            // idempotent by id), and the index holds it once.
+            let duplicated = status.jobs_completed.saturating_sub(completed)
                 + groups.saturating_sub(status.jobs_completed);
+            if created_twice > 0 {
+                eprintln!(
+                    "{created_twice} submits resubmitted across the failover found their job \
+                     already created (committed by the old leader, not answered before the kill)"
+                );
+            }
+            if duplicated > 0 {
+                eprintln!(
+                    "duplicated: {} more completed than acknowledged ({} completed in the \
+                     index), {} more group counts than completed",
+                    status.jobs_completed.saturating_sub(completed),
+                    status.jobs_completed,
+                    groups.saturating_sub(status.jobs_completed)
+                );
+            }
             (
                 format!("{lost} | {duplicated}"),
                 first_after.map_or("none".into(), |ms| ms.to_string()),
