@@ -549,10 +549,19 @@ async fn report(
     let unary = request.outcome.clone();
     match outcomes.report(request).await {
         Ok(answer) if answer.code == 0 => return,
-        Ok(answer) => {
+        // Only refusals are final; an answer saying "try the leader" goes by the unary call.
+        Ok(answer)
+            if !symcluster_client::is_failover(&tonic::Status::new(
+                tonic::Code::from(answer.code),
+                "",
+            )) =>
+        {
             tracing::warn!(job = job_id, code = ?tonic::Code::from(answer.code),
                 error = %answer.message, "the master refused the outcome; the lease will expire");
             return;
+        }
+        Ok(answer) => {
+            tracing::debug!(job = job_id, error = %answer.message, "outcome answered with a failover code; reporting by a unary call");
         }
         Err(status) => {
             tracing::debug!(job = job_id, error = %status, "outcome stream unavailable; reporting by a unary call");

@@ -163,6 +163,9 @@ impl WorkerApiService {
     /// One outcome of a `ReportOutcomes` call, in the span the unary call would have
     /// (`complete_job` or `fail_job`, a child of the worker's run).
     async fn outcome(&self, caller: &Caller, request: v1::OutcomeRequest) -> Result<bool, Status> {
+        // Checked per outcome, as each unary call is: a master that stopped leading since the
+        // call opened ends it with the leader's address.
+        require_leader(&self.scheduler)?;
         match request.outcome {
             Some(v1::outcome_request::Outcome::Complete(r)) => {
                 let span = tracing::info_span!("complete_job", job_id = %r.job_id,
@@ -222,7 +225,15 @@ impl WorkerApiService {
                 let (service, caller, tx) = (self.clone(), caller.clone(), tx.clone());
                 tokio::spawn(async move {
                     let id = request.id;
-                    let answer = match service.outcome(&caller, request).await {
+                    // In a task of its own, so that a panic answers INTERNAL (as a unary call's
+                    // would) instead of leaving the worker waiting for this answer.
+                    let outcome =
+                        tokio::spawn(async move { service.outcome(&caller, request).await })
+                            .await
+                            .unwrap_or_else(|e| {
+                                Err(Status::internal(format!("the outcome's task failed: {e}")))
+                            });
+                    let answer = match outcome {
                         Ok(accepted) => Ok(v1::OutcomeResponse {
                             id,
                             accepted,
