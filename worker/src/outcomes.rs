@@ -89,14 +89,10 @@ async fn run(client: Client, mut pending: mpsc::Receiver<Pending>) {
         };
         let ended = loop {
             tokio::select! {
-                next = pending.recv(), if requests.is_some() => match next {
-                    Some(p) => {
+                next = pending.recv(), if requests.is_some() => match (next, &requests) {
+                    (Some(p), Some(requests)) => {
                         let id = p.request.id;
-                        let sent = match &requests {
-                            Some(requests) => requests.send(p.request).await.is_ok(),
-                            None => false,
-                        };
-                        if sent {
+                        if requests.send(p.request).await.is_ok() {
                             waiting.insert(id, p.answer);
                         } else {
                             let _ = p.answer.send(Err(Status::unavailable("the outcome stream ended")));
@@ -104,7 +100,7 @@ async fn run(client: Client, mut pending: mpsc::Receiver<Pending>) {
                         }
                     }
                     // Every handle is gone: end the requests and read the answers left.
-                    None => requests = None,
+                    _ => requests = None,
                 },
                 response = responses.message() => match response {
                     Ok(Some(response)) => {

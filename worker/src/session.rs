@@ -545,9 +545,10 @@ async fn report(
     attempt: u32,
     outcome: Outcome,
 ) {
-    let request = outcome_request(worker_id, job_id, attempt, &outcome);
-    let unary = request.outcome.clone();
-    match outcomes.report(request).await {
+    match outcomes
+        .report(outcome_request(worker_id, job_id, attempt, &outcome))
+        .await
+    {
         Ok(answer) if answer.code == 0 => return,
         // Only refusals are final; an answer saying "try the leader" goes by the unary call.
         Ok(answer)
@@ -567,6 +568,8 @@ async fn report(
             tracing::debug!(job = job_id, error = %status, "outcome stream unavailable; reporting by a unary call");
         }
     }
+    // Built again only here: a copy of the result for a fallback would cost every job.
+    let unary = outcome_request(worker_id, job_id, attempt, &outcome).outcome;
     use api::outcome_request::Outcome as Kind;
     let sent = client
         .on_leader(|channel| {

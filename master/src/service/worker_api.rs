@@ -168,15 +168,11 @@ impl WorkerApiService {
         require_leader(&self.scheduler)?;
         match request.outcome {
             Some(v1::outcome_request::Outcome::Complete(r)) => {
-                let span = tracing::info_span!("complete_job", job_id = %r.job_id,
-                    attempt = r.attempt, worker_id = %r.worker_id);
-                trace_context::set_parent(&span, &request.traceparent);
+                let span = complete_span(&r, &request.traceparent);
                 self.complete(caller, r).instrument(span).await
             }
             Some(v1::outcome_request::Outcome::Fail(r)) => {
-                let span = tracing::info_span!("fail_job", job_id = %r.job_id,
-                    attempt = r.attempt, worker_id = %r.worker_id);
-                trace_context::set_parent(&span, &request.traceparent);
+                let span = fail_span(&r, &request.traceparent);
                 self.fail(caller, r).instrument(span).await
             }
             None => Err(Status::invalid_argument(
@@ -184,6 +180,24 @@ impl WorkerApiService {
             )),
         }
     }
+}
+
+/// The span of one completion (`CompleteJob` or an outcome of `ReportOutcomes`), a child of the
+/// worker's run when `traceparent` (W3C) names it.
+fn complete_span(r: &v1::CompleteJobRequest, traceparent: &str) -> tracing::Span {
+    let span = tracing::info_span!("complete_job", job_id = %r.job_id, attempt = r.attempt,
+        worker_id = %r.worker_id);
+    trace_context::set_parent(&span, traceparent);
+    span
+}
+
+/// The span of one failed attempt (`FailJob` or an outcome of `ReportOutcomes`): see
+/// [`complete_span`].
+fn fail_span(r: &v1::FailJobRequest, traceparent: &str) -> tracing::Span {
+    let span = tracing::info_span!("fail_job", job_id = %r.job_id, attempt = r.attempt,
+        worker_id = %r.worker_id);
+    trace_context::set_parent(&span, traceparent);
+    span
 }
 
 /// Outcomes of one `ReportOutcomes` call being committed at once; past it, the call's requests
@@ -323,9 +337,7 @@ impl WorkerApi for WorkerApiService {
         request: Request<v1::CompleteJobRequest>,
     ) -> Result<Response<v1::CompleteJobResponse>, Status> {
         let r = request.get_ref();
-        let span = tracing::info_span!("complete_job", job_id = %r.job_id, attempt = r.attempt,
-            worker_id = %r.worker_id);
-        trace_context::set_parent(&span, trace_context::from_metadata(request.metadata()));
+        let span = complete_span(r, trace_context::from_metadata(request.metadata()));
         self.complete_job_in_span(request).instrument(span).await
     }
 
@@ -334,9 +346,7 @@ impl WorkerApi for WorkerApiService {
         request: Request<v1::FailJobRequest>,
     ) -> Result<Response<v1::FailJobResponse>, Status> {
         let r = request.get_ref();
-        let span = tracing::info_span!("fail_job", job_id = %r.job_id, attempt = r.attempt,
-            worker_id = %r.worker_id);
-        trace_context::set_parent(&span, trace_context::from_metadata(request.metadata()));
+        let span = fail_span(r, trace_context::from_metadata(request.metadata()));
         self.fail_job_in_span(request).instrument(span).await
     }
 
