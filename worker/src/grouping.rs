@@ -91,18 +91,31 @@ fn oom(result: &SymbolicationResult) -> GroupKey {
 /// The group of a result with a stack: see [`native`].
 fn by_stack(result: &SymbolicationResult) -> Option<GroupKey> {
     let thread = result.crashed_thread()?;
-    let system: std::collections::HashSet<&str> = result
-        .modules
+    // The images of the thread's symbolicated frames (a few), then which of them are system
+    // images: one pass over the modules (hundreds), no set of them all.
+    let mut images: Vec<(&str, bool)> = Vec::new();
+    for image in thread
+        .frames
         .iter()
-        .filter_map(|m| m.code_file.as_deref())
-        .filter(|path| is_system_path(path))
-        .map(|path| path.rsplit(['/', '\\']).next().unwrap_or(path))
-        .collect();
+        .filter(|f| f.status == FrameStatus::Symbolicated)
+        .filter_map(|f| f.image.as_deref())
+    {
+        if !images.iter().any(|(i, _)| *i == image) {
+            images.push((image, false));
+        }
+    }
+    for path in result.modules.iter().filter_map(|m| m.code_file.as_deref()) {
+        let name = path.rsplit(['/', '\\']).next().unwrap_or(path);
+        if let Some((_, system)) = images.iter_mut().find(|(i, _)| *i == name) {
+            *system |= is_system_path(path);
+        }
+    }
+    let is_system = |image: &str| images.iter().any(|(i, system)| *i == image && *system);
     let frames: Vec<_> = thread
         .frames
         .iter()
         .filter(|f| f.status == FrameStatus::Symbolicated)
-        .filter(|f| f.image.as_deref().is_none_or(|i| !system.contains(i)))
+        .filter(|f| f.image.as_deref().is_none_or(|i| !is_system(i)))
         .take(KEY_FRAMES)
         .collect();
     let Some(top) = frames.first() else {

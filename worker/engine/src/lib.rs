@@ -34,4 +34,6 @@ pub use local::LocalSymCaches;
 pub use model::{NativeReport, ReportFormat, ReportKind};
 pub use reports::{ReportError, parse_report};
 pub use result::SymbolicationResult;
-pub use symbolicate::{ModuleLoad, SymCacheSource, referenced_images, symbolicate};
+pub use symbolicate::{
+    ModuleLoad, SymCacheSource, referenced_images, symbolicate, symbolicate_owned,
+};

@@ -21,9 +21,25 @@ impl fmt::Display for HexAddr {
     }
 }
 
+impl HexAddr {
+    /// `"0x…"`, lowercase, no leading zeros (`0x0` for zero): what [`fmt::Display`] writes,
+    /// without the formatting machinery (a result writes hundreds of addresses).
+    fn write_hex(self, buf: &mut [u8; 18]) -> &str {
+        let digits = (16 - self.0.leading_zeros() as usize / 4).max(1);
+        buf[0] = b'0';
+        buf[1] = b'x';
+        for (i, slot) in buf[2..2 + digits].iter_mut().enumerate() {
+            let nibble = (self.0 >> (4 * (digits - 1 - i))) & 0xf;
+            *slot = b"0123456789abcdef"[nibble as usize];
+        }
+        // Only ASCII was written.
+        std::str::from_utf8(&buf[..2 + digits]).unwrap_or("0x0")
+    }
+}
+
 impl Serialize for HexAddr {
     fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        s.collect_str(self)
+        s.serialize_str(self.write_hex(&mut [0; 18]))
     }
 }
 
@@ -179,8 +195,9 @@ pub struct ModuleResult {
     pub code_file: Option<String>,
     /// Debug id, lowercase with dashes (`82d13d98-219e-3040-b62a-07a297007a7c`).
     pub debug_id: Option<String>,
-    /// Architecture name (`arm64`, `x86_64`, `unknown`).
-    pub arch: String,
+    /// Architecture name (`arm64`, `x86_64`, `unknown`): one of symbolic's names, borrowed,
+    /// when the engine made it.
+    pub arch: std::borrow::Cow<'static, str>,
     /// Load address.
     pub image_addr: HexAddr,
     /// Size in bytes (0 when the report does not say).
@@ -190,4 +207,19 @@ pub struct ModuleResult {
     /// Why, for `malformed` and `fetching_failed` (one line).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn addresses_serialize_as_display_writes_them() {
+        let mut samples = vec![0, 1, 0xf, 0x10, 0xff, 0x100, 0x1_0000_0000, u64::MAX];
+        samples.extend((0..64).map(|shift| 0x9e37_79b9_7f4a_7c15_u64 >> shift));
+        for addr in samples {
+            let json = serde_json::to_string(&HexAddr(addr)).unwrap();
+            assert_eq!(json, format!("\"{:#x}\"", addr), "{addr}");
+        }
+    }
 }

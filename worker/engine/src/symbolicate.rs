@@ -8,6 +8,7 @@
 //! [`SymCacheSource`] at most once per report, and only for images that frames reference. The
 //! engine does no I/O itself: the source decides where debug files come from.
 
+use std::borrow::Cow;
 use std::sync::Arc;
 
 use symbolic_common::{Arch, InstructionInfo};
@@ -77,6 +78,28 @@ pub fn referenced_images(report: &NativeReport) -> Vec<usize> {
 /// Never fails: problems become frame and module statuses (see [`FrameStatus`],
 /// [`ModuleStatus`]).
 pub fn symbolicate(report: &NativeReport, source: &dyn SymCacheSource) -> SymbolicationResult {
+    build(report, source, Paths::Copy)
+}
+
+/// [`symbolicate`], taking the report: its images' paths move into the result's modules
+/// instead of being copied (a worker's report lists hundreds of images and is dropped after).
+pub fn symbolicate_owned(report: NativeReport, source: &dyn SymCacheSource) -> SymbolicationResult {
+    let mut result = build(&report, source, Paths::Move);
+    for (module, image) in result.modules.iter_mut().zip(report.images) {
+        module.code_file = image.code_file;
+    }
+    result
+}
+
+/// Whether [`build`] copies each image's path into its module, or leaves it for the caller to
+/// move there.
+#[derive(Clone, Copy, PartialEq)]
+enum Paths {
+    Copy,
+    Move,
+}
+
+fn build(report: &NativeReport, source: &dyn SymCacheSource, paths: Paths) -> SymbolicationResult {
     let ranges = ImageRanges::new(&report.images);
 
     // Which image each frame is in; then load each referenced image once.
@@ -127,7 +150,7 @@ pub fn symbolicate(report: &NativeReport, source: &dyn SymCacheSource) -> Symbol
         .images
         .iter()
         .zip(&loads)
-        .map(|(image, load)| module_result(image, load.as_ref(), source))
+        .map(|(image, load)| module_result(image, load.as_ref(), source, paths))
         .collect();
 
     SymbolicationResult {
@@ -326,6 +349,7 @@ fn module_result(
     image: &Image,
     load: Option<&ModuleLoad>,
     source: &dyn SymCacheSource,
+    paths: Paths,
 ) -> ModuleResult {
     let (status, error) = match load {
         Some(ModuleLoad::Found(_)) => (ModuleStatus::Found, None),
@@ -336,14 +360,35 @@ fn module_result(
         None => (ModuleStatus::Unused, None),
     };
     ModuleResult {
-        code_file: image.code_file.clone(),
-        debug_id: image.debug_id.map(|id| id.to_string()),
-        arch: image.arch.name().to_owned(),
+        code_file: match paths {
+            Paths::Copy => image.code_file.clone(),
+            Paths::Move => None,
+        },
+        debug_id: image.debug_id.map(debug_id_text),
+        arch: Cow::Borrowed(image.arch.name()),
         image_addr: HexAddr(image.image_addr),
         image_size: image.image_size,
         status,
         error,
     }
+}
+
+/// A debug id as its `Display` writes it (`82d13d98-219e-3040-b62a-07a297007a7c`, then
+/// `-<appendix in hex>` when it has one), without the formatting machinery for the usual id
+/// with no appendix (a result lists every image of its report).
+fn debug_id_text(id: symbolic_common::DebugId) -> String {
+    if id.appendix() != 0 {
+        return id.to_string();
+    }
+    let mut text = String::with_capacity(36);
+    for (i, byte) in id.uuid().as_bytes().iter().enumerate() {
+        if matches!(i, 4 | 6 | 8 | 10) {
+            text.push('-');
+        }
+        text.push(char::from(b"0123456789abcdef"[usize::from(byte >> 4)]));
+        text.push(char::from(b"0123456789abcdef"[usize::from(byte & 0xf)]));
+    }
+    text
 }
 
 /// Images sorted by load address, for finding the image that holds an address.
@@ -383,5 +428,24 @@ impl ImageRanges {
         let after = self.ranges.partition_point(|&(start, _, _)| start <= addr);
         let &(_, end, index) = self.ranges[..after].last()?;
         (addr < end).then_some(index)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use symbolic_common::DebugId;
+
+    #[test]
+    fn debug_ids_read_as_display_writes_them() {
+        for text in [
+            "82D13D98-219E-3040-B62A-07A297007A7C",
+            "00000000-0000-0000-0000-000000000000",
+            "ffffffff-ffff-ffff-ffff-ffffffffffff",
+            "0a1b2c3d-4e5f-6071-8293-a4b5c6d7e8f9-1a",
+        ] {
+            let id: DebugId = text.parse().unwrap();
+            assert_eq!(debug_id_text(id), id.to_string(), "{text}");
+        }
     }
 }

@@ -40,6 +40,14 @@ impl<'a> Scalar<'a> {
         }
     }
 
+    /// The string, if this is one, moved out (no copy when unescaping already made it owned).
+    pub fn into_str(self) -> Option<Cow<'a, str>> {
+        match self {
+            Scalar::Str(s) => Some(s),
+            _ => None,
+        }
+    }
+
     /// The integer, if this is one (the same as [`serde_json::Value::as_u64`]).
     pub fn as_u64(&self) -> Option<u64> {
         match self {
@@ -146,6 +154,14 @@ pub enum Field<T> {
 impl<T> Field<T> {
     /// The object, if this is one.
     pub fn object(&self) -> Option<&T> {
+        match self {
+            Field::Object(t) => Some(t),
+            _ => None,
+        }
+    }
+
+    /// The object, if this is one, moved out.
+    pub fn into_object(self) -> Option<T> {
         match self {
             Field::Object(t) => Some(t),
             _ => None,

@@ -101,6 +101,13 @@ pub fn detect_format(data: &[u8]) -> Option<ReportFormat> {
 }
 
 fn parse_json_report(text: &str) -> Result<NativeReport, ReportError> {
+    // The commonest report in one pass: a Sentry event read straight into the Sentry
+    // reader's four fields. First, because it is one JSON document: an `.ips` (two documents)
+    // fails it at the end of its small header, while looking for the `.ips` header's line
+    // end first scanned the whole of a one-line event.
+    if let Some(report) = sentry::parse_event(text) {
+        return report;
+    }
     // `.ips`: a single-line JSON header followed by the JSON body.
     if let Some((header, body)) = apple_ips::split_header(text) {
         let header: Value = serde_json::from_str(header)
@@ -108,11 +115,6 @@ fn parse_json_report(text: &str) -> Result<NativeReport, ReportError> {
         let body: Value = serde_json::from_str(body)
             .map_err(|e| ReportError::InvalidJson(format!("ips body: {e}")))?;
         return apple_ips::parse(Some(&header), &body);
-    }
-    // The commonest report in one pass: a Sentry event read straight into the Sentry
-    // reader's four fields.
-    if let Some(report) = sentry::parse_event(text) {
-        return report;
     }
     // Else the top-level keys first (a scan that builds nothing), then each reader parses what
     // it uses: the Sentry reader only its four fields, typed; the others a `Value` of the whole.

@@ -10,6 +10,8 @@
 //! the raw text of each field once [`TopLevel`] has found them (the general path, for events
 //! the one pass leaves to it).
 
+use std::borrow::Cow;
+
 use serde::Deserialize;
 
 use super::ReportError;
@@ -243,10 +245,10 @@ fn from_fields(
         .map(parse_arch)
         .unwrap_or(symbolic_common::Arch::Unknown);
 
-    let images = match debug_meta.object().map(|d| &d.images) {
+    let images = match debug_meta.into_object().map(|d| d.images) {
         None | Some(Field::Absent) => Vec::new(),
         Some(Field::Array(list)) => list
-            .iter()
+            .into_iter()
             .flatten()
             .filter_map(|i| image(i, arch))
             .collect(),
@@ -428,7 +430,7 @@ fn thread(
     })
 }
 
-fn image(v: &SentryImage<'_>, report_arch: symbolic_common::Arch) -> Option<Image> {
+fn image(v: SentryImage<'_>, report_arch: symbolic_common::Arch) -> Option<Image> {
     let image_addr = v.image_addr.addr()?;
     let debug_id = v
         .debug_id
@@ -443,11 +445,13 @@ fn image(v: &SentryImage<'_>, report_arch: symbolic_common::Arch) -> Option<Imag
         (None, None) => report_arch,
     };
     Some(Image {
-        code_file: v
-            .code_file
-            .as_str()
-            .or_else(|| v.name.as_str())
-            .map(str::to_owned),
+        // Moved, not copied, when unescaping already made it a `String` (`\/` in every
+        // path NSJSONSerialization writes).
+        code_file: match v.code_file {
+            Scalar::Str(path) => Some(path),
+            _ => v.name.into_str(),
+        }
+        .map(Cow::into_owned),
         debug_id,
         arch,
         image_addr,
