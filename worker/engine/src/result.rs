@@ -32,8 +32,7 @@ impl HexAddr {
             let nibble = (self.0 >> (4 * (digits - 1 - i))) & 0xf;
             *slot = b"0123456789abcdef"[nibble as usize];
         }
-        // Only ASCII was written.
-        std::str::from_utf8(&buf[..2 + digits]).unwrap_or("0x0")
+        std::str::from_utf8(&buf[..2 + digits]).expect("only ASCII hex digits were written")
     }
 }
 

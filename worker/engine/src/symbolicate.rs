@@ -373,11 +373,12 @@ fn module_result(
     }
 }
 
-/// A debug id as its `Display` writes it (`82d13d98-219e-3040-b62a-07a297007a7c`, then
-/// `-<appendix in hex>` when it has one), without the formatting machinery for the usual id
-/// with no appendix (a result lists every image of its report).
+/// A debug id as its `Display` writes it: `82d13d98-219e-3040-b62a-07a297007a7c`, then
+/// `-<appendix in hex>` when it has one; a PDB 2.0 id as its 8 uppercase hex digits of
+/// timestamp and `-<age>`. The usual id (a UUID, no appendix) is written without the formatting
+/// machinery (a result lists every image of its report); the others by `Display`.
 fn debug_id_text(id: symbolic_common::DebugId) -> String {
-    if id.appendix() != 0 {
+    if id.appendix() != 0 || id.is_pdb20() {
         return id.to_string();
     }
     let mut text = String::with_capacity(36);
@@ -443,6 +444,9 @@ mod tests {
             "00000000-0000-0000-0000-000000000000",
             "ffffffff-ffff-ffff-ffff-ffffffffffff",
             "0a1b2c3d-4e5f-6071-8293-a4b5c6d7e8f9-1a",
+            // PDB 2.0: a timestamp and an age, 0 or not.
+            "5AB38077-0",
+            "5ab380771",
         ] {
             let id: DebugId = text.parse().unwrap();
             assert_eq!(debug_id_text(id), id.to_string(), "{text}");
