@@ -441,8 +441,14 @@ pub(crate) fn with_result_json(mut job: api::Job) -> Result<api::Job, ClientErro
 /// Whether a call's failure means "try the leader again": the master is not the leader, or it
 /// cannot be reached.
 pub fn is_failover(status: &Status) -> bool {
+    is_failover_code(status.code())
+}
+
+/// [`is_failover`] for a bare code (an answer of a stream that carries its code in a field,
+/// such as `OutcomeResponse.code`).
+pub fn is_failover_code(code: tonic::Code) -> bool {
     matches!(
-        status.code(),
+        code,
         tonic::Code::Unavailable | tonic::Code::Unknown | tonic::Code::Cancelled
     )
 }

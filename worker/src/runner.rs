@@ -125,24 +125,24 @@ const RESULT_ZSTD_LEVEL: i32 = 1;
 
 /// A result's JSON as one zstd frame (RFC 8878) recording its content size, as
 /// `CompleteJobRequest.result_zstd` asks; compressed on the worker, so the master only stores it.
-pub fn compress(json: &[u8]) -> Vec<u8> {
+///
+/// Errors (zstd's, as an I/O error) only when a compression context cannot be made or used:
+/// out of memory.
+pub fn compress(json: &[u8]) -> std::io::Result<Vec<u8>> {
     thread_local! {
         // One compression context per thread, reused (creating one per result, and one
         // decompression context per report, were ~2 % of a worker's CPU in a load run).
         static COMPRESSOR: std::cell::RefCell<Option<zstd::bulk::Compressor<'static>>> =
             const { std::cell::RefCell::new(None) };
     }
-    // `Compressor::compress` writes the content size into the frame header; from memory to
-    // memory it cannot fail.
-    COMPRESSOR
-        .with_borrow_mut(|slot| {
-            let compressor = match slot {
-                Some(compressor) => compressor,
-                None => slot.insert(zstd::bulk::Compressor::new(RESULT_ZSTD_LEVEL)?),
-            };
-            compressor.compress(json)
-        })
-        .unwrap_or_default()
+    // `Compressor::compress` writes the content size into the frame header.
+    COMPRESSOR.with_borrow_mut(|slot| {
+        let compressor = match slot {
+            Some(compressor) => compressor,
+            None => slot.insert(zstd::bulk::Compressor::new(RESULT_ZSTD_LEVEL)?),
+        };
+        compressor.compress(json)
+    })
 }
 
 /// `result` as JSON, compressed ([`compress`]): `CompleteJobRequest.result_zstd`.
@@ -150,17 +150,20 @@ pub fn compress(json: &[u8]) -> Vec<u8> {
 /// The JSON is written into a buffer each thread keeps (a CrashProbe result is ~87 KB: no
 /// allocation and no regrowth per result; a thread keeps at most 4 MiB of it, and the blocking
 /// pool ends idle threads), or into a new one when that buffer is in use (a `Serialize` that
-/// called back here). Errors when `result` cannot be encoded as JSON (serde_json's error).
-pub fn result_zstd(result: &impl serde::Serialize) -> serde_json::Result<Vec<u8>> {
+/// called back here). Errors when `result` cannot be encoded as JSON (serde_json's error) or
+/// compressed ([`compress`]).
+pub fn result_zstd(result: &impl serde::Serialize) -> std::io::Result<Vec<u8>> {
     thread_local! {
         static JSON: std::cell::RefCell<Vec<u8>> = const { std::cell::RefCell::new(Vec::new()) };
     }
     JSON.with(|cell| {
         let Ok(mut json) = cell.try_borrow_mut() else {
-            return serde_json::to_vec(result).map(|json| compress(&json));
+            return compress(&serde_json::to_vec(result)?);
         };
         json.clear();
-        let encoded = serde_json::to_writer(&mut *json, result).map(|()| compress(&json));
+        let encoded = serde_json::to_writer(&mut *json, result)
+            .map_err(std::io::Error::from)
+            .and_then(|()| compress(&json));
         // A rare huge result does not keep its buffer for the thread's life.
         if json.capacity() > 4 << 20 {
             *json = Vec::new();
@@ -173,8 +176,8 @@ pub fn result_zstd(result: &impl serde::Serialize) -> serde_json::Result<Vec<u8>
 /// crash group ([`crate::grouping::native`]), the debug files it lacked and its named call tree
 /// ([`crate::grouping::call_tree`]). CPU work only (a worker runs it on the blocking pool).
 ///
-/// Errors when the result cannot be encoded as JSON (serde_json's error).
-pub fn completed_native(result: &SymbolicationResult) -> serde_json::Result<Outcome> {
+/// Errors when the result cannot be encoded ([`result_zstd`]).
+pub fn completed_native(result: &SymbolicationResult) -> std::io::Result<Outcome> {
     Ok(Outcome::Completed {
         result_zstd: result_zstd(result)?,
         group: crate::grouping::native(result),

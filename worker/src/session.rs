@@ -551,12 +551,7 @@ async fn report(
     {
         Ok(answer) if answer.code == 0 => return,
         // Only refusals are final; an answer saying "try the leader" goes by the unary call.
-        Ok(answer)
-            if !symcluster_client::is_failover(&tonic::Status::new(
-                tonic::Code::from(answer.code),
-                "",
-            )) =>
-        {
+        Ok(answer) if !symcluster_client::is_failover_code(tonic::Code::from(answer.code)) => {
             tracing::warn!(job = job_id, code = ?tonic::Code::from(answer.code),
                 error = %answer.message, "the master refused the outcome; the lease will expire");
             return;
