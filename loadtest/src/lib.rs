@@ -11,5 +11,6 @@
 pub mod builds;
 pub mod cluster;
 pub mod cold_start;
+pub mod images;
 pub mod kafka;
 pub mod procstat;

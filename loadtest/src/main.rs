@@ -23,7 +23,7 @@ use hdrhistogram::Histogram;
 use symcluster_client::api;
 use symcluster_engine::reports::routing::routing_image;
 use symcluster_loadtest::cluster::{Cluster, MasterOptions, WorkerOptions, repo};
-use symcluster_loadtest::{builds, cold_start, procstat};
+use symcluster_loadtest::{builds, cold_start, images, procstat};
 use symcluster_sources::layout;
 use tokio::sync::{Mutex, Semaphore};
 
@@ -55,6 +55,12 @@ struct Args {
     /// on the device and the ingestion service passes it on), or `plain`, uncompressed.
     #[arg(long, value_parser = ["zstd", "plain"], default_value = "zstd")]
     reports: String,
+    /// Which images the reports list: `all`, as the CrashProbe Sentry events do (every image
+    /// loaded in the process: 254 to 328, of which 8 to 15 hold a frame), or `referenced`, only
+    /// the images the frames are in, as Apple's `.ips` reports do
+    /// (`symcluster_loadtest::images`).
+    #[arg(long, value_parser = ["all", "referenced"], default_value = "all")]
+    images: String,
     /// Who reads each report's cache-affinity key: `sender`, the load generator once per
     /// distinct report before the run (as the client library, symctl or a Kafka producer's
     /// header give it with the job: `NativeJob.routing_key`), or `master`, the leader on every
@@ -156,6 +162,13 @@ async fn main() -> anyhow::Result<()> {
             derived.last().expect("just pushed")
         };
         for report in &build.reports {
+            let trimmed;
+            let report = if args.images == "referenced" {
+                trimmed = images::referenced_only(report)?;
+                &trimmed
+            } else {
+                report
+            };
             let routing_key = if args.routing_key == "sender" {
                 routing_image(report)?.map_or_else(
                     || symcluster_client::report::NO_ROUTING_KEY.to_owned(),
@@ -184,13 +197,14 @@ async fn main() -> anyhow::Result<()> {
     let derived = Arc::new(derived);
     let reports = Arc::new(reports);
     println!(
-        "{} jobs per run, {} in flight ({} submits), CrashProbe reports ({} distinct, {} build(s), {}, routing key read by the {}), {} slots per worker, prefetch {}",
+        "{} jobs per run, {} in flight ({} submits), CrashProbe reports ({} distinct, {} build(s), {}, {} images, routing key read by the {}), {} slots per worker, prefetch {}",
         args.jobs,
         args.concurrency,
         args.submit,
         reports.len(),
         args.builds,
         args.reports,
+        args.images,
         args.routing_key,
         args.slots,
         args.prefetch

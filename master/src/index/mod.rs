@@ -242,6 +242,33 @@ impl Index {
     /// A job by id, with its result in `form`. Errors: the store's, a corrupt record, and
     /// (`ResultForm::Json` only) a stored result that does not decompress.
     pub fn job_with(&self, job_id: &str, form: ResultForm) -> Result<Option<JobView>, IndexError> {
+        self.read_job(job_id, |_| form)
+    }
+
+    /// A job by id, with its result in `form` only when it is finished (COMPLETED or
+    /// FAILED): what a watcher wants, read in one read transaction. Errors as
+    /// [`Index::job_with`].
+    pub fn job_with_result_when_finished(
+        &self,
+        job_id: &str,
+        form: ResultForm,
+    ) -> Result<Option<JobView>, IndexError> {
+        self.read_job(job_id, |state| {
+            if is_terminal(state) {
+                form
+            } else {
+                ResultForm::Omit
+            }
+        })
+    }
+
+    /// Reads job `job_id` and then its result in the form `form_for(its state)` chooses, in one
+    /// read transaction.
+    fn read_job(
+        &self,
+        job_id: &str,
+        form_for: impl FnOnce(JobState) -> ResultForm,
+    ) -> Result<Option<JobView>, IndexError> {
         let read = self.db.begin_read().map_err(db)?;
         let jobs = read.open_table(JOBS).map_err(db)?;
         let Some(bytes) = jobs.get(job_id).map_err(db)? else {
@@ -253,6 +280,7 @@ impl Index {
             result_json: None,
             result_zstd: None,
         };
+        let form = form_for(view.state());
         if form != ResultForm::Omit {
             let results = read.open_table(RESULTS).map_err(db)?;
             if let Some(blob) = results.get(job_id).map_err(db)? {

@@ -120,7 +120,7 @@ impl Ingest for IngestService {
             let mut last = None;
             loop {
                 let change = tokio::select! {
-                    change = next_change(&scheduler, &id, last, form) => change,
+                    change = next_change(&scheduler, &id, last, Until::AnyChange, form) => change,
                     _ = tx.closed() => return,
                 };
                 let job = match change {
@@ -392,12 +392,25 @@ pub(super) fn result_form(zstd: bool) -> ResultForm {
     }
 }
 
-/// Waits until job `id` is in a state other than `last` and returns it then (with its result
-/// in `form` when finished); `None` when the job is gone (purged).
+/// Which changes [`next_change`] returns on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Until {
+    /// Any state other than the last one seen (`WatchJob` streams every state).
+    AnyChange,
+    /// A finished state only, COMPLETED or FAILED (a `SubmitStream` answers only that).
+    Finished,
+}
+
+/// Waits until job `id` is in a state other than `last` that `until` asks for and returns it
+/// then (with its result in `form` when finished); `None` when the job is gone (purged).
+///
+/// One index read per wake-up: the record, and in the same read transaction the result when
+/// the job is finished.
 pub(super) async fn next_change(
     scheduler: &Scheduler,
     id: &str,
     last: Option<JobState>,
+    until: Until,
     form: ResultForm,
 ) -> Result<Option<JobView>, Status> {
     let watch = scheduler.watchers().watch(id);
@@ -407,22 +420,16 @@ pub(super) async fn next_change(
         let notified = watch.notify.notified();
         tokio::pin!(notified);
         notified.as_mut().enable();
-        let Some(job) = scheduler.index().job(id, false).map_err(index_status)? else {
+        let Some(job) = scheduler
+            .index()
+            .job_with_result_when_finished(id, form)
+            .map_err(index_status)?
+        else {
             return Ok(None);
         };
         let state = job.state();
-        if last != Some(state) {
-            if !is_terminal(state) {
-                return Ok(Some(job));
-            }
-            // The finished job with its result.
-            return Ok(Some(
-                scheduler
-                    .index()
-                    .job_with(id, form)
-                    .map_err(index_status)?
-                    .unwrap_or(job),
-            ));
+        if last != Some(state) && (until == Until::AnyChange || is_terminal(state)) {
+            return Ok(Some(job));
         }
         notified.await;
     }

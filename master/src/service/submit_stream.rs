@@ -17,7 +17,7 @@ use tokio_stream::wrappers::ReceiverStream;
 use tonic::{Code, Status, Streaming};
 use tracing::Instrument as _;
 
-use super::ingest::{may_read, next_change, result_form, submit_span, submit_spec};
+use super::ingest::{Until, may_read, next_change, result_form, submit_span, submit_spec};
 use super::{job_to_proto, not_leader};
 use crate::auth::Caller;
 use crate::index::{is_terminal, keys};
@@ -167,30 +167,17 @@ async fn one_job(
         return;
     }
     // Watch from the state the submit answered with (an existing job may be finished already).
-    let mut last = state.filter(|s| !is_terminal(*s));
-    loop {
-        let job = match next_change(&scheduler, &key, last, result_form(request.result_zstd)).await
-        {
-            Ok(Some(job)) => job,
-            Ok(None) => {
-                let gone = Status::not_found(format!("job {job_id:?} was purged"));
-                let _ = tx.send(Ok(refused(job_id, gone))).await;
-                return;
-            }
-            Err(status) => {
-                let _ = tx.send(failure(job_id, status)).await;
-                return;
-            }
-        };
-        let state = job.state();
-        if is_terminal(state) {
-            let _ = tx
-                .send(Ok(answer(Event::Finished(job_to_proto(job)))))
-                .await;
-            return;
+    let last = state.filter(|s| !is_terminal(*s));
+    let form = result_form(request.result_zstd);
+    let answer_finished = match next_change(&scheduler, &key, last, Until::Finished, form).await {
+        Ok(Some(job)) => Ok(answer(Event::Finished(job_to_proto(job)))),
+        Ok(None) => {
+            let gone = Status::not_found(format!("job {job_id:?} was purged"));
+            Ok(refused(job_id, gone))
         }
-        last = Some(state);
-    }
+        Err(status) => failure(job_id, status),
+    };
+    let _ = tx.send(answer_finished).await;
 }
 
 /// The answer to a job that failed with `status`: `UNAVAILABLE` (not the leader any more, or the
