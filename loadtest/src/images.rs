@@ -12,14 +12,15 @@ use std::collections::HashSet;
 
 use anyhow::Context;
 use symcluster_engine::parse_report;
+use symcluster_engine::reports::parse_addr;
 use symcluster_engine::symbolicate::referenced_images;
 
 /// `report` (a Sentry event, JSON) with `debug_meta.images` cut to the images that at least one
 /// frame is in, in their order, written as compact JSON; everything else is kept.
 ///
 /// Which images those are is the engine's own answer ([`referenced_images`] on the report as
-/// [`parse_report`] reads it); an image of the list is kept when its `image_addr` (a `"0x…"`
-/// string or an integer, bytes) is the address of one of them.
+/// [`parse_report`] reads it); an image of the list is kept when its `image_addr` (read as the
+/// engine reads it, [`parse_addr`]: bytes) is the address of one of them.
 ///
 /// Errors: the report does not parse, is not a JSON object with a `debug_meta.images` array,
 /// or no image of the list would be kept (the report would lose its frames' images).
@@ -38,7 +39,7 @@ pub fn referenced_only(report: &[u8]) -> anyhow::Result<Vec<u8>> {
     images.retain(|image| {
         image
             .get("image_addr")
-            .and_then(image_addr)
+            .and_then(parse_addr)
             .is_some_and(|addr| used.contains(&addr))
     });
     anyhow::ensure!(
@@ -46,19 +47,6 @@ pub fn referenced_only(report: &[u8]) -> anyhow::Result<Vec<u8>> {
         "no image of debug_meta.images holds a frame"
     );
     Ok(serde_json::to_vec(&event)?)
-}
-
-/// An image address as a Sentry event writes it: a `"0x…"` hex string, a decimal string or an
-/// integer.
-fn image_addr(value: &serde_json::Value) -> Option<u64> {
-    match value {
-        serde_json::Value::Number(n) => n.as_u64(),
-        serde_json::Value::String(s) => match s.strip_prefix("0x") {
-            Some(hex) => u64::from_str_radix(hex, 16).ok(),
-            None => s.parse().ok(),
-        },
-        _ => None,
-    }
 }
 
 #[cfg(test)]
