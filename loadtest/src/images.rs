@@ -1,9 +1,9 @@
 //! Reports that list only the images their frames are in: the `--images referenced` workload.
 //!
 //! A CrashProbe Sentry event lists every image loaded in the process (254 to 328, of which 8 to
-//! 15 hold a frame), and a job's cost grows with that list on every step: the worker reads each image,
-//! writes it into the result's `modules` (status `unused`) and compresses it, and the masters
-//! store and replicate the larger report and result. Apple's own `.ips` reports list only the
+//! 15 hold a frame), and a job's cost grows with that list on every step: the worker reads each
+//! image, writes it into the result's `modules` (status `unused`) and compresses it, and the
+//! masters store and replicate the larger report and result. Apple's own `.ips` reports list only the
 //! images the backtraces use (`usedImages`). This module cuts a CrashProbe event down to that
 //! shape, so that a load run shows what the cluster does with reports that carry only the
 //! images that matter, beside the default `--images all`.
@@ -89,8 +89,30 @@ mod tests {
     }
 
     #[test]
-    fn refuses_a_report_without_an_image_list() {
+    fn refuses_what_it_cannot_cut() {
         let err = referenced_only(b"[]").unwrap_err();
         assert_eq!(err.to_string(), "the report does not parse");
+
+        let path = crate::cluster::repo()
+            .join("../shared/fixtures/crashprobe/release/arm64/Call abort().json");
+        let event: serde_json::Value =
+            serde_json::from_slice(&std::fs::read(&path).expect("CrashProbe fixture")).unwrap();
+
+        // An event the engine reads (its frames have no images then) without an image list.
+        let mut no_list = event.clone();
+        no_list["debug_meta"] = serde_json::json!({});
+        let err = referenced_only(&serde_json::to_vec(&no_list).unwrap()).unwrap_err();
+        assert_eq!(err.to_string(), "the report has no debug_meta.images array");
+
+        // Images that no frame is in: cutting would leave none.
+        let mut elsewhere = event;
+        for image in elsewhere["debug_meta"]["images"].as_array_mut().unwrap() {
+            image["image_addr"] = serde_json::json!("0x1000");
+        }
+        let err = referenced_only(&serde_json::to_vec(&elsewhere).unwrap()).unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "no image of debug_meta.images holds a frame"
+        );
     }
 }
