@@ -89,6 +89,11 @@ impl Garage {
         garage
     }
 
+    /// The server's pid, while it runs.
+    pub fn pid(&self) -> Option<u32> {
+        self.pid
+    }
+
     fn read_pid(&self) -> Option<u32> {
         std::fs::read_to_string(self.dir.join("garage.pid"))
             .ok()?

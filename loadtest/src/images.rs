@@ -1,12 +1,12 @@
 //! Reports that list only the images their frames are in: the `--images referenced` workload.
 //!
 //! A CrashProbe Sentry event lists every image loaded in the process (254 to 328, of which 8 to
-//! 15 hold a frame), and a job's cost grows with that list on every step: the worker reads each
-//! image, writes it into the result's `modules` (status `unused`) and compresses it, and the
-//! masters store and replicate the larger report and result. Apple's own `.ips` reports list only the
-//! images the backtraces use (`usedImages`). This module cuts a CrashProbe event down to that
-//! shape, so that a load run shows what the cluster does with reports that carry only the
-//! images that matter, beside the default `--images all`.
+//! 15 hold a frame). A result lists only those 8 to 15, but the worker still scans the whole
+//! list and reads each image's address range, and the masters store and replicate the larger
+//! report. Apple's own `.ips` reports list only the images the backtraces use (`usedImages`),
+//! and so do the reports our SDK sends. This module cuts a CrashProbe event down to that shape,
+//! so that a load run shows what the cluster does with such reports, beside the default
+//! `--images all`.
 
 use std::collections::HashSet;
 

@@ -7,7 +7,8 @@
 //! reports with `--concurrency` clients at once, each waiting for its result. It prints one
 //! Markdown row per run: reports/s, p50/p99 latency (submit to result), the leader's RSS at the
 //! end, CPU milliseconds per job of the leader, of the followers (mean) and of the workers
-//! (sum), from `/proc/PID/stat` over the run, the leader's log entries per fsync, and, with
+//! (sum), and `CPU ms/report (all)`: every master's and worker's CPU summed per report (Garage's
+//! and the load generator's printed apart), from `/proc/PID/stat` over the run, the leader's log entries per fsync, and, with
 //! `--kill-leader-after K` (the leader is SIGKILLed after K acknowledged submits), jobs lost,
 //! jobs duplicated and the failover time (kill → first submit acknowledged by a new leader).
 //!
@@ -61,6 +62,11 @@ struct Args {
     /// (`symcluster_loadtest::images`).
     #[arg(long, value_parser = ["all", "referenced"], default_value = "all")]
     images: String,
+    /// Which images each result lists (`NativeJob.modules`): `referenced`, the images a frame
+    /// is in (the default), or `all`, every image of the report (as every result did before
+    /// results listed referenced images only).
+    #[arg(long, value_parser = ["referenced", "all"], default_value = "referenced")]
+    modules: String,
     /// Who reads each report's cache-affinity key: `sender`, the load generator once per
     /// distinct report before the run (as the client library, symctl or a Kafka producer's
     /// header give it with the job: `NativeJob.routing_key`), or `master`, the leader on every
@@ -177,9 +183,15 @@ async fn main() -> anyhow::Result<()> {
             } else {
                 String::new()
             };
+            let modules = if args.modules == "all" {
+                api::Modules::All
+            } else {
+                api::Modules::Referenced
+            };
             reports.push(if args.reports == "zstd" {
                 api::NativeJob {
                     routing_key,
+                    modules: modules.into(),
                     ..symcluster_client::report::compressed_job(report)
                 }
             } else {
@@ -187,6 +199,7 @@ async fn main() -> anyhow::Result<()> {
                     report: report.clone(),
                     report_zstd: Vec::new(),
                     routing_key,
+                    modules: modules.into(),
                 }
             });
         }
@@ -197,7 +210,7 @@ async fn main() -> anyhow::Result<()> {
     let derived = Arc::new(derived);
     let reports = Arc::new(reports);
     println!(
-        "{} jobs per run, {} in flight ({} submits), CrashProbe reports ({} distinct, {} build(s), {}, {} images, routing key read by the {}), {} slots per worker, prefetch {}",
+        "{} jobs per run, {} in flight ({} submits), CrashProbe reports ({} distinct, {} build(s), {}, {} images, results list {} images, routing key read by the {}), {} slots per worker, prefetch {}",
         args.jobs,
         args.concurrency,
         args.submit,
@@ -205,15 +218,16 @@ async fn main() -> anyhow::Result<()> {
         args.builds,
         args.reports,
         args.images,
+        args.modules,
         args.routing_key,
         args.slots,
         args.prefetch
             .map_or_else(|| "2 per slot".to_owned(), |n| n.to_string())
     );
     println!(
-        "| masters | workers | routing | reports/s | p50 ms | p99 ms | master RSS MiB | master CPU ms/job | follower CPU ms/job | worker CPU ms/job | cmds/fsync | lost | duplicated | failover ms | cache hit rate | affine leases | conversions |"
+        "| masters | workers | routing | reports/s | p50 ms | p99 ms | master RSS MiB | master CPU ms/job | follower CPU ms/job | worker CPU ms/job | CPU ms/report (all) | Garage CPU ms/job | load generator CPU ms/job | cmds/fsync | lost | duplicated | failover ms | cache hit rate | affine leases | conversions |"
     );
-    println!("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|");
+    println!("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|");
     // Ctrl-C or SIGTERM drops the run in progress, and with it the cluster: its processes are
     // killed and its data directory (often on tmpfs, so memory) is removed.
     tokio::select! {
@@ -354,6 +368,12 @@ async fn run(
         procstat::cpu_ms(&worker_pids),
     );
     let fsync_before = fsync_counts(cluster.masters[leader as usize - 1].metrics_port).await;
+    // Apart from the cluster's: Garage's and this process's (the load generator's).
+    let garage_pids: Vec<u32> = cluster.garage.pid().into_iter().collect();
+    let outside_before = (
+        procstat::cpu_ms(&garage_pids),
+        procstat::cpu_ms(&[std::process::id()]),
+    );
 
     let client = cluster.client().await;
     let stream = (args.submit == "stream").then(|| client.submit_stream());
@@ -441,6 +461,18 @@ async fn run(
         procstat::cpu_ms(&pids(&cluster, &[final_leader])),
         procstat::cpu_ms(&pids(&cluster, &live_followers)),
         procstat::cpu_ms(&worker_pids),
+    );
+    // Every master's CPU over the run (a master killed in it counts 0: it is gone), plus the
+    // workers': the cluster's whole cost per report.
+    let masters_cpu: u64 = (1..=masters as u64)
+        .map(|id| {
+            procstat::cpu_ms(&pids(&cluster, &[id]))
+                .saturating_sub(master_cpu_before[id as usize - 1])
+        })
+        .sum();
+    let outside_after = (
+        procstat::cpu_ms(&garage_pids),
+        procstat::cpu_ms(&[std::process::id()]),
     );
     let fsync_after = fsync_counts(cluster.masters[final_leader as usize - 1].metrics_port).await;
     let rss = procstat::rss_mib(
@@ -542,11 +574,14 @@ async fn run(
     let cmds_per_fsync =
         (fsync_after.0 - fsync_before.0) / (fsync_after.1 - fsync_before.1).max(1.0);
     Ok(format!(
-        "| {masters} | {workers} | {routing} | {:.1} | {:.1} | {:.1} | {rss:.0} | {master_cpu:.2} | {follower_cpu} | {:.2} | {cmds_per_fsync:.1} | {kill_columns} | {failover} | {:.1}% | {:.0}% | {conversions} |",
+        "| {masters} | {workers} | {routing} | {:.1} | {:.1} | {:.1} | {rss:.0} | {master_cpu:.2} | {follower_cpu} | {:.2} | {:.2} | {:.2} | {:.2} | {cmds_per_fsync:.1} | {kill_columns} | {failover} | {:.1}% | {:.0}% | {conversions} |",
         jobs / elapsed.as_secs_f64(),
         latency.value_at_quantile(0.5) as f64 / 1000.0,
         latency.value_at_quantile(0.99) as f64 / 1000.0,
         per_job(cpu_before.2, cpu_after.2),
+        (masters_cpu + cpu_after.2.saturating_sub(cpu_before.2)) as f64 / jobs,
+        per_job(outside_before.0, outside_after.0),
+        per_job(outside_before.1, outside_after.1),
         100.0 * hits as f64 / (hits + misses).max(1) as f64,
         100.0 * status.affine_leases as f64 / status.total_leases.max(1) as f64,
     ))

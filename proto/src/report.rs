@@ -52,6 +52,7 @@ pub fn compressed_job(report: &[u8]) -> NativeJob {
         report: Vec::new(),
         report_zstd: compress(report),
         routing_key: String::new(),
+        modules: crate::v1::Modules::Referenced.into(),
     }
 }
 
@@ -95,7 +96,7 @@ mod tests {
         NativeJob {
             report: report.to_vec(),
             report_zstd: Vec::new(),
-            routing_key: String::new(),
+            ..Default::default()
         }
     }
 
@@ -123,7 +124,7 @@ mod tests {
         let not_zstd = NativeJob {
             report: Vec::new(),
             report_zstd: report.clone(),
-            routing_key: String::new(),
+            ..Default::default()
         };
         assert_eq!(
             report_bytes(&not_zstd).unwrap_err().to_string(),
@@ -150,7 +151,7 @@ mod tests {
         let unsized_job = NativeJob {
             report: Vec::new(),
             report_zstd: unsized_frame,
-            routing_key: String::new(),
+            ..Default::default()
         };
         assert_eq!(
             checked_len(&unsized_job).unwrap_err().to_string(),

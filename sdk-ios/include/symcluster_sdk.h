@@ -122,6 +122,15 @@ void symcluster_sdk_runloop_will_wait(void);
 void symcluster_sdk_note_exception(const char *kind, const char *reason);
 
 /**
+ * Whether [`symcluster_sdk_send_pending`] sends every loaded image a report lists (`true`), or,
+ * as by default (`false`) and as Apple's `.ips` reports do, only the images a frame of a
+ * `crash`, `hang`, `jank` or `cpu` report is in (a crash report of an iOS app lists 250-330
+ * images, 8-15 of them in a frame). `launch` reports always keep every image; the report
+ * files on disk always do.
+ */
+void symcluster_sdk_set_send_all_images(bool send_all);
+
+/**
  * Sends the reports pending in `report_dir` to the leader of the masters at `endpoint` (`http://host:port`, or several comma-separated)
  * with bearer `token`, deleting each once acknowledged; retries unreachable masters up to 5
  * times with backoff. A report the master refuses for good (e.g. over 16 MiB) is deleted and

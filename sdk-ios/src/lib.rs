@@ -24,7 +24,8 @@
 //! guard), [`crash_report`] (the crash report written from a handler), [`call_tree`] (sampled
 //! call trees and their reports), [`watchdog`] (janks and hangs), [`cpu`] (CPU hogs),
 //! [`run_state`] (out-of-memory exits), [`launch`] (launch time), [`limits`] (report rate
-//! limits), [`send`] (delivery), and [`platform`]: the [`platform::Backend`] trait with the Linux host
+//! limits), [`send`] (delivery), [`used_images`] (a report cut to the images its frames are in,
+//! before sending), and [`platform`]: the [`platform::Backend`] trait with the Linux host
 //! backend and the Apple backend (Mach exceptions, dyld images, thread states).
 
 #![deny(missing_docs)]
@@ -42,6 +43,7 @@ pub mod platform;
 pub mod run_state;
 pub mod send;
 pub mod unwind;
+pub mod used_images;
 pub mod watchdog;
 pub mod writer;
 
@@ -338,6 +340,16 @@ pub unsafe extern "C" fn symcluster_sdk_note_exception(kind: *const c_char, reas
         &c_str(kind).unwrap_or_default(),
         &c_str(reason).unwrap_or_default(),
     );
+}
+
+/// Whether [`symcluster_sdk_send_pending`] sends every loaded image a report lists (`true`), or,
+/// as by default (`false`) and as Apple's `.ips` reports do, only the images a frame of a
+/// `crash`, `hang`, `jank` or `cpu` report is in (a crash report of an iOS app lists 250-330
+/// images, 8-15 of them in a frame). `launch` reports always keep every image; the report
+/// files on disk always do.
+#[unsafe(no_mangle)]
+pub extern "C" fn symcluster_sdk_set_send_all_images(send_all: bool) {
+    used_images::set_send_all(send_all);
 }
 
 /// Sends the reports pending in `report_dir` to the leader of the masters at `endpoint` (`http://host:port`, or several comma-separated)

@@ -2,8 +2,9 @@
 //!
 //! Every report (`crash-*.json`, `hang-*.json`, `jank-*.json`, `cpu-*.json`, `oom-*.json`,
 //! `launch-*.json`) in the report directory is submitted as a native job
-//! (the job id is `<prefix>-<file name>`, so a retry after a lost acknowledgement is idempotent)
-//! and deleted only once the master acknowledged it. Errors another try can fix (masters out of
+//! (the job id is `<prefix>-<file name>`, so a retry after a lost acknowledgement is idempotent),
+//! its image list cut to the images its frames are in ([`crate::used_images`]), and deleted
+//! only once the master acknowledged it. Errors another try can fix (masters out of
 //! reach or electing, a deadline, a rate limit: [`symcluster_client::retry::is_retryable`]) are
 //! retried with the clients' one policy (exponential backoff with jitter, afresh after a report
 //! went through); whatever is still unsent stays on disk for the next launch. A report the
@@ -113,6 +114,15 @@ pub fn clean_stale(dir: &Path) {
     }
 }
 
+/// The bytes sent for a report read from disk: cut to the images its frames are in
+/// ([`crate::used_images`]) unless every image is to be sent.
+fn outgoing(report: Vec<u8>) -> Vec<u8> {
+    if crate::used_images::send_all() {
+        return report;
+    }
+    crate::used_images::referenced_only(&report).unwrap_or(report)
+}
+
 /// Sends every pending report in `dir` to the leader of the masters at `endpoint` (one
 /// `http://host:port`, or several comma-separated), in `attempts` passes at most over the
 /// reports a retryable error kept (backoff from 200 ms, doubling to 10 s, with jitter, afresh
@@ -159,7 +169,7 @@ pub async fn send_pending(
             let job_id = format!("{job_prefix}-{name}");
             let result = match std::fs::read(&file) {
                 Ok(bytes) => client
-                    .submit_native(&job_id, bytes)
+                    .submit_native(&job_id, outgoing(bytes))
                     .await
                     .map_err(|e| (e.to_string(), Fate::of(&e))),
                 // Unreadable now (e.g. still being written): kept for a later launch.

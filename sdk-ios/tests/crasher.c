@@ -7,6 +7,7 @@
  *   crasher REPORT_DIR tiny-altstack    (the app gives the main thread a 4 KiB alternate stack
  *                                        above a guard page: the SDK's handler overflows it)
  *   crasher REPORT_DIR send ENDPOINT TOKEN      (sends pending reports, prints how many)
+ *   crasher REPORT_DIR send-all-images ENDPOINT TOKEN   (the same, every image of each report)
  *   crasher REPORT_DIR cpu | cpu-burst  (a thread named "hog" spins until it is reported | for
  *                                        100 ms, under the CPU monitor; an idle thread sleeps)
  *   crasher REPORT_DIR cpu-main         (the main thread spins for 1.5 s inside main itself)
@@ -184,8 +185,9 @@ int main(int argc, char **argv) {
         return 2;
     }
     const char *mode = argv[2];
-    if (strcmp(mode, "send") == 0) {
+    if (strcmp(mode, "send") == 0 || strcmp(mode, "send-all-images") == 0) {
         if (argc < 5) return 2;
+        if (strcmp(mode, "send-all-images") == 0) symcluster_sdk_set_send_all_images(true);
         printf("%d\n", symcluster_sdk_send_pending(argv[1], argv[3], argv[4]));
         return 0;
     }

@@ -4,12 +4,18 @@
 //! Reports: the 21 arm64 CrashProbe Sentry events of `../shared/fixtures/crashprobe/release`
 //! (about 122 KB of JSON each, 327 images, 60–90 frames), each compressed with zstd as the SDK
 //! sends it (`NativeJob.report_zstd`). Debug files: that folder's dSYMs, converted to SymCaches
-//! once before timing.
+//! once before timing. Three workloads, one table each:
+//! - the full events with `modules = ALL` (every image in the result: what a result was before
+//!   results listed referenced images only);
+//! - the full events with `modules = REFERENCED` (the default: the reader reads only the
+//!   address range of an image no frame is in, the result lists 8-15 images);
+//! - the same events cut to the images their frames are in, as our SDK and Apple's `.ips` send
+//!   them (`symcluster_loadtest::images::referenced_only`), `modules = REFERENCED`.
 //!
 //! Steps, timed separately per report and printed as µs per report (the best of `ROUNDS`
 //! rounds over every report, after one warm-up round):
 //! - `decompress`: `report_bytes` (zstd, into the size the frame header records);
-//! - `parse`: `parse_report` (format detection and the Sentry reader);
+//! - `parse`: `parse_report_with` (format detection and the Sentry reader);
 //! - `symbolicate`: `referenced_images`, the SymCache of each from memory,
 //!   `symbolicate_owned`;
 //! - `encode`: `runner::result_zstd`, the result as JSON compressed with zstd (level 1);
@@ -29,7 +35,9 @@ use std::time::{Duration, Instant};
 
 use symcluster_client::api::NativeJob;
 use symcluster_client::report::report_bytes;
-use symcluster_engine::{LocalSymCaches, parse_report, referenced_images, symbolicate_owned};
+use symcluster_engine::{
+    LocalSymCaches, Modules, parse_report_with, referenced_images, symbolicate_owned,
+};
 use symcluster_worker::runner::{Prefetched, completed_native, result_zstd};
 
 /// Timed rounds over every report; the best round's mean is printed.
@@ -47,27 +55,56 @@ fn main() {
     // `cargo test --benches` runs benches with `--test`: check that they start, no timing.
     let test_mode = std::env::args().any(|a| a == "--test");
     let release = fixtures().join("crashprobe/release");
-    let mut jobs: Vec<(String, NativeJob)> = std::fs::read_dir(release.join("arm64"))
+    let mut events: Vec<(String, Vec<u8>)> = std::fs::read_dir(release.join("arm64"))
         .expect("crashprobe fixtures (../shared/fixtures/crashprobe/release/arm64)")
         .map(|entry| entry.expect("fixture entry").path())
         .filter(|path| path.extension().is_some_and(|e| e == "json"))
         .map(|path| {
             let text = std::fs::read(&path).expect("read report");
-            let job = NativeJob {
-                report: Vec::new(),
-                report_zstd: zstd::bulk::compress(&text, 3).expect("compress report"),
-                routing_key: String::new(),
-            };
             (
                 path.file_name().unwrap().to_string_lossy().into_owned(),
-                job,
+                text,
             )
         })
         .collect();
-    jobs.sort_by(|a, b| a.0.cmp(&b.0));
-    assert!(!jobs.is_empty(), "no CrashProbe reports found");
+    events.sort_by(|a, b| a.0.cmp(&b.0));
+    assert!(!events.is_empty(), "no CrashProbe reports found");
     let caches = LocalSymCaches::scan(&[release.join("dSYMs")]).expect("scan dSYMs");
 
+    let job = |text: &[u8]| NativeJob {
+        report: Vec::new(),
+        report_zstd: zstd::bulk::compress(text, 3).expect("compress report"),
+        ..Default::default()
+    };
+    let full: Vec<NativeJob> = events.iter().map(|(_, text)| job(text)).collect();
+    let cut: Vec<NativeJob> = events
+        .iter()
+        .map(|(name, text)| {
+            job(&symcluster_loadtest::images::referenced_only(text)
+                .unwrap_or_else(|e| panic!("{name}: {e}")))
+        })
+        .collect();
+    for (title, jobs, modules) in [
+        ("full events, modules = ALL", &full, Modules::All),
+        (
+            "full events, modules = REFERENCED",
+            &full,
+            Modules::Referenced,
+        ),
+        ("referenced-image reports", &cut, Modules::Referenced),
+    ] {
+        measure(title, jobs, modules, &caches, test_mode);
+    }
+}
+
+/// Times the steps over `jobs` and prints them, µs per report.
+fn measure(
+    title: &str,
+    jobs: &[NativeJob],
+    modules: Modules,
+    caches: &LocalSymCaches,
+    test_mode: bool,
+) {
     let rounds = if test_mode { 1 } else { ROUNDS + 1 };
     let mut best = [Duration::MAX; STEPS.len()];
     let mut report_bytes_total = 0usize;
@@ -75,14 +112,16 @@ fn main() {
     for round in 0..rounds {
         let mut spent = [Duration::ZERO; STEPS.len()];
         let mut time = |step: usize, started: Instant| spent[step] += started.elapsed();
-        for (_, job) in &jobs {
+        for job in jobs {
             let started = Instant::now();
             let bytes = report_bytes(job).expect("report bytes");
             time(0, started);
-            report_bytes_total += bytes.len();
+            if round == 0 {
+                report_bytes_total += bytes.len();
+            }
 
             let started = Instant::now();
-            let report = parse_report(&bytes).expect("parse report");
+            let report = parse_report_with(&bytes, modules).expect("parse report");
             time(1, started);
 
             let started = Instant::now();
@@ -122,11 +161,11 @@ fn main() {
 
     let per_report = |d: Duration| d.as_secs_f64() * 1e6 / jobs.len() as f64;
     println!(
-        "\nworker CPU per CrashProbe report ({} reports, on average {} KB of JSON each, result {} KB, {} KB compressed), µs:",
+        "\nworker CPU per CrashProbe report, {title} ({} reports, on average {:.1} KB of JSON each, result {:.1} KB, {:.1} KB compressed), µs:",
         jobs.len(),
-        report_bytes_total / rounds / jobs.len() / 1000,
-        result_bytes.0 / jobs.len() as u64 / 1000,
-        result_bytes.1 / jobs.len() / 1000,
+        report_bytes_total as f64 / jobs.len() as f64 / 1000.0,
+        result_bytes.0 as f64 / jobs.len() as f64 / 1000.0,
+        result_bytes.1 as f64 / jobs.len() as f64 / 1000.0,
     );
     for (step, best) in STEPS.iter().zip(best) {
         println!("  {step:<12} {:>8.1}", per_report(best));

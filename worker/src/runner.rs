@@ -1,7 +1,8 @@
 //! Running one leased job: fetch what it needs through the caches, run the engine, and say how
 //! it ended.
 //!
-//! Native: read the report (decompressing `report_zstd`), prefetch the SymCache of every image a frame is in, symbolicate
+//! Native: read the report (decompressing `report_zstd`; only the images the result lists, as
+//! the job's `modules` asks), prefetch the SymCache of every image a frame is in, symbolicate
 //! (CPU work on the blocking pool). Missing or broken debug files are statuses in a completed
 //! result; a report that cannot be read fails the job for good. JS: find the source map by debug
 //! id or release/dist/bundle; a missing map fails the job for good, an unreachable source fails
@@ -17,7 +18,7 @@ use symcluster_engine::js::{parse_stack, restore};
 use symcluster_engine::model::Image;
 use symcluster_engine::result::{ModuleStatus, SymbolicationResult};
 use symcluster_engine::{
-    ModuleLoad, SymCacheSource, parse_report, referenced_images, symbolicate_owned,
+    ModuleLoad, Modules, SymCacheSource, parse_report_with, referenced_images, symbolicate_owned,
 };
 
 use symcluster_sources::{Scope, layout};
@@ -192,8 +193,12 @@ async fn run_native(
     caches: &Arc<Caches>,
     recheck: bool,
 ) -> Outcome {
+    let modules = match native.modules() {
+        api::Modules::Referenced => Modules::Referenced,
+        api::Modules::All => Modules::All,
+    };
     let report = match symcluster_client::report::report_bytes(native) {
-        Ok(bytes) => parse_report(&bytes),
+        Ok(bytes) => parse_report_with(&bytes, modules),
         Err(e) => return permanent(e),
     };
     let report = match report {

@@ -8,6 +8,7 @@
 //! | `symcluster-kind` | `native` (an Apple crash report or Sentry event JSON) or `js` (a JS stack or Hermes crash JSON) | `native` |
 //! | `symcluster-project` | the project (`a-z 0-9 . _ -`, 1–64 bytes) | `--project`, else the token's |
 //! | `symcluster-encoding` | `zstd` when the value is one zstd frame (RFC 8878), as the SDK sends reports | plain |
+//! | `symcluster-modules` | native: `referenced` (the result lists the images a frame is in) or `all` (every image of the report, the others `unused`) | `referenced` |
 //! | `symcluster-debug-id` | JS: the source map's debug id | — |
 //! | `symcluster-release`, `symcluster-dist`, `symcluster-bundle` | JS: the source map by release, dist and bundle file name | — |
 //!
@@ -37,6 +38,9 @@ pub mod header {
     /// Native, optional: the cache-affinity key (`NativeJob.routing_key`), when the producer
     /// knows it; without it the master reads it from the report.
     pub const ROUTING_KEY: &str = "symcluster-routing-key";
+    /// Native, optional: `referenced` or `all`, which images the result lists
+    /// (`NativeJob.modules`).
+    pub const MODULES: &str = "symcluster-modules";
     /// Dead-letter and output messages: why a message was not submitted.
     pub const REASON: &str = "symcluster-reason";
     /// Dead-letter and output messages: the input message's topic, partition and offset
@@ -96,6 +100,9 @@ pub enum Malformed {
     /// `symcluster-kind` is not `native` or `js`.
     #[error("header symcluster-kind: {0:?} is not `native` or `js`")]
     Kind(String),
+    /// `symcluster-modules` is not `referenced` or `all`.
+    #[error("header symcluster-modules: {0:?} is not `referenced` or `all`")]
+    Modules(String),
     /// `symcluster-encoding` is not `zstd`.
     #[error("header symcluster-encoding: {0:?} is not `zstd`")]
     Encoding(String),
@@ -153,17 +160,24 @@ pub fn spec(
             let routing_key = header(headers, header::ROUTING_KEY)?
                 .unwrap_or("")
                 .to_owned();
+            let modules = match header(headers, header::MODULES)? {
+                None | Some("referenced") => api::Modules::Referenced,
+                Some("all") => api::Modules::All,
+                Some(other) => return Err(Malformed::Modules(other.to_owned())),
+            };
             let native = if zstd {
                 api::NativeJob {
                     report: Vec::new(),
                     report_zstd: value.to_vec(),
                     routing_key,
+                    modules: modules.into(),
                 }
             } else {
                 api::NativeJob {
                     report: value.to_vec(),
                     report_zstd: Vec::new(),
                     routing_key,
+                    modules: modules.into(),
                 }
             };
             report::checked_len(&native).map_err(|e| Malformed::Report(e.to_string()))?;
@@ -172,6 +186,7 @@ pub fn spec(
             } else {
                 api::NativeJob {
                     routing_key: native.routing_key,
+                    modules: native.modules,
                     ..report::compressed_job(value)
                 }
             })
@@ -183,7 +198,7 @@ pub fn spec(
                 let frame = api::NativeJob {
                     report: Vec::new(),
                     report_zstd: value.to_vec(),
-                    routing_key: String::new(),
+                    ..Default::default()
                 };
                 report::report_bytes(&frame)
                     .map_err(|e| Malformed::Report(e.to_string()))?
@@ -266,6 +281,26 @@ mod tests {
     }
 
     #[test]
+    fn the_modules_header_chooses_which_images_a_result_lists() {
+        let modules = |headers: &Headers<'_>| {
+            let spec = spec(&at(1), headers, Some(b"{\"x\":1}"), "").unwrap();
+            let Some(api::job_spec::Payload::Native(native)) = spec.payload else {
+                panic!("not native")
+            };
+            native.modules()
+        };
+        assert_eq!(modules(&[]), api::Modules::Referenced);
+        assert_eq!(
+            modules(&[(header::MODULES, Some(b"referenced"))]),
+            api::Modules::Referenced
+        );
+        assert_eq!(
+            modules(&[(header::MODULES, Some(b"all"))]),
+            api::Modules::All
+        );
+    }
+
+    #[test]
     fn js_headers_name_the_source_map() {
         let headers = [
             (header::KIND, Some(&b"js"[..])),
@@ -298,6 +333,10 @@ mod tests {
         assert_eq!(
             bad(&[(header::KIND, Some(b"js"))], Some(b"x")),
             Malformed::NoSourceMap
+        );
+        assert_eq!(
+            bad(&[(header::MODULES, Some(b"every"))], Some(b"x")),
+            Malformed::Modules("every".into())
         );
         assert_eq!(
             bad(&[(header::ENCODING, Some(b"gzip"))], Some(b"x")),

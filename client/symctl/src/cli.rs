@@ -182,6 +182,9 @@ pub struct SubmitArgs {
     /// The file is a JS stack (text or Hermes crash JSON); give `--debug-id` or `--release`.
     #[arg(long)]
     pub js: bool,
+    /// Native: which images the result lists in `modules`, as `symctl symbolicate --modules`.
+    #[arg(long, value_enum, default_value_t = ModulesArg::Referenced, conflicts_with = "js")]
+    pub modules: ModulesArg,
     /// JS: the source map's debug id.
     #[arg(long, requires = "js")]
     pub debug_id: Option<String>,
@@ -385,9 +388,42 @@ pub struct SymbolicateArgs {
     #[arg(long, value_enum, default_value_t = OutputFormat::Json)]
     pub format: OutputFormat,
 
+    /// Which images the JSON result lists in `modules`: `referenced` (those a frame is in; the
+    /// others counted in `unreferenced_modules`) or `all` (every image of the report, the
+    /// others `unused`). `--format apple` prints the report's own image list either way.
+    #[arg(long, value_enum, default_value_t = ModulesArg::Referenced)]
+    pub modules: ModulesArg,
+
     /// The crash report file.
     #[arg(value_name = "REPORT")]
     pub report: PathBuf,
+}
+
+/// Which images a native result lists (`symcluster_engine::Modules`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum ModulesArg {
+    /// The images a frame (or call-tree node) is in.
+    Referenced,
+    /// Every image of the report.
+    All,
+}
+
+impl From<ModulesArg> for symcluster_engine::Modules {
+    fn from(arg: ModulesArg) -> Self {
+        match arg {
+            ModulesArg::Referenced => symcluster_engine::Modules::Referenced,
+            ModulesArg::All => symcluster_engine::Modules::All,
+        }
+    }
+}
+
+impl From<ModulesArg> for symcluster_client::api::Modules {
+    fn from(arg: ModulesArg) -> Self {
+        match arg {
+            ModulesArg::Referenced => symcluster_client::api::Modules::Referenced,
+            ModulesArg::All => symcluster_client::api::Modules::All,
+        }
+    }
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]

@@ -16,8 +16,7 @@ fn native(job_id: &str, report: Vec<u8>) -> api::JobSpec {
         job_id: job_id.to_owned(),
         payload: Some(api::job_spec::Payload::Native(api::NativeJob {
             report,
-            report_zstd: Vec::new(),
-            routing_key: String::new(),
+            ..Default::default()
         })),
         project: String::new(),
     }

@@ -286,6 +286,7 @@ async fn crashprobe_demo_and_js_jobs_end_to_end() {
                 report: Vec::new(),
                 report_zstd,
                 routing_key: routing_key.to_owned(),
+                ..Default::default()
             })),
             project: String::new(),
         };

@@ -43,6 +43,14 @@ pub fn check(spec: &v1::JobSpec) -> Result<Checked, String> {
     if spec.job_id.is_empty() || spec.job_id.len() > 128 {
         return Err("job_id must be 1 to 128 bytes".into());
     }
+    if let Some(v1::job_spec::Payload::Native(native)) = &spec.payload
+        && v1::Modules::try_from(native.modules).is_err()
+    {
+        return Err(format!(
+            "modules: {} is neither MODULES_REFERENCED (0) nor MODULES_ALL (1)",
+            native.modules
+        ));
+    }
     match &spec.payload {
         None => Err("the job has neither a native report nor a JS stack".into()),
         Some(v1::job_spec::Payload::Native(native)) if !native.routing_key.is_empty() => {
@@ -111,6 +119,7 @@ mod tests {
                 report: Vec::new(),
                 report_zstd,
                 routing_key: routing_key.into(),
+                ..Default::default()
             })),
             ..Default::default()
         }
@@ -139,5 +148,23 @@ mod tests {
             check(&native("", not_a_report)).unwrap(),
             Checked::Unreadable { .. }
         ));
+    }
+
+    #[test]
+    fn an_unknown_modules_value_is_refused() {
+        let mut spec = native(report::NO_ROUTING_KEY, report::compress(b"{}"));
+        let Some(v1::job_spec::Payload::Native(job)) = &mut spec.payload else {
+            unreachable!()
+        };
+        job.modules = v1::Modules::All.into();
+        assert!(check(&spec).is_ok());
+        let Some(v1::job_spec::Payload::Native(job)) = &mut spec.payload else {
+            unreachable!()
+        };
+        job.modules = 7;
+        assert_eq!(
+            check(&spec).err().as_deref(),
+            Some("modules: 7 is neither MODULES_REFERENCED (0) nor MODULES_ALL (1)")
+        );
     }
 }

@@ -150,3 +150,103 @@ async fn reports_refused_for_the_token_stay_for_a_later_launch() {
     assert_eq!(summary.sent.len(), 1, "{summary:?}");
     assert!(symcluster_sdk::send::pending(dir.path()).is_empty());
 }
+
+/// The `modules` of a report's JSON, as values.
+fn modules_of(report: &[u8]) -> Vec<serde_json::Value> {
+    let report: serde_json::Value = serde_json::from_slice(report).unwrap();
+    report["modules"].as_array().unwrap().clone()
+}
+
+/// The report a job was submitted with, as the master stores it.
+async fn stored_report(cluster: &Cluster, job_id: &str) -> Vec<u8> {
+    let job = cluster.client().await.job(job_id).await.unwrap();
+    let Some(symcluster_client::api::job_spec::Payload::Native(native)) =
+        job.spec.and_then(|s| s.payload)
+    else {
+        panic!("{job_id}: no native report stored")
+    };
+    symcluster_client::report::report_bytes(&native)
+        .unwrap()
+        .into_owned()
+}
+
+/// A real crash report is sent with the images its frames are in, as the engine finds them in
+/// the report on disk (and no others); `symcluster_sdk_set_send_all_images(true)` sends the
+/// report's every image. Both give the same symbolicated frames and modules. Prints the sizes
+/// of the report sent either way, plain and compressed as the client library sends it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn crash_reports_are_sent_with_the_images_their_frames_are_in() {
+    let referenced_dir = tempfile::tempdir().unwrap();
+    let all_dir = tempfile::tempdir().unwrap();
+    let out = run(referenced_dir.path(), "null");
+    assert_eq!(out.status.signal(), Some(libc::SIGSEGV));
+    let on_disk_path = crate::support::report(referenced_dir.path(), "crash");
+    let on_disk = std::fs::read(&on_disk_path).unwrap();
+    // The same report under another name (so another job id), sent with every image.
+    std::fs::write(all_dir.path().join("crash-1-all.json"), &on_disk).unwrap();
+
+    // Which images the engine finds frames in, read from the report on disk.
+    let parsed = symcluster_engine::parse_report(&on_disk).unwrap();
+    let every_image = modules_of(&on_disk);
+    assert_eq!(every_image.len(), parsed.images.len());
+    let expected: Vec<serde_json::Value> = symcluster_engine::referenced_images(&parsed)
+        .into_iter()
+        .map(|i| every_image[i].clone())
+        .collect();
+    assert!(
+        !expected.is_empty() && expected.len() < every_image.len(),
+        "the crasher's frames are in {} of its {} images: nothing to show",
+        expected.len(),
+        every_image.len()
+    );
+
+    let cluster = cluster_with_crasher().await;
+    assert_eq!(send(referenced_dir.path(), &cluster.endpoint), "1");
+    let sent_all = std::process::Command::new(crate::support::crasher())
+        .arg(all_dir.path())
+        .args(["send-all-images", &cluster.endpoint, TOKEN])
+        .output()
+        .unwrap();
+    assert_eq!(String::from_utf8_lossy(&sent_all.stdout).trim(), "1");
+
+    let name = on_disk_path.file_name().unwrap().to_str().unwrap();
+    let referenced_id = format!("crasher-{name}");
+    let all_id = "crasher-crash-1-all.json";
+    let sent_referenced = stored_report(&cluster, &referenced_id).await;
+    let sent_every = stored_report(&cluster, all_id).await;
+    assert_eq!(modules_of(&sent_referenced), expected);
+    assert_eq!(sent_every, on_disk, "sent as written");
+
+    // Everything but the image list is what was written.
+    let mut cut: serde_json::Value = serde_json::from_slice(&sent_referenced).unwrap();
+    let mut whole: serde_json::Value = serde_json::from_slice(&on_disk).unwrap();
+    cut["modules"] = serde_json::Value::Null;
+    whole["modules"] = serde_json::Value::Null;
+    assert_eq!(cut, whole);
+
+    // The cluster gives both the same frames and modules; only the count left out differs.
+    let with_referenced = result_of(&cluster, &referenced_id).await;
+    let with_all = result_of(&cluster, all_id).await;
+    assert_eq!(with_referenced["threads"], with_all["threads"]);
+    assert_eq!(with_referenced["modules"], with_all["modules"]);
+    assert_eq!(with_referenced["unreferenced_modules"], 0);
+    assert_eq!(
+        with_all["unreferenced_modules"],
+        every_image.len() - expected.len()
+    );
+    assert_eq!(
+        with_referenced["threads"][0]["frames"][0]["function"],
+        "crash_null_deref"
+    );
+
+    let zstd = |bytes: &[u8]| symcluster_client::report::compress(bytes).len();
+    println!(
+        "SDK crash report ({} of {} images): every image {} bytes ({} zstd), referenced images {} bytes ({} zstd)",
+        expected.len(),
+        every_image.len(),
+        on_disk.len(),
+        zstd(&on_disk),
+        sent_referenced.len(),
+        zstd(&sent_referenced),
+    );
+}

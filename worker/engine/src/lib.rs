@@ -31,8 +31,8 @@ pub mod symbolicate;
 pub mod symcache;
 
 pub use local::LocalSymCaches;
-pub use model::{NativeReport, ReportFormat, ReportKind};
-pub use reports::{ReportError, parse_report};
+pub use model::{Modules, NativeReport, ReportFormat, ReportKind};
+pub use reports::{ReportError, parse_report, parse_report_with};
 pub use result::SymbolicationResult;
 pub use symbolicate::{
     ModuleLoad, SymCacheSource, referenced_images, symbolicate, symbolicate_owned,

@@ -82,10 +82,4 @@ impl SymCacheSource for LocalSymCaches {
             None => ModuleLoad::Missing,
         }
     }
-
-    fn contains(&self, image: &Image) -> bool {
-        image
-            .debug_id
-            .is_some_and(|id| self.index.get(&id).is_some())
-    }
 }

@@ -61,6 +61,43 @@ pub struct NativeReport {
     /// / `jank_duration_ms` and `samples` folded in): carried into the result unchanged;
     /// `None` for crashes of other formats.
     pub details: Option<serde_json::Value>,
+    /// Which images the result lists (the `modules` argument of
+    /// [`crate::reports::parse_report_with`]). With [`Modules::Referenced`] a reader may leave an
+    /// image that no frame or call-tree node is in read as far as its address range only
+    /// ([`Image::range_only`]: no `code_file`, no `debug_id`): nothing reads more of it.
+    pub modules: Modules,
+}
+
+/// Which images a symbolication result lists in `modules`
+/// (`../shared/conformance/CONTRACT.md`).
+///
+/// A CrashProbe event lists 254-328 images of which 8-15 hold a frame; Apple's own `.ips`
+/// reports (`usedImages`) and Xcode's text reports of iOS 15+ list the used ones only.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub enum Modules {
+    /// Only the images at least one frame of a thread, or a node of a call tree, falls in; the
+    /// result counts the others in `unreferenced_modules`. The default.
+    #[default]
+    Referenced,
+    /// Every image of the report, those no frame uses with status `unused`.
+    All,
+}
+
+impl Modules {
+    /// `referenced` or `all`: the name `symctl --modules` and the Kafka bridge's header take.
+    pub fn name(self) -> &'static str {
+        match self {
+            Modules::Referenced => "referenced",
+            Modules::All => "all",
+        }
+    }
+
+    /// The mode named `name` (`referenced`, `all`); `None` for any other.
+    pub fn from_name(name: &str) -> Option<Modules> {
+        [Modules::Referenced, Modules::All]
+            .into_iter()
+            .find(|m| m.name() == name)
+    }
 }
 
 /// What a report is about: the SDK's `kind` field (`"crash"` when absent).
@@ -149,6 +186,19 @@ pub struct Image {
 }
 
 impl Image {
+    /// An image known by its address range only (`image_addr`, `image_size` in bytes): what a
+    /// reader keeps of an image no frame is in when the result lists referenced images only
+    /// ([`Modules::Referenced`]); it still bounds its neighbours' ranges.
+    pub fn range_only(image_addr: u64, image_size: u64) -> Image {
+        Image {
+            code_file: None,
+            debug_id: None,
+            arch: Arch::Unknown,
+            image_addr,
+            image_size,
+        }
+    }
+
     /// The image's file name: the last component of `code_file` (`/a/b/App` → `App`).
     pub fn name(&self) -> Option<&str> {
         let path = self.code_file.as_deref()?;

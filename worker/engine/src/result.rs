@@ -88,7 +88,8 @@ pub enum ModuleStatus {
     Malformed,
     /// Fetching the debug file failed (source unreachable after retries).
     FetchingFailed,
-    /// No frame is in this image, and no debug file for it was found.
+    /// No frame is in this image, so its debug file was not looked for (listed with
+    /// [`crate::model::Modules::All`] only).
     Unused,
 }
 
@@ -101,8 +102,14 @@ pub struct SymbolicationResult {
     pub crash_reason: Option<String>,
     /// Threads in report order; exactly one has `crashed: true` when the report names one.
     pub threads: Vec<ThreadResult>,
-    /// Every image of the report, in report order.
+    /// The images of the report that a frame or call-tree node is in, in report order; every
+    /// image with [`crate::model::Modules::All`] (the others `unused`).
     pub modules: Vec<ModuleResult>,
+    /// How many images of the report `modules` leaves out because no frame or node is in them
+    /// (the report keeps them): 0 when `modules` lists every image. Results stored before it
+    /// existed read as 0.
+    #[serde(default)]
+    pub unreferenced_modules: usize,
     /// A hang report's call tree, symbolicated node by node (flat, parents first, as the
     /// report gives it); absent from the JSON for other reports.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]

@@ -13,7 +13,7 @@ use std::sync::Arc;
 
 use symbolic_common::{Arch, InstructionInfo};
 
-use crate::model::{Image, NativeReport, RawFrame, Thread};
+use crate::model::{Image, Modules, NativeReport, RawFrame, Thread};
 use crate::names::known;
 use crate::result::{
     CallTreeResult, FrameResult, FrameStatus, HexAddr, ModuleResult, ModuleStatus, ResultStatus,
@@ -37,15 +37,9 @@ pub enum ModuleLoad {
 /// Where the engine gets SymCaches from: local files (`symctl`), or S3 plus caches (worker).
 pub trait SymCacheSource {
     /// The SymCache for `image` (which has a debug id). Called at most once per image per
-    /// report; implementations cache across reports as they see fit.
+    /// report, and only for images a frame or call-tree node is in; implementations cache
+    /// across reports as they see fit.
     fn load(&self, image: &Image) -> ModuleLoad;
-
-    /// Whether a debug file for `image` is known to exist, without loading it. Used to report
-    /// `found` rather than `unused` for images no frame needs. The default says no.
-    fn contains(&self, image: &Image) -> bool {
-        let _ = image;
-        false
-    }
 }
 
 /// The images (indices into `report.images`) that at least one frame is in, in report order:
@@ -73,20 +67,23 @@ pub fn referenced_images(report: &NativeReport) -> Vec<usize> {
     (0..used.len()).filter(|&i| used[i]).collect()
 }
 
-/// Symbolicates every thread of `report`.
+/// Symbolicates every thread (and call-tree node) of `report`. The result's `modules` list
+/// the images [`NativeReport::modules`] asks for: those a frame or node is in (the others
+/// counted in `unreferenced_modules`), or every image, the unreferenced ones `unused`.
 ///
 /// Never fails: problems become frame and module statuses (see [`FrameStatus`],
 /// [`ModuleStatus`]).
 pub fn symbolicate(report: &NativeReport, source: &dyn SymCacheSource) -> SymbolicationResult {
-    build(report, source, Paths::Copy)
+    build(report, source, Paths::Copy).0
 }
 
 /// [`symbolicate`], taking the report: its images' paths move into the result's modules
-/// instead of being copied (a worker's report lists hundreds of images and is dropped after).
+/// instead of being copied (the report is dropped after).
 pub fn symbolicate_owned(report: NativeReport, source: &dyn SymCacheSource) -> SymbolicationResult {
-    let mut result = build(&report, source, Paths::Move);
-    for (module, image) in result.modules.iter_mut().zip(report.images) {
-        module.code_file = image.code_file;
+    let (mut result, listed) = build(&report, source, Paths::Move);
+    let mut images: Vec<Option<Image>> = report.images.into_iter().map(Some).collect();
+    for (module, index) in result.modules.iter_mut().zip(listed) {
+        module.code_file = images[index].take().and_then(|image| image.code_file);
     }
     result
 }
@@ -99,7 +96,12 @@ enum Paths {
     Move,
 }
 
-fn build(report: &NativeReport, source: &dyn SymCacheSource, paths: Paths) -> SymbolicationResult {
+/// The result, and for each of its modules the index of its image in `report.images`.
+fn build(
+    report: &NativeReport,
+    source: &dyn SymCacheSource,
+    paths: Paths,
+) -> (SymbolicationResult, Vec<usize>) {
     let ranges = ImageRanges::new(&report.images);
 
     // Which image each frame is in; then load each referenced image once.
@@ -146,22 +148,29 @@ fn build(report: &NativeReport, source: &dyn SymCacheSource, paths: Paths) -> Sy
         })
         .collect();
 
-    let modules = report
-        .images
+    // Referenced images are the loaded ones (an image without a debug id is loaded as
+    // `Missing`).
+    let listed: Vec<usize> = match report.modules {
+        Modules::Referenced => (0..loads.len()).filter(|&i| loads[i].is_some()).collect(),
+        Modules::All => (0..loads.len()).collect(),
+    };
+    let modules: Vec<ModuleResult> = listed
         .iter()
-        .zip(&loads)
-        .map(|(image, load)| module_result(image, load.as_ref(), source, paths))
+        .map(|&i| module_result(&report.images[i], loads[i].as_ref(), paths))
         .collect();
+    let unreferenced_modules = report.images.len() - modules.len();
 
-    SymbolicationResult {
+    let result = SymbolicationResult {
         status: ResultStatus::Complete,
         crash_reason: report.crash_reason.clone(),
         threads,
         modules,
+        unreferenced_modules,
         call_tree: symbolicate_tree(report, &tree_images, &loads),
         kind: report.kind,
         details: report.details.clone(),
-    }
+    };
+    (result, listed)
 }
 
 /// Every node of a hang report's call tree, symbolicated as a frame: a node with children holds
@@ -345,18 +354,12 @@ fn symbolicate_frame(
     }
 }
 
-fn module_result(
-    image: &Image,
-    load: Option<&ModuleLoad>,
-    source: &dyn SymCacheSource,
-    paths: Paths,
-) -> ModuleResult {
+fn module_result(image: &Image, load: Option<&ModuleLoad>, paths: Paths) -> ModuleResult {
     let (status, error) = match load {
         Some(ModuleLoad::Found(_)) => (ModuleStatus::Found, None),
         Some(ModuleLoad::Missing) => (ModuleStatus::Missing, None),
         Some(ModuleLoad::Malformed(e)) => (ModuleStatus::Malformed, Some(e.clone())),
         Some(ModuleLoad::FetchingFailed(e)) => (ModuleStatus::FetchingFailed, Some(e.clone())),
-        None if image.debug_id.is_some() && source.contains(image) => (ModuleStatus::Found, None),
         None => (ModuleStatus::Unused, None),
     };
     ModuleResult {
@@ -376,7 +379,7 @@ fn module_result(
 /// A debug id as its `Display` writes it: `82d13d98-219e-3040-b62a-07a297007a7c`, then
 /// `-<appendix in hex>` when it has one; a PDB 2.0 id as its 8 uppercase hex digits of
 /// timestamp and `-<age>`. The usual id (a UUID, no appendix) is written without the formatting
-/// machinery (a result lists every image of its report); the others by `Display`.
+/// machinery (`--modules all` lists every image of a report); the others by `Display`.
 fn debug_id_text(id: symbolic_common::DebugId) -> String {
     if id.appendix() != 0 || id.is_pdb20() {
         return id.to_string();

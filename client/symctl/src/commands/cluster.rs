@@ -93,7 +93,7 @@ pub async fn submit(args: SubmitArgs) -> anyhow::Result<()> {
             )
             .await?
     } else {
-        let spec = super::native_spec(&job_id, &data).map_err(anyhow::Error::msg)?;
+        let spec = super::native_spec(&job_id, &data, args.modules).map_err(anyhow::Error::msg)?;
         client.submit(spec).await?
     };
     if !args.wait {

@@ -33,19 +33,25 @@ pub fn run(command: Command) -> anyhow::Result<()> {
     }
 }
 
-/// The spec of native job `job_id`: `report` compressed, with its cache-affinity key read here
+/// The spec of native job `job_id` whose result lists `modules`: `report` compressed, with its
+/// cache-affinity key read here
 /// (`NativeJob.routing_key`; `-` when it has no image to route by), so that the master need
 /// not decompress it to place it. A report this reader cannot read goes without a key: the
 /// master then reads it and gives the precise status.
-fn native_spec(job_id: &str, report: &[u8]) -> Result<symcluster_client::api::JobSpec, String> {
+fn native_spec(
+    job_id: &str,
+    report: &[u8],
+    modules: crate::cli::ModulesArg,
+) -> Result<symcluster_client::api::JobSpec, String> {
     let mut spec = symcluster_client::native_spec(job_id, report).map_err(|e| e.to_string())?;
-    if let Some(symcluster_client::api::job_spec::Payload::Native(native)) = &mut spec.payload
-        && let Ok(image) = symcluster_engine::reports::routing::routing_image(report)
-    {
-        native.routing_key = image.map_or_else(
-            || symcluster_client::report::NO_ROUTING_KEY.to_owned(),
-            |id| id.to_string(),
-        );
+    if let Some(symcluster_client::api::job_spec::Payload::Native(native)) = &mut spec.payload {
+        native.set_modules(modules.into());
+        if let Ok(image) = symcluster_engine::reports::routing::routing_image(report) {
+            native.routing_key = image.map_or_else(
+                || symcluster_client::report::NO_ROUTING_KEY.to_owned(),
+                |id| id.to_string(),
+            );
+        }
     }
     Ok(spec)
 }

@@ -63,7 +63,7 @@ fn spec(args: &SubmitArgs, job_id: String, data: Vec<u8>) -> Result<api::JobSpec
             project: String::new(),
         })
     } else {
-        super::native_spec(&job_id, &data)
+        super::native_spec(&job_id, &data, args.modules)
     }
 }
 

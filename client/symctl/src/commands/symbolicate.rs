@@ -3,14 +3,15 @@
 use std::io::Write;
 
 use anyhow::Context;
-use symcluster_engine::{LocalSymCaches, parse_report, render, symbolicate};
+use symcluster_engine::{LocalSymCaches, parse_report_with, render, symbolicate};
 
 use crate::cli::{OutputFormat, SymbolicateArgs};
 
 pub fn run(args: &SymbolicateArgs) -> anyhow::Result<()> {
     let data = std::fs::read(&args.report)
         .with_context(|| format!("cannot read {}", args.report.display()))?;
-    let report = parse_report(&data).with_context(|| format!("{}", args.report.display()))?;
+    let report = parse_report_with(&data, args.modules.into())
+        .with_context(|| format!("{}", args.report.display()))?;
     let sources = LocalSymCaches::scan(&args.debug_files)?;
     for problem in sources.index().unreadable() {
         eprintln!("symctl: warning: skipped unreadable debug file {problem}");

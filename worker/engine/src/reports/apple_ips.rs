@@ -138,5 +138,6 @@ pub fn parse(_header: Option<&Value>, body: &Value) -> Result<NativeReport, Repo
         call_tree: Vec::new(),
         kind: crate::model::ReportKind::Crash,
         details: None,
+        modules: crate::model::Modules::Referenced,
     })
 }

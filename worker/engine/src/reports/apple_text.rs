@@ -211,6 +211,7 @@ pub fn parse(text: &str) -> Result<NativeReport, ReportError> {
         call_tree: Vec::new(),
         kind: crate::model::ReportKind::Crash,
         details: None,
+        modules: crate::model::Modules::Referenced,
     })
 }
 

@@ -113,5 +113,6 @@ pub fn parse(report: &Value) -> Result<NativeReport, ReportError> {
         call_tree: Vec::new(),
         kind: crate::model::ReportKind::Crash,
         details: None,
+        modules: crate::model::Modules::Referenced,
     })
 }

@@ -132,6 +132,26 @@ impl<'de: 'a, 'a> Deserialize<'de> for Scalar<'a> {
     }
 }
 
+/// A JSON value kept as its raw text, read ([`Raw::scalar`]) only where it is needed: the
+/// parser only scans it (a path's `\/` escapes are not undone, nothing is allocated).
+#[derive(Debug, Default, Clone, Copy)]
+pub struct Raw<'a>(Option<&'a serde_json::value::RawValue>);
+
+impl<'a> Raw<'a> {
+    /// The value as a [`Scalar`] (absent reads as [`Scalar::Other`]).
+    pub fn scalar(self) -> Scalar<'a> {
+        self.0
+            .and_then(|raw| serde_json::from_str(raw.get()).ok())
+            .unwrap_or_default()
+    }
+}
+
+impl<'de: 'a, 'a> Deserialize<'de> for Raw<'a> {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        <&'a serde_json::value::RawValue>::deserialize(deserializer).map(|raw| Raw(Some(raw)))
+    }
+}
+
 /// A field that should hold an object of type `T`: `Absent` when missing or `null`, `Object`
 /// when it is an object (read as `T`), `Array` for an array of `T`s, `Wrong` for any other
 /// value.

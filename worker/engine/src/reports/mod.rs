@@ -20,7 +20,7 @@ mod symbolicator;
 
 use serde_json::Value;
 
-use crate::model::{NativeReport, ReportFormat};
+use crate::model::{Modules, NativeReport, ReportFormat};
 use lenient::TopLevel;
 
 pub use apple_ips::split_header as split_ips_header;
@@ -60,10 +60,27 @@ impl ReportError {
     }
 }
 
-/// Reads a crash report of any supported format, detected from its content.
+/// Reads a crash report of any supported format, detected from its content, for a result that
+/// lists the images its frames use ([`Modules::Referenced`]; see [`parse_report_with`]).
 ///
 /// `data` is the whole report file. Errors: [`ReportError`], never a panic, whatever the bytes.
 pub fn parse_report(data: &[u8]) -> Result<NativeReport, ReportError> {
+    parse_report_with(data, Modules::Referenced)
+}
+
+/// Reads a crash report of any supported format, detected from its content, for a result that
+/// lists `modules` ([`NativeReport::modules`]). With [`Modules::Referenced`] the Sentry reader
+/// reads only the address range of an image no frame is in (not its path, debug id or arch):
+/// most of a Sentry event is its image list.
+///
+/// `data` is the whole report file. Errors: [`ReportError`], never a panic, whatever the bytes.
+pub fn parse_report_with(data: &[u8], modules: Modules) -> Result<NativeReport, ReportError> {
+    let mut report = read(data, modules)?;
+    report.modules = modules;
+    Ok(report)
+}
+
+fn read(data: &[u8], modules: Modules) -> Result<NativeReport, ReportError> {
     let text = match std::str::from_utf8(data) {
         Ok(text) => text,
         Err(e) => {
@@ -78,7 +95,7 @@ pub fn parse_report(data: &[u8]) -> Result<NativeReport, ReportError> {
         return Err(ReportError::Empty);
     }
     if trimmed.starts_with('{') || trimmed.starts_with('[') {
-        return parse_json_report(trimmed);
+        return parse_json_report(trimmed, modules);
     }
     apple_text::parse(text)
 }
@@ -100,12 +117,12 @@ pub fn detect_format(data: &[u8]) -> Option<ReportFormat> {
     apple_text::looks_like_apple_text(text).then_some(ReportFormat::AppleText)
 }
 
-fn parse_json_report(text: &str) -> Result<NativeReport, ReportError> {
+fn parse_json_report(text: &str, modules: Modules) -> Result<NativeReport, ReportError> {
     // The commonest report in one pass: a Sentry event read straight into the Sentry
     // reader's four fields. First, because it is one JSON document: an `.ips` (two documents)
     // fails it at the end of its small header, while looking for the `.ips` header's line
     // end first scanned the whole of a one-line event.
-    if let Some(report) = sentry::parse_event(text) {
+    if let Some(report) = sentry::parse_event(text, modules) {
         return report;
     }
     // `.ips`: a single-line JSON header followed by the JSON body.
@@ -122,7 +139,7 @@ fn parse_json_report(text: &str) -> Result<NativeReport, ReportError> {
         serde_json::from_str(text).map_err(|e| ReportError::InvalidJson(e.to_string()))?;
     let format = json_shape(&top)?;
     if format == ReportFormat::SentryEvent {
-        return match sentry::parse(&top) {
+        return match sentry::parse(&top, modules) {
             // A key given twice in one object: the typed readers refuse it, where a
             // `serde_json::Value` keeps the last one. Rare: read the event once through `Value`
             // to drop the duplicates, then as usual.
@@ -132,7 +149,7 @@ fn parse_json_report(text: &str) -> Result<NativeReport, ReportError> {
                 let deduplicated = value.to_string();
                 let top: TopLevel = serde_json::from_str(&deduplicated)
                     .map_err(|e| ReportError::InvalidJson(e.to_string()))?;
-                sentry::parse(&top)
+                sentry::parse(&top, modules)
             }
             other => other,
         };

@@ -20,8 +20,8 @@ use super::fields::{
     signal_in_text,
 };
 use super::lenient::TopLevel;
-use super::lenient::{Field, Listed, Present, Scalar};
-use crate::model::{Image, NativeReport, RawFrame, ReportFormat, Thread};
+use super::lenient::{Field, Listed, Present, Raw, Scalar};
+use crate::model::{Image, Modules, NativeReport, RawFrame, ReportFormat, Thread};
 
 const FORMAT: ReportFormat = ReportFormat::SentryEvent;
 
@@ -59,10 +59,12 @@ struct SentryImage<'a> {
     cpu_type: Scalar<'a>,
     #[serde(default, borrow)]
     cpu_subtype: Scalar<'a>,
+    /// Read only for the images a result lists (a path is most of an image's text, and
+    /// unescaping its `\/` allocates).
     #[serde(default, borrow)]
-    code_file: Scalar<'a>,
+    code_file: Raw<'a>,
     #[serde(default, borrow)]
-    name: Scalar<'a>,
+    name: Raw<'a>,
 }
 
 #[derive(Deserialize, Default)]
@@ -201,7 +203,10 @@ struct Event<'a> {
 ///
 /// `None` leaves the text to the general path ([`TopLevel`], then [`parse`]), which also
 /// words every error: any other JSON, invalid JSON, a key given twice.
-pub(super) fn parse_event(text: &str) -> Option<Result<NativeReport, ReportError>> {
+pub(super) fn parse_event(
+    text: &str,
+    modules: Modules,
+) -> Option<Result<NativeReport, ReportError>> {
     // A derived struct also reads an array, positionally.
     if !text.trim_start().starts_with('{') {
         return None;
@@ -218,25 +223,29 @@ pub(super) fn parse_event(text: &str) -> Option<Result<NativeReport, ReportError
         event.debug_meta,
         event.exception,
         event.threads,
+        modules,
     ))
 }
 
 /// Reads a Sentry event from its top-level fields.
-pub(super) fn parse(top: &TopLevel<'_>) -> Result<NativeReport, ReportError> {
+pub(super) fn parse(top: &TopLevel<'_>, modules: Modules) -> Result<NativeReport, ReportError> {
     from_fields(
         field(top, "contexts")?,
         field(top, "debug_meta")?,
         field(top, "exception")?,
         field(top, "threads")?,
+        modules,
     )
 }
 
-/// The report, from the event's `contexts`, `debug_meta`, `exception` and `threads`.
+/// The report, from the event's `contexts`, `debug_meta`, `exception` and `threads`; with
+/// [`Modules::Referenced`], the images no frame is in read as their address range only.
 fn from_fields(
     contexts: Field<Contexts<'_>>,
     debug_meta: Field<DebugMeta<'_>>,
     exception: Listed<Exception<'_>>,
     threads: Listed<SentryThread<'_>>,
+    modules: Modules,
 ) -> Result<NativeReport, ReportError> {
     let arch = contexts
         .object()
@@ -245,12 +254,13 @@ fn from_fields(
         .map(parse_arch)
         .unwrap_or(symbolic_common::Arch::Unknown);
 
-    let images = match debug_meta.into_object().map(|d| d.images) {
+    // Images without an address are no images (nothing can be found in them).
+    let listed_images: Vec<SentryImage> = match debug_meta.into_object().map(|d| d.images) {
         None | Some(Field::Absent) => Vec::new(),
         Some(Field::Array(list)) => list
             .into_iter()
             .flatten()
-            .filter_map(|i| image(i, arch))
+            .filter(|i| i.image_addr.addr().is_some())
             .collect(),
         Some(_) => {
             return Err(ReportError::malformed(
@@ -346,17 +356,42 @@ fn from_fields(
         ));
     }
 
-    Ok(NativeReport {
+    let mut report = NativeReport {
         format: FORMAT,
         arch,
         crash_reason,
         signal,
         threads,
-        images,
+        images: listed_images
+            .iter()
+            .map(|i| Image::range_only(i.image_addr.addr().unwrap_or(0), image_size(i)))
+            .collect(),
         call_tree: Vec::new(),
         kind: crate::model::ReportKind::Crash,
         details: None,
-    })
+        modules,
+    };
+    // The rest of an image (path, debug id, arch) only where the result lists it.
+    let read: Vec<bool> = match modules {
+        Modules::All => vec![true; listed_images.len()],
+        Modules::Referenced => {
+            let mut read = vec![false; listed_images.len()];
+            for i in crate::symbolicate::referenced_images(&report) {
+                read[i] = true;
+            }
+            read
+        }
+    };
+    for ((slot, listed), read) in report.images.iter_mut().zip(listed_images).zip(read) {
+        if read {
+            *slot = image(listed, arch);
+        }
+    }
+    Ok(report)
+}
+
+fn image_size(image: &SentryImage<'_>) -> u64 {
+    image.image_size.addr().unwrap_or(0)
 }
 
 /// `{"values": [...]}` or a bare array (older events); absent means empty. Elements that are
@@ -430,8 +465,10 @@ fn thread(
     })
 }
 
-fn image(v: SentryImage<'_>, report_arch: symbolic_common::Arch) -> Option<Image> {
-    let image_addr = v.image_addr.addr()?;
+/// The whole image (its address was checked when the list was read).
+fn image(v: SentryImage<'_>, report_arch: symbolic_common::Arch) -> Image {
+    let image_addr = v.image_addr.addr().unwrap_or(0);
+    let image_size = image_size(&v);
     let debug_id = v
         .debug_id
         .as_str()
@@ -444,30 +481,35 @@ fn image(v: SentryImage<'_>, report_arch: symbolic_common::Arch) -> Option<Image
         }
         (None, None) => report_arch,
     };
-    Some(Image {
+    Image {
         // Moved, not copied, when unescaping already made it a `String` (`\/` in every
         // path NSJSONSerialization writes).
-        code_file: match v.code_file {
+        code_file: match v.code_file.scalar() {
             Scalar::Str(path) => Some(path),
-            _ => v.name.into_str(),
+            _ => v.name.scalar().into_str(),
         }
         .map(Cow::into_owned),
         debug_id,
         arch,
         image_addr,
-        image_size: v.image_size.addr().unwrap_or(0),
-    })
+        image_size,
+    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
 
-    /// The one-pass read and the general path, as `Debug` text (the report has no `PartialEq`).
+    /// The one-pass read and the general path, as `Debug` text (the report has no `PartialEq`),
+    /// reading every image.
     fn both(text: &str) -> (Option<String>, String) {
-        let one_pass = parse_event(text).map(|r| format!("{r:?}"));
+        both_with(text, Modules::All)
+    }
+
+    fn both_with(text: &str, modules: Modules) -> (Option<String>, String) {
+        let one_pass = parse_event(text, modules).map(|r| format!("{r:?}"));
         let top: TopLevel = serde_json::from_str(text).unwrap();
-        (one_pass, format!("{:?}", parse(&top)))
+        (one_pass, format!("{:?}", parse(&top, modules)))
     }
 
     const EVENT: &str = r#"{
@@ -507,6 +549,32 @@ mod tests {
     }
 
     #[test]
+    fn an_image_no_frame_is_in_is_read_as_its_range_only() {
+        let (one_pass, general) = both_with(EVENT, Modules::Referenced);
+        assert_eq!(one_pass.as_deref(), Some(general.as_str()));
+        let top: TopLevel = serde_json::from_str(EVENT).unwrap();
+        let referenced = parse(&top, Modules::Referenced).unwrap();
+        let all = parse(&top, Modules::All).unwrap();
+        // The first image holds frames: read whole, its escaped path undone.
+        assert_eq!(referenced.images[0], all.images[0]);
+        assert_eq!(referenced.images[0].code_file.as_deref(), Some("/a/Crash"));
+        // The second holds none: its range only.
+        assert_eq!(
+            all.images[1].code_file.as_deref(),
+            Some("/usr/lib/libA.dylib")
+        );
+        assert_eq!(
+            referenced.images[1],
+            Image::range_only(all.images[1].image_addr, all.images[1].image_size)
+        );
+        assert_eq!(referenced.threads, all.threads);
+        assert_eq!(
+            (referenced.modules, all.modules),
+            (Modules::Referenced, Modules::All)
+        );
+    }
+
+    #[test]
     fn one_pass_leaves_everything_else_to_the_general_path() {
         for text in [
             // Another format's key beside Sentry's, even a null one.
@@ -521,7 +589,7 @@ mod tests {
             r#"{"debug_meta": {"images": [}"#,
             r#"[{"images": []}, {}]"#,
         ] {
-            assert!(parse_event(text).is_none(), "{text}");
+            assert!(parse_event(text, Modules::All).is_none(), "{text}");
         }
     }
 }

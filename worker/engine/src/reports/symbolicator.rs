@@ -111,6 +111,7 @@ pub fn parse(request: &Value) -> Result<NativeReport, ReportError> {
         call_tree: call_tree(request.get("call_tree"))?,
         kind,
         details: details(request),
+        modules: crate::model::Modules::Referenced,
     })
 }
 

@@ -134,10 +134,12 @@ fn debug_nx_page_has_an_empty_crashed_thread() {
 
 #[test]
 fn module_statuses_cover_found_missing_and_unused() {
-    let result = run(
-        &fixture("crashprobe/release/arm64/Call abort().json"),
-        &[fixture("crashprobe/release/dSYMs")],
-    );
+    let data = std::fs::read(fixture("crashprobe/release/arm64/Call abort().json")).unwrap();
+    let report =
+        symcluster_engine::parse_report_with(&data, symcluster_engine::Modules::All).unwrap();
+    let sources =
+        symcluster_engine::LocalSymCaches::scan(&[fixture("crashprobe/release/dSYMs")]).unwrap();
+    let result = symcluster_engine::symbolicate(&report, &sources);
     let status = |name: &str| {
         result
             .modules
@@ -149,10 +151,19 @@ fn module_statuses_cover_found_missing_and_unused() {
     assert_eq!(status("/CrashLibiOS"), ModuleStatus::Found);
     // In a frame, no dSYM given.
     assert_eq!(status("/libsystem_c.dylib"), ModuleStatus::Missing);
-    // In no frame, but its dSYM is among the debug files.
-    assert_eq!(status("/libswiftCore.dylib"), ModuleStatus::Found);
-    // In no frame, no dSYM.
+    // In no frame: not looked for, whether its dSYM is among the debug files or not.
+    assert_eq!(status("/libswiftCore.dylib"), ModuleStatus::Unused);
     assert_eq!(status("/CoreAudio"), ModuleStatus::Unused);
+    assert_eq!(result.modules.len(), 327);
+    assert_eq!(
+        result
+            .modules
+            .iter()
+            .filter(|m| m.status != ModuleStatus::Unused)
+            .count(),
+        15,
+        "the 15 images of the event's frames (as loadtest/src/images.rs counts them)"
+    );
     let app = result
         .modules
         .iter()

@@ -81,15 +81,20 @@ fn macos12_text_report() {
     assert_expected_frames(&result);
     let thread = crashed(&result);
     assert_eq!(thread.name.as_deref(), Some("com.apple.main-thread"));
-    assert!(
-        result.modules.iter().all(|m| m.arch == "arm64"),
-        "{:?}",
-        result.modules
+    // Every image of the report takes its arch from `Code Type:`.
+    let data = std::fs::read(demo("DemoApp-macos12.crash")).unwrap();
+    let every_image = symcluster_engine::symbolicate(
+        &symcluster_engine::parse_report_with(&data, symcluster_engine::Modules::All).unwrap(),
+        &symcluster_engine::LocalSymCaches::scan(&[demo("DemoApp.dSYM")]).unwrap(),
     );
-    assert_eq!(result.modules.len(), 4);
+    assert!(
+        every_image.modules.iter().all(|m| m.arch == "arm64"),
+        "{:?}",
+        every_image.modules
+    );
+    assert_eq!(every_image.modules.len(), 4);
 
     // Rendered back in its own layout.
-    let data = std::fs::read(demo("DemoApp-macos12.crash")).unwrap();
     let report = parse_report(&data).unwrap();
     let text = render::apple(&data, &report, &result).unwrap();
     let lines: Vec<&str> = text.lines().collect();

@@ -10,4 +10,5 @@ mod formats;
 mod js_bad_input;
 mod js_demo;
 mod js_metro;
+mod modules;
 mod support;
