@@ -132,6 +132,17 @@ impl<'de: 'a, 'a> Deserialize<'de> for Scalar<'a> {
     }
 }
 
+/// An address in bytes, read as [`Scalar::addr`] reads one (an integer, a `"0x…"` hex or a
+/// decimal string), `None` for any other value; 16 bytes where a [`Scalar`] takes 32.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub struct Addr(pub Option<u64>);
+
+impl<'de> Deserialize<'de> for Addr {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        Scalar::deserialize(deserializer).map(|value| Addr(value.addr()))
+    }
+}
+
 /// A JSON value kept as its raw text, read ([`Raw::scalar`]) only where it is needed: the
 /// parser only scans it (a path's `\/` escapes are not undone, nothing is allocated).
 #[derive(Debug, Default, Clone, Copy)]

@@ -20,7 +20,7 @@ use super::fields::{
     signal_in_text,
 };
 use super::lenient::TopLevel;
-use super::lenient::{Field, Listed, Present, Raw, Scalar};
+use super::lenient::{Addr, Field, Listed, Present, Raw, Scalar};
 use crate::model::{Image, Modules, NativeReport, RawFrame, ReportFormat, Thread};
 
 const FORMAT: ReportFormat = ReportFormat::SentryEvent;
@@ -43,24 +43,24 @@ struct DebugMeta<'a> {
     images: Field<SentryImage<'a>>,
 }
 
+/// One image as the list is read: its address range, and the rest as raw text, read only for
+/// the images a result lists ([`image`]). Small (144 bytes), since an event lists hundreds.
 #[derive(Deserialize, Default)]
 struct SentryImage<'a> {
+    #[serde(default)]
+    image_addr: Addr,
+    #[serde(default)]
+    image_size: Addr,
     #[serde(default, borrow)]
-    image_addr: Scalar<'a>,
+    debug_id: Raw<'a>,
     #[serde(default, borrow)]
-    image_size: Scalar<'a>,
+    uuid: Raw<'a>,
     #[serde(default, borrow)]
-    debug_id: Scalar<'a>,
+    arch: Raw<'a>,
     #[serde(default, borrow)]
-    uuid: Scalar<'a>,
+    cpu_type: Raw<'a>,
     #[serde(default, borrow)]
-    arch: Scalar<'a>,
-    #[serde(default, borrow)]
-    cpu_type: Scalar<'a>,
-    #[serde(default, borrow)]
-    cpu_subtype: Scalar<'a>,
-    /// Read only for the images a result lists (a path is most of an image's text, and
-    /// unescaping its `\/` allocates).
+    cpu_subtype: Raw<'a>,
     #[serde(default, borrow)]
     code_file: Raw<'a>,
     #[serde(default, borrow)]
@@ -260,7 +260,7 @@ fn from_fields(
         Some(Field::Array(list)) => list
             .into_iter()
             .flatten()
-            .filter(|i| i.image_addr.addr().is_some())
+            .filter(|i| i.image_addr.0.is_some())
             .collect(),
         Some(_) => {
             return Err(ReportError::malformed(
@@ -364,7 +364,7 @@ fn from_fields(
         threads,
         images: listed_images
             .iter()
-            .map(|i| Image::range_only(i.image_addr.addr().unwrap_or(0), image_size(i)))
+            .map(|i| Image::range_only(i.image_addr.0.unwrap_or(0), image_size(i)))
             .collect(),
         call_tree: Vec::new(),
         kind: crate::model::ReportKind::Crash,
@@ -391,7 +391,7 @@ fn from_fields(
 }
 
 fn image_size(image: &SentryImage<'_>) -> u64 {
-    image.image_size.addr().unwrap_or(0)
+    image.image_size.0.unwrap_or(0)
 }
 
 /// `{"values": [...]}` or a bare array (older events); absent means empty. Elements that are
@@ -467,19 +467,18 @@ fn thread(
 
 /// The whole image (its address was checked when the list was read).
 fn image(v: SentryImage<'_>, report_arch: symbolic_common::Arch) -> Image {
-    let image_addr = v.image_addr.addr().unwrap_or(0);
+    let image_addr = v.image_addr.0.unwrap_or(0);
     let image_size = image_size(&v);
-    let debug_id = v
-        .debug_id
-        .as_str()
-        .or_else(|| v.uuid.as_str())
-        .and_then(parse_debug_id);
-    let arch = match (v.arch.as_str(), v.cpu_type.as_u64()) {
-        (Some(a), _) => parse_arch(a),
-        (None, Some(cpu_type)) => {
-            arch_from_macho_cpu(cpu_type, v.cpu_subtype.as_u64().unwrap_or(0))
+    let debug_id = match v.debug_id.scalar() {
+        Scalar::Str(id) => parse_debug_id(&id),
+        _ => v.uuid.scalar().as_str().and_then(parse_debug_id),
+    };
+    let arch = match (v.arch.scalar(), v.cpu_type.scalar().as_u64()) {
+        (Scalar::Str(a), _) => parse_arch(&a),
+        (_, Some(cpu_type)) => {
+            arch_from_macho_cpu(cpu_type, v.cpu_subtype.scalar().as_u64().unwrap_or(0))
         }
-        (None, None) => report_arch,
+        (_, None) => report_arch,
     };
     Image {
         // Moved, not copied, when unescaping already made it a `String` (`\/` in every
@@ -546,6 +545,12 @@ mod tests {
             {"instruction_addr": "0x10"}]}}], "threads": []}"#;
         let (one_pass, general) = both(old);
         assert_eq!(one_pass.as_deref(), Some(general.as_str()));
+    }
+
+    #[test]
+    fn an_image_as_the_list_is_read_stays_small() {
+        // An event lists hundreds: every byte is moved as the list grows.
+        assert_eq!(std::mem::size_of::<SentryImage>(), 144);
     }
 
     #[test]
