@@ -205,8 +205,10 @@ mod tests {
         let build = derive(&original, 7).unwrap();
         let (before, after) = (InMemory::of(&original), InMemory::of(&build));
         for (old, new) in original.reports.iter().zip(&build.reports) {
-            let old_report = symcluster_engine::parse_report(old).unwrap();
-            let new_report = symcluster_engine::parse_report(new).unwrap();
+            // Every image read whole, not only those a frame is in.
+            let all = symcluster_engine::Modules::All;
+            let old_report = symcluster_engine::parse_report_with(old, all).unwrap();
+            let new_report = symcluster_engine::parse_report_with(new, all).unwrap();
             // Every image with a debug file now names the derived id.
             for (a, b) in old_report.images.iter().zip(&new_report.images) {
                 if a.debug_id.is_some_and(|id| before.0.contains_key(&id)) {

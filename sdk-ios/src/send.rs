@@ -19,7 +19,7 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use backon::BackoffBuilder as _;
-use symcluster_client::{Client, ClientError, retry};
+use symcluster_client::{Client, ClientError, api, retry};
 
 /// What a send pass did.
 #[derive(Debug, Default, Clone, PartialEq, Eq)]
@@ -114,13 +114,35 @@ pub fn clean_stale(dir: &Path) {
     }
 }
 
-/// The bytes sent for a report read from disk: cut to the images its frames are in
-/// ([`crate::used_images`]) unless every image is to be sent.
-fn outgoing(report: Vec<u8>) -> Vec<u8> {
-    if crate::used_images::send_all() {
-        return report;
+/// What is sent of report file `name` read from disk ([`crate::used_images`]): a `crash`,
+/// `hang`, `jank` or `cpu` report cut to the images its frames are in (unless every image is to
+/// be sent), its result listing those; a `launch` report whole, its result listing every image
+/// (it has no frame: its image list is what it tells); any other as written.
+fn outgoing(name: &str, report: Vec<u8>) -> (Vec<u8>, api::Modules) {
+    let kind = name.split('-').next().unwrap_or("");
+    if kind == "launch" {
+        return (report, api::Modules::All);
     }
-    crate::used_images::referenced_only(&report).unwrap_or(report)
+    if crate::used_images::send_all() || !crate::used_images::CUT_KINDS.contains(&kind) {
+        return (report, api::Modules::Referenced);
+    }
+    let cut = crate::used_images::referenced_only(&report).unwrap_or(report);
+    (cut, api::Modules::Referenced)
+}
+
+/// Submits `report` as native job `job_id` whose result lists `modules`, compressed on the way
+/// ([`symcluster_client::native_spec`]: INVALID_ARGUMENT for an empty report or one over 16 MiB,
+/// as the master would answer).
+async fn submit(
+    client: &mut Client,
+    job_id: &str,
+    (report, modules): (Vec<u8>, api::Modules),
+) -> Result<api::SubmitResponse, ClientError> {
+    let mut spec = symcluster_client::native_spec(job_id, &report)?;
+    if let Some(api::job_spec::Payload::Native(native)) = &mut spec.payload {
+        native.set_modules(modules);
+    }
+    client.submit(spec).await
 }
 
 /// Sends every pending report in `dir` to the leader of the masters at `endpoint` (one
@@ -168,8 +190,7 @@ pub async fn send_pending(
                 .to_owned();
             let job_id = format!("{job_prefix}-{name}");
             let result = match std::fs::read(&file) {
-                Ok(bytes) => client
-                    .submit_native(&job_id, outgoing(bytes))
+                Ok(bytes) => submit(&mut client, &job_id, outgoing(&name, bytes))
                     .await
                     .map_err(|e| (e.to_string(), Fate::of(&e))),
                 // Unreadable now (e.g. still being written): kept for a later launch.

@@ -8,11 +8,15 @@
 //! on disk keeps every image until the master acknowledges the report.
 //!
 //! Kept whole: `launch` reports (no stack: their image list is what they tell about the launch,
-//! since dyld's work grows with each image loaded) and `oom` reports (they list none). With
-//! [`set_send_all`] (`symcluster_sdk_set_send_all_images(1)`) nothing is cut.
+//! since dyld's work grows with each image loaded; the sender asks their result to list every
+//! image) and `oom` reports (they list none). With [`set_send_all`]
+//! (`symcluster_sdk_set_send_all_images(true)`) nothing is cut.
 //!
 //! An image holds an address when `image_addr <= addr < image_addr + image_size`; an image of
-//! size 0 extends to the next image's start, as the engine reads it.
+//! size 0 extends to the next image's start, as the engine reads it (`ImageRanges` in
+//! `symcluster-engine`, which the SDK does not link). A kept image of size 0 is sent with the
+//! size that rule gave it in the whole list, so that the image after it being left out cannot
+//! stretch it over addresses that were in no image.
 
 use std::sync::atomic::{AtomicBool, Ordering};
 
@@ -32,7 +36,7 @@ pub fn send_all() -> bool {
 }
 
 /// The report kinds whose image list is cut.
-const CUT_KINDS: [&str; 4] = ["crash", "hang", "jank", "cpu"];
+pub const CUT_KINDS: [&str; 4] = ["crash", "hang", "jank", "cpu"];
 
 /// `report` (an SDK report's JSON) with its `modules` cut to the images a frame of
 /// `stacktraces[].frames` or a node of `call_tree` is in, in their order; `None` when it is to
@@ -53,9 +57,16 @@ pub fn referenced_only(report: &[u8]) -> Option<Vec<u8>> {
     let Some(Value::Array(modules)) = object.get_mut("modules") else {
         return None;
     };
-    let used = used(modules, &addresses);
+    let extents = extents(modules);
+    let used = used(&extents, modules.len(), &addresses);
     if used.iter().all(|&u| u) {
         return None;
+    }
+    for &(start, end, i) in &extents {
+        let sized = modules[i].get("image_size").and_then(address).unwrap_or(0) > 0;
+        if used[i] && !sized && end != u64::MAX {
+            modules[i]["image_size"] = Value::from(end - start);
+        }
     }
     let mut used = used.into_iter();
     modules.retain(|_| used.next().unwrap_or(false));
@@ -82,16 +93,16 @@ fn frame_addresses(report: &serde_json::Map<String, Value>) -> Vec<u64> {
         .collect()
 }
 
-/// Which of `modules` holds at least one of `addresses`.
-fn used(modules: &[Value], addresses: &[u64]) -> Vec<bool> {
-    // (start, index), sorted by start: an image of size 0 ends where the next one starts.
+/// `(start, end exclusive, index)` of every module with an address, sorted by start: an image
+/// of size 0 ends where the next one starts (the last one at `u64::MAX`).
+fn extents(modules: &[Value]) -> Vec<(u64, u64, usize)> {
     let mut starts: Vec<(u64, usize)> = modules
         .iter()
         .enumerate()
         .filter_map(|(i, m)| Some((m.get("image_addr").and_then(address)?, i)))
         .collect();
     starts.sort_unstable();
-    let ranges: Vec<(u64, u64, usize)> = starts
+    starts
         .iter()
         .enumerate()
         .map(|(n, &(start, i))| {
@@ -107,8 +118,12 @@ fn used(modules: &[Value], addresses: &[u64]) -> Vec<bool> {
             };
             (start, end, i)
         })
-        .collect();
-    let mut used = vec![false; modules.len()];
+        .collect()
+}
+
+/// Which of the `count` modules (their [`extents`]) holds at least one of `addresses`.
+fn used(ranges: &[(u64, u64, usize)], count: usize, addresses: &[u64]) -> Vec<bool> {
+    let mut used = vec![false; count];
     for &addr in addresses {
         let after = ranges.partition_point(|&(start, _, _)| start <= addr);
         if let Some(&(_, end, i)) = ranges[..after].last()
@@ -161,13 +176,36 @@ mod tests {
             // c has no size: it reaches d's start
             "call_tree": [{"instruction_addr": "0x7fff", "hits": 1, "parent": null}],
         });
-        let cut = referenced_only(&serde_json::to_vec(&report).unwrap()).unwrap();
+        let whole = serde_json::to_vec(&report).unwrap();
+        let cut = referenced_only(&whole).unwrap();
         assert_eq!(names(&cut), ["a", "c"]);
-        // Everything else as it was, in its order.
+        // Everything else as it was, in its order; c keeps the extent it had (up to d, which
+        // is left out), so that it does not reach over 0x8100.
         let mut expected = report.clone();
         expected["modules"] =
-            serde_json::json!([module(0x1000, 0x1000, "a"), module(0x3000, 0, "c")]);
+            serde_json::json!([module(0x1000, 0x1000, "a"), module(0x3000, 0x5000, "c")]);
         assert_eq!(cut, serde_json::to_vec(&expected).unwrap());
+
+        // The engine finds every frame and node in the same image (or none) in both.
+        let symbolicated = |report: &[u8]| {
+            let report = symcluster_engine::parse_report(report).unwrap();
+            symcluster_engine::symbolicate(&report, &NoDebugFiles)
+        };
+        let (whole, cut) = (symbolicated(&whole), symbolicated(&cut));
+        assert_eq!(whole.threads, cut.threads);
+        assert_eq!(whole.call_tree, cut.call_tree);
+        let frames = &cut.threads[0].frames;
+        assert_eq!(frames[0].image.as_deref(), Some("a"));
+        assert_eq!(frames[1].image, None);
+        assert_eq!(cut.call_tree[0].frames[0].image.as_deref(), Some("c"));
+    }
+
+    struct NoDebugFiles;
+
+    impl symcluster_engine::SymCacheSource for NoDebugFiles {
+        fn load(&self, _: &symcluster_engine::model::Image) -> symcluster_engine::ModuleLoad {
+            symcluster_engine::ModuleLoad::Missing
+        }
     }
 
     #[test]

@@ -71,6 +71,68 @@ fn json_output_follows_the_contract() {
     );
 }
 
+/// `symctl symbolicate` of the demo crash with its dSYM, `--modules MODULES` and `args` more;
+/// its standard output, once it exited 0.
+fn symbolicate_demo(modules: &str, args: &[&str]) -> Vec<u8> {
+    let dsym = demo("DemoApp.dSYM");
+    let report = demo("DemoApp.crash");
+    let mut all = vec!["symbolicate", "--debug-files", dsym.to_str().unwrap()];
+    all.extend(["--modules", modules]);
+    all.extend(args);
+    all.push(report.to_str().unwrap());
+    let out = symctl(&all);
+    assert!(out.status.success(), "{}", stderr(&out));
+    out.stdout
+}
+
+/// `(image name, status)` of each module, and `unreferenced_modules`, of `symctl symbolicate
+/// --modules MODULES` on the demo crash.
+fn modules(modules: &str) -> (Vec<(String, String)>, u64) {
+    let json: serde_json::Value = serde_json::from_slice(&symbolicate_demo(modules, &[])).unwrap();
+    let listed = json["modules"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| {
+            let path = m["code_file"].as_str().unwrap();
+            let name = path.rsplit('/').next().unwrap().to_owned();
+            (name, m["status"].as_str().unwrap().to_owned())
+        })
+        .collect();
+    (listed, json["unreferenced_modules"].as_u64().unwrap())
+}
+
+/// The demo crash lists 4 images; its threads' frames are in 3 (UIKitCore holds none).
+#[test]
+fn modules_lists_the_images_frames_are_in_or_every_image_on_request() {
+    let owned = |list: &[(&str, &str)]| -> Vec<(String, String)> {
+        list.iter()
+            .map(|(n, s)| (n.to_string(), s.to_string()))
+            .collect()
+    };
+    let referenced = [
+        ("DemoApp", "found"),
+        ("libdyld.dylib", "missing"),
+        ("libsystem_kernel.dylib", "missing"),
+    ];
+    assert_eq!(modules("referenced"), (owned(&referenced), 1));
+    let every = [
+        ("DemoApp", "found"),
+        ("UIKitCore", "unused"),
+        ("libdyld.dylib", "missing"),
+        ("libsystem_kernel.dylib", "missing"),
+    ];
+    assert_eq!(modules("all"), (owned(&every), 0));
+
+    // `--format apple` renders the report's own image list either way.
+    let apple = |modules: &str| {
+        String::from_utf8(symbolicate_demo(modules, &["--format", "apple"])).unwrap()
+    };
+    let text = apple("referenced");
+    assert!(text.contains("UIKitCore arm64e"), "{text}");
+    assert_eq!(text, apple("all"));
+}
+
 #[test]
 fn missing_debug_files_still_exit_zero() {
     let empty = tempfile::tempdir().unwrap();

@@ -12,6 +12,7 @@ mod faults;
 mod kafka;
 mod late_files;
 mod logs;
+mod modules;
 mod partition;
 mod projects;
 mod replication;

@@ -49,7 +49,8 @@ pub struct NativeReport {
     pub signal: Option<u32>,
     /// Every thread, in report order. At most one has `crashed == true`.
     pub threads: Vec<Thread>,
-    /// Every loaded image the report lists, in report order.
+    /// Every loaded image the report lists, in report order; with [`Modules::Referenced`] an
+    /// image no frame is in may be known by its range only ([`Image::range_only`]).
     pub images: Vec<Image>,
     /// A hang report's call tree (the SDK's `call_tree`): every sampled path of the blocked
     /// thread with hit counts, flat, parents before children; empty for other reports.
@@ -64,7 +65,9 @@ pub struct NativeReport {
     /// Which images the result lists (the `modules` argument of
     /// [`crate::reports::parse_report_with`]). With [`Modules::Referenced`] a reader may leave an
     /// image that no frame or call-tree node is in read as far as its address range only
-    /// ([`Image::range_only`]: no `code_file`, no `debug_id`): nothing reads more of it.
+    /// ([`Image::range_only`]: no `code_file`, no `debug_id`): nothing reads more of it. Set by
+    /// the reader: a report read for referenced images and then set to [`Modules::All`] would
+    /// list such images without their paths.
     pub modules: Modules,
 }
 
@@ -81,23 +84,6 @@ pub enum Modules {
     Referenced,
     /// Every image of the report, those no frame uses with status `unused`.
     All,
-}
-
-impl Modules {
-    /// `referenced` or `all`: the name `symctl --modules` and the Kafka bridge's header take.
-    pub fn name(self) -> &'static str {
-        match self {
-            Modules::Referenced => "referenced",
-            Modules::All => "all",
-        }
-    }
-
-    /// The mode named `name` (`referenced`, `all`); `None` for any other.
-    pub fn from_name(name: &str) -> Option<Modules> {
-        [Modules::Referenced, Modules::All]
-            .into_iter()
-            .find(|m| m.name() == name)
-    }
 }
 
 /// What a report is about: the SDK's `kind` field (`"crash"` when absent).

@@ -106,8 +106,9 @@ pub struct SymbolicationResult {
     /// image with [`crate::model::Modules::All`] (the others `unused`).
     pub modules: Vec<ModuleResult>,
     /// How many images of the report `modules` leaves out because no frame or node is in them
-    /// (the report keeps them): 0 when `modules` lists every image. Results stored before it
-    /// existed read as 0.
+    /// (the stored report keeps them, unless its sender left them out before sending, as the
+    /// SDK does): 0 when `modules` lists every image. Results stored before it existed read as
+    /// 0.
     #[serde(default)]
     pub unreferenced_modules: usize,
     /// A hang report's call tree, symbolicated node by node (flat, parents first, as the

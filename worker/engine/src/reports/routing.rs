@@ -4,24 +4,26 @@
 //!
 //! [`routing_image`] reads Sentry events and KSCrash JSON with typed, borrowing serde structs
 //! that skip every other field, several times cheaper than building the model; any other
-//! format, or a report these light readers do not take, goes through [`parse_report`] and
+//! format, or a report these light readers do not take, goes through [`parse_report_with`] (every image) and
 //! [`main_image`], with the same rule and the same format detection (`reports::parse_json_report`).
 
 use serde::Deserialize;
 use symbolic_common::DebugId;
 
 use super::fields::{parse_addr_str, parse_debug_id};
-use super::{ReportError, parse_report};
-use crate::model::NativeReport;
+use super::{ReportError, parse_report_with};
+use crate::model::{Modules, NativeReport};
 
 /// The debug id of the image holding most frames of the crashed thread (the first thread when
 /// none crashed); ties go to the image listed first. `Ok(None)` when no frame falls in an image
-/// with a debug id; `Err` when the report cannot be read at all ([`parse_report`]'s error).
+/// with a debug id; `Err` when the report cannot be read at all ([`parse_report_with`]'s error).
 pub fn routing_image(data: &[u8]) -> Result<Option<DebugId>, ReportError> {
     if let Some(found) = light(data) {
         return Ok(found);
     }
-    Ok(main_image(&parse_report(data)?))
+    // Every image read whole: the rule below counts a frame in the image that starts at or
+    // below it, wherever that image ends.
+    Ok(main_image(&parse_report_with(data, Modules::All)?))
 }
 
 /// [`routing_image`]'s rule on a parsed report.
@@ -305,7 +307,7 @@ mod tests {
             for entry in std::fs::read_dir(root.join(build).join("arm64")).unwrap() {
                 let data = std::fs::read(entry.unwrap().path()).unwrap();
                 let light = light(&data).expect("Sentry events take the light path");
-                let full = main_image(&parse_report(&data).unwrap());
+                let full = main_image(&parse_report_with(&data, Modules::All).unwrap());
                 assert_eq!(light, full);
                 found += usize::from(light.is_some());
                 checked += 1;
@@ -336,7 +338,11 @@ mod tests {
             }
             let data = std::fs::read(&path).unwrap();
             let light = light(&data).expect("KSCrash reports take the light path");
-            assert_eq!(light, main_image(&parse_report(&data).unwrap()), "{path:?}");
+            assert_eq!(
+                light,
+                main_image(&parse_report_with(&data, Modules::All).unwrap()),
+                "{path:?}"
+            );
             checked += 1;
         }
         assert_eq!(checked, KSCRASH_EXAMPLES);

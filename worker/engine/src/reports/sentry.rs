@@ -550,7 +550,7 @@ mod tests {
     #[test]
     fn an_image_as_the_list_is_read_stays_small() {
         // An event lists hundreds: every byte is moved as the list grows.
-        assert_eq!(std::mem::size_of::<SentryImage>(), 144);
+        assert!(std::mem::size_of::<SentryImage>() <= 144);
     }
 
     #[test]
