@@ -81,9 +81,12 @@ pub fn symbolicate(report: &NativeReport, source: &dyn SymCacheSource) -> Symbol
 /// instead of being copied (the report is dropped after).
 pub fn symbolicate_owned(report: NativeReport, source: &dyn SymCacheSource) -> SymbolicationResult {
     let (mut result, listed) = build(&report, source, Paths::Move);
-    let mut images: Vec<Option<Image>> = report.images.into_iter().map(Some).collect();
+    // `listed` is in report order: one walk over the images, no second list of them.
+    let mut images = report.images.into_iter().enumerate();
     for (module, index) in result.modules.iter_mut().zip(listed) {
-        module.code_file = images[index].take().and_then(|image| image.code_file);
+        if let Some((_, image)) = images.find(|(i, _)| *i == index) {
+            module.code_file = image.code_file;
+        }
     }
     result
 }
@@ -96,7 +99,8 @@ enum Paths {
     Move,
 }
 
-/// The result, and for each of its modules the index of its image in `report.images`.
+/// The result, and for each of its modules the index of its image in `report.images`
+/// (ascending: modules are in report order).
 fn build(
     report: &NativeReport,
     source: &dyn SymCacheSource,
