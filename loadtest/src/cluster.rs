@@ -437,7 +437,7 @@ impl Cluster {
             .args(["--listen", &format!("127.0.0.1:{}", m.port)])
             .args(["--metrics-listen", &format!("127.0.0.1:{}", m.metrics_port)])
             .arg("--data-dir")
-            .arg(self.dir.path().join(format!("master-{id}-data")))
+            .arg(self.master_data_dir(id))
             .args(["--token", TOKEN])
             .args(["--lease", &format!("{}ms", self.options.lease_ms)])
             .args(["--heartbeat", &format!("{}ms", self.options.heartbeat_ms)])
@@ -482,6 +482,11 @@ impl Cluster {
             name: format!("master-{id}"),
             log,
         });
+    }
+
+    /// Master `id`'s `--data-dir` (its index, Raft log and received snapshots).
+    pub fn master_data_dir(&self, id: u64) -> PathBuf {
+        self.dir.path().join(format!("master-{id}-data"))
     }
 
     /// SIGKILLs master `id`.

@@ -85,6 +85,12 @@ pub struct MasterConfig {
     #[arg(long, env = "SYMCLUSTER_ELECTION_TICKS", default_value_t = 10)]
     pub election_ticks: usize,
 
+    /// Bytes per chunk of an index snapshot streamed to a follower that fell behind (`4MiB`,
+    /// `64KiB`, or a number of bytes). A transfer holds about four chunks in the leader's
+    /// memory, whatever the index's size.
+    #[arg(long, env = "SYMCLUSTER_RAFT_SNAPSHOT_CHUNK", value_name = "BYTES", value_parser = symcluster_telemetry::flags::bytes_usize, default_value = "4MiB")]
+    pub raft_snapshot_chunk: usize,
+
     /// PEM certificate chain of this master: with `--tls-key`, gRPC is served over TLS only
     /// (rustls, TLS 1.2/1.3), and `--peers` given without a scheme are `https://`.
     #[arg(long, env = "SYMCLUSTER_TLS_CERT", requires = "tls_key")]

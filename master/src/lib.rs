@@ -79,6 +79,8 @@ pub async fn run(
         } else {
             symcluster_client::Tls::default()
         },
+        snapshot_dir: config.data_dir.join("snapshots"),
+        snapshot_chunk_bytes: config.raft_snapshot_chunk,
     };
     let (raft_handle, inputs) = raft::channel(&raft_config);
     let scheduler = Arc::new(Scheduler::new(
@@ -194,6 +196,7 @@ pub async fn run(
     let peer = PeerServer::new(PeerService::new(
         raft_handle.inputs(),
         members.keys().copied().collect(),
+        raft_config.snapshot_dir.clone(),
     ))
     .max_decoding_message_size(MAX_MESSAGE_BYTES)
     .max_encoding_message_size(MAX_MESSAGE_BYTES);

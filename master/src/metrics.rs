@@ -90,6 +90,32 @@ pub static RAFT_WRITES: LazyLock<IntCounterVec> = LazyLock::new(|| {
     .expect("valid metric");
     symcluster_telemetry::register(&REGISTRY, c)
 });
+/// Raft: snapshots streamed to a follower (`sent`) or from the leader (`received`), by
+/// outcome (`ok`: received whole and handed to Raft; `failed`).
+pub static RAFT_SNAPSHOTS: LazyLock<IntCounterVec> = LazyLock::new(|| {
+    let c = IntCounterVec::new(
+        prometheus::Opts::new(
+            "symcluster_raft_snapshots_total",
+            "Index snapshots streamed between masters, by direction (sent, received) and outcome (ok, failed)",
+        ),
+        &["direction", "outcome"],
+    )
+    .expect("valid metric");
+    symcluster_telemetry::register(&REGISTRY, c)
+});
+/// Raft: bytes of snapshot streams, sent (counted once the follower received them whole) and
+/// received (as they arrive).
+pub static RAFT_SNAPSHOT_BYTES: LazyLock<IntCounterVec> = LazyLock::new(|| {
+    let c = IntCounterVec::new(
+        prometheus::Opts::new(
+            "symcluster_raft_snapshot_bytes_total",
+            "Bytes of index snapshot streams, by direction (sent: delivered whole; received: as they arrive)",
+        ),
+        &["direction"],
+    )
+    .expect("valid metric");
+    symcluster_telemetry::register(&REGISTRY, c)
+});
 /// Raft: proposal to applied, on the proposer.
 pub static RAFT_COMMIT_SECONDS: LazyLock<Histogram> = LazyLock::new(|| {
     histogram(
@@ -210,6 +236,12 @@ pub async fn serve(addr: SocketAddr, scheduler: Arc<Scheduler>) -> anyhow::Resul
     LazyLock::force(&RAFT_PROPOSALS);
     for durability in ["fsync", "none"] {
         RAFT_WRITES.with_label_values(&[durability]);
+    }
+    for direction in ["sent", "received"] {
+        RAFT_SNAPSHOT_BYTES.with_label_values(&[direction]);
+        for outcome in ["ok", "failed"] {
+            RAFT_SNAPSHOTS.with_label_values(&[direction, outcome]);
+        }
     }
     let app = axum::Router::new().route(
         "/metrics",

@@ -7,9 +7,12 @@ use std::time::{Duration, Instant};
 
 use symcluster_client::api;
 use symcluster_loadtest::cluster::{Cluster, MasterOptions, TOKEN};
+use symcluster_loadtest::procstat;
 use tokio::sync::Mutex;
 
-use crate::support::{app_frames, big_map, groups, result, three_masters_with_demo, wait};
+use crate::support::{
+    app_frames, big_map, fixture, groups, metric_value, result, three_masters_with_demo, wait,
+};
 
 /// Before the index was replicated, a job running when the master was SIGKILLed stayed RUNNING
 /// forever after the restart. Now the restarted master gives it a fresh lease, and the worker's
@@ -68,7 +71,8 @@ async fn a_job_running_when_the_master_is_killed_completes_after_the_restart() {
 
 /// Three masters, a worker, Garage. The leader is SIGKILLed after 30 acknowledged submits of
 /// 90: every acknowledged job completes exactly once, with its exact frames, and crash-group
-/// counts add up to the jobs (no job counted twice).
+/// counts add up to the jobs (no job counted twice). The killed master comes back and holds the
+/// same index as the others.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn killing_the_leader_under_load_loses_and_duplicates_nothing() {
     let (mut cluster, report, leader) = three_masters_with_demo().await;
@@ -147,17 +151,28 @@ async fn killing_the_leader_under_load_loses_and_duplicates_nothing() {
         "master {leader} did not catch up:\n{}",
         cluster.master_logs()
     );
+    // The three indexes are equal, table by table: the old leader's (from its log), and the
+    // others' (applied through a change of leader).
+    let digests = wait_for_equal_digests(&cluster).await;
+    assert_eq!((digests.len(), digests[0].jobs), (3, JOBS as u64));
 }
 
 /// A follower is killed, the others go on for more than a log compaction's worth of entries,
-/// and the follower restarts: the leader no longer has the entries it misses, so it catches up
-/// from a snapshot of the index, and then holds the same jobs.
+/// and the follower restarts: the leader no longer has the entries it misses, so it streams a
+/// snapshot of its index in chunks (64 KiB here). The index (2,200 queued reports of about
+/// 100 KiB each) is several times what the leader may hold for a transfer: the
+/// leader's memory does not grow with it (before streaming, the whole index was one message,
+/// copied several times on the leader). The follower ends with the same index as the others,
+/// table by table, and the leader counts the bytes it streamed. A first transfer is cut half-way
+/// (the follower SIGKILLed while the chunks arrive): the follower restarts on its old index and
+/// the next transfer succeeds.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_follower_far_behind_catches_up_from_a_snapshot() {
+async fn a_follower_far_behind_catches_up_from_a_streamed_snapshot_in_bounded_memory() {
     let mut cluster = Cluster::start(
         0,
         MasterOptions {
             masters: 3,
+            args: vec!["--raft-snapshot-chunk".into(), "64KiB".into()],
             ..MasterOptions::default()
         },
     )
@@ -166,18 +181,36 @@ async fn a_follower_far_behind_catches_up_from_a_snapshot() {
     let follower = (1..=3).find(|&id| id != leader).unwrap();
     cluster.kill_master(follower);
 
-    // Reports that cannot be read are stored failed at once: one log entry each, no worker
-    // needed. 2,200 of them outrun a compaction (2,048 entries).
+    // With no worker, jobs stay queued and keep their reports: one log entry each. 2,200 of
+    // them outrun a compaction (2,048 entries). Each is a real CrashProbe event with 64 KiB of
+    // random letters in its `extra` (zstd cannot shrink them much; readers ignore the field).
     const JOBS: usize = 2200;
+    const PADDING: usize = 64 << 10;
+    let event: serde_json::Value = serde_json::from_slice(
+        &std::fs::read(fixture("crashprobe/release/arm64/Call abort().json")).unwrap(),
+    )
+    .unwrap();
+    let event = Arc::new(event);
     let client = cluster.client().await;
     let mut tasks = Vec::new();
-    for task in 0..16 {
-        let client = client.clone();
+    for task in 0..8 {
+        let (client, event) = (client.clone(), event.clone());
         tasks.push(tokio::spawn(async move {
             let mut client = client;
-            for i in (task..JOBS).step_by(16) {
+            let mut state = 0x9e37_79b9_7f4a_7c15u64 ^ task as u64;
+            for i in (task..JOBS).step_by(8) {
+                let mut padding = String::with_capacity(PADDING);
+                while padding.len() < PADDING {
+                    // xorshift64: letters no compressor predicts.
+                    state ^= state << 13;
+                    state ^= state >> 7;
+                    state ^= state << 17;
+                    padding.push(char::from(b'a' + (state % 26) as u8));
+                }
+                let mut event = (*event).clone();
+                event["extra"] = serde_json::json!({ "padding": padding });
                 let response = client
-                    .submit_native(&format!("bad-{i}"), b"not a crash report".to_vec())
+                    .submit_native(&format!("big-{i}"), serde_json::to_vec(&event).unwrap())
                     .await
                     .unwrap();
                 assert!(response.created);
@@ -188,24 +221,167 @@ async fn a_follower_far_behind_catches_up_from_a_snapshot() {
         task.await.unwrap();
     }
     let status = cluster.status().await;
-    assert_eq!(status.jobs_failed, JOBS as u64);
+    assert_eq!(status.queue_depth, JOBS as u64);
 
+    // The leader's memory while it streams the snapshot, sampled every 20 ms.
+    let leader_pid = cluster.masters[leader as usize - 1].pid().unwrap();
+    let rss_before = procstat::rss_mib(leader_pid);
+    let sampling = Arc::new(std::sync::atomic::AtomicBool::new(true));
+    let sampler = {
+        let sampling = sampling.clone();
+        std::thread::spawn(move || {
+            let mut peak = 0f64;
+            while sampling.load(std::sync::atomic::Ordering::Relaxed) {
+                peak = peak.max(procstat::rss_mib(leader_pid));
+                std::thread::sleep(Duration::from_millis(20));
+            }
+            peak
+        })
+    };
+    // The first transfer, cut once a megabyte of it arrived.
     cluster.start_master(follower);
-    let caught_up = wait_until_applied(&cluster, follower, JOBS as u64, |s| s.jobs_failed).await;
+    let incoming = cluster.master_data_dir(follower).join("snapshots");
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let arriving = || {
+        std::fs::read_dir(&incoming)
+            .into_iter()
+            .flatten()
+            .flatten()
+            .any(|f| {
+                f.file_name().to_string_lossy().ends_with(".part")
+                    && f.metadata().is_ok_and(|m| m.len() > 1 << 20)
+            })
+    };
+    while !arriving() {
+        assert!(
+            Instant::now() < deadline,
+            "no snapshot arrives:\n{}",
+            cluster.master_logs()
+        );
+        std::thread::sleep(Duration::from_millis(2));
+    }
+    cluster.kill_master(follower);
+    cluster.start_master(follower);
+    let caught_up = wait_until_applied(&cluster, follower, JOBS as u64, |s| s.queue_depth).await;
+    sampling.store(false, std::sync::atomic::Ordering::Relaxed);
+    let rss_peak = sampler.join().unwrap();
     assert!(
         caught_up,
         "master {follower} did not catch up:\n{}",
         cluster.master_logs()
     );
+    let metrics = async |id: u64| {
+        let port = cluster.masters[id as usize - 1].metrics_port;
+        procstat::http_get(&format!("127.0.0.1:{port}"), "/metrics")
+            .await
+            .unwrap()
+    };
+    let leader_metrics = metrics(leader).await;
+    let sent_bytes = metric_value(
+        &leader_metrics,
+        "symcluster_raft_snapshot_bytes_total",
+        &[("direction", "sent")],
+    )
+    .unwrap();
+    let follower_metrics = metrics(follower).await;
+    let received = |outcome| {
+        metric_value(
+            &follower_metrics,
+            "symcluster_raft_snapshots_total",
+            &[("direction", "received"), ("outcome", outcome)],
+        )
+        .unwrap()
+    };
+    // The restarted process received one whole snapshot (the cut one was the killed process's).
+    assert_eq!(received("ok"), 1.0, "{follower_metrics}");
+    assert_eq!(received("failed"), 0.0, "{follower_metrics}");
+    let sent = |outcome| {
+        metric_value(
+            &leader_metrics,
+            "symcluster_raft_snapshots_total",
+            &[("direction", "sent"), ("outcome", outcome)],
+        )
+        .unwrap()
+    };
+    assert_eq!(sent("ok"), 1.0, "{leader_metrics}");
+    assert!(sent("failed") >= 1.0, "{leader_metrics}");
+    let sent_mib = sent_bytes / f64::from(1 << 20);
+    let growth = rss_peak - rss_before;
+    println!(
+        "snapshot: {sent_mib:.1} MiB streamed in 64 KiB chunks; leader RSS {rss_before:.0} MiB \
+         before, {rss_peak:.0} MiB at most while sending (+{growth:.0} MiB)"
+    );
+    assert!(sent_mib > 100.0, "only {sent_mib:.1} MiB streamed");
+    // The leader may read the index through redb's page cache (64 MiB) and holds a few chunks;
+    // a whole-index message would be the index's size at least, several times over.
+    assert!(
+        growth < sent_mib / 2.0,
+        "the leader grew by {growth:.0} MiB while streaming {sent_mib:.0} MiB"
+    );
+    // Every master holds the same index, table by table.
+    let digests = wait_for_equal_digests(&cluster).await;
+    assert_eq!(digests[0].jobs, JOBS as u64);
     let log = cluster.masters[follower as usize - 1]
         .proc
         .as_ref()
         .unwrap()
         .log();
     assert!(
-        log.contains("restoring a snapshot from the leader"),
+        log.contains("snapshot restored"),
         "the follower caught up without a snapshot:\n{log}"
     );
+}
+
+/// Every running master's [`api::IndexDigestResponse`], once they all answer the same applied
+/// index and digest (polled, bounded); panics with what they answered otherwise.
+pub(crate) async fn wait_for_equal_digests(cluster: &Cluster) -> Vec<api::IndexDigestResponse> {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let mut last = Vec::new();
+    while Instant::now() < deadline {
+        last.clear();
+        for master in cluster.masters.iter().filter(|m| m.proc.is_some()) {
+            if let Some(mut admin) = admin(&master.endpoint()).await
+                && let Ok(digest) = admin.index_digest(api::IndexDigestRequest {}).await
+            {
+                last.push(digest.into_inner());
+            }
+        }
+        let running = cluster.masters.iter().filter(|m| m.proc.is_some()).count();
+        if last.len() == running
+            && last
+                .iter()
+                .all(|d| (d.applied_index, &d.sha256) == (last[0].applied_index, &last[0].sha256))
+        {
+            return last;
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    panic!("the masters' indexes differ: {last:?}");
+}
+
+type AdminClient = api::admin_client::AdminClient<
+    tonic::service::interceptor::InterceptedService<
+        tonic::transport::Channel,
+        fn(tonic::Request<()>) -> Result<tonic::Request<()>, tonic::Status>,
+    >,
+>;
+
+/// An admin client of the master at `endpoint` (admin token), when it answers.
+async fn admin(endpoint: &str) -> Option<AdminClient> {
+    let channel = tonic::transport::Endpoint::from_shared(endpoint.to_owned())
+        .unwrap()
+        .connect()
+        .await
+        .ok()?;
+    fn bearer(mut r: tonic::Request<()>) -> Result<tonic::Request<()>, tonic::Status> {
+        r.metadata_mut()
+            .insert("authorization", format!("Bearer {TOKEN}").parse().unwrap());
+        Ok(r)
+    }
+    Some(api::admin_client::AdminClient::with_interceptor(
+        channel,
+        bearer as fn(_) -> _,
+    ))
 }
 
 /// Polls master `id`'s own view (its Admin status answers from its own index) until
@@ -219,24 +395,11 @@ async fn wait_until_applied(
     let endpoint = cluster.masters[id as usize - 1].endpoint();
     let deadline = Instant::now() + Duration::from_secs(60);
     while Instant::now() < deadline {
-        if let Ok(channel) = tonic::transport::Endpoint::from_shared(endpoint.clone())
-            .unwrap()
-            .connect()
-            .await
+        if let Some(mut admin) = admin(&endpoint).await
+            && let Ok(status) = admin.cluster_status(api::ClusterStatusRequest {}).await
+            && count(status.get_ref()) == expected
         {
-            let mut admin = api::admin_client::AdminClient::with_interceptor(
-                channel,
-                |mut r: tonic::Request<()>| {
-                    r.metadata_mut()
-                        .insert("authorization", format!("Bearer {TOKEN}").parse().unwrap());
-                    Ok(r)
-                },
-            );
-            if let Ok(status) = admin.cluster_status(api::ClusterStatusRequest {}).await
-                && count(status.get_ref()) == expected
-            {
-                return true;
-            }
+            return true;
         }
         tokio::time::sleep(Duration::from_millis(100)).await;
     }

@@ -18,14 +18,16 @@
 //! | `index_meta` | `applied_index`, `applied_term`, `next_sequence`, per-state counts → u64 |
 //!
 //! Reads open their own read transaction and never wait for the writer (redb is MVCC).
-//! [`snapshot`] turns the tables into one `IndexSnapshot` message and back.
+//! [`snapshot`] writes the tables as a stream of records and restores them from one;
+//! [`digest`] hashes every table, to check that masters hold the same index.
 
 pub mod apply;
 pub mod command;
+pub mod digest;
 pub mod keys;
 pub(crate) mod migrate;
 pub(crate) mod missing;
-mod snapshot;
+pub mod snapshot;
 pub mod tree;
 
 use std::path::Path;

@@ -1,15 +1,29 @@
-//! Index snapshots: the whole index at one applied log index, as one `IndexSnapshot` message
-//! (`symcluster.cluster.v1`, prost): every job record with its spec (unfinished jobs, and
-//! finished ones that lacked a file) and compressed result, every
-//! crash group, and the next submission sequence. A follower too far behind the leader's log
-//! receives one inside Raft's `MsgSnapshot` and replaces its index with it.
+//! Index snapshots as a stream of records: what a follower too far behind the leader's log
+//! receives in place of the entries it misses.
+//!
+//! A snapshot is the index at one applied log index, read from one `redb` read transaction
+//! ([`SnapshotSource`], taken when Raft asks for it; the writer goes on meanwhile, redb is
+//! MVCC) and written as a sequence of `symcluster.cluster.v1.SnapshotRecord`s, each
+//! length-delimited (prost's varint length, then the message): one header (schema version,
+//! applied index and term, next submission sequence), every job with its spec and compressed
+//! result, every crash group, then an end record with the counts. It is written one record at a
+//! time ([`SnapshotSource::write_to`]): memory does not grow with the index. The follower reads
+//! it back from a file the same way ([`Index::restore_from`]) in one durable write transaction:
+//! a crash or a cut stream leaves the old index or the new, never half of one. The tables
+//! derived from the records (`by_sequence`, `open`, the missing-files index, the per-state
+//! counts) are rebuilt, not sent.
+//!
+//! Masters before streamed snapshots sent the whole index as one `IndexSnapshot` message;
+//! [`Index::restore`] still reads one.
+
+use std::io::{self, BufRead, Write};
 
 use prost::Message;
-use redb::{ReadableDatabase, ReadableTable};
+use redb::{ReadTransaction, ReadableDatabase, ReadableTable};
 use symcluster_proto::cluster::v1 as pb;
-use symcluster_proto::v1;
-
+use symcluster_proto::cluster::v1::snapshot_record::Record;
 use symcluster_proto::project::DEFAULT_PROJECT;
+use symcluster_proto::v1;
 
 use super::apply::Applier;
 use super::{
@@ -17,28 +31,73 @@ use super::{
     SPECS, db, decode_record, is_terminal, keys, meta, missing,
 };
 
-impl Index {
-    /// The index as snapshot bytes, with the log index and term it reflects.
-    pub fn snapshot(&self) -> Result<(Vec<u8>, u64, u64), IndexError> {
-        let read = self.db.begin_read().map_err(db)?;
-        let jobs = read.open_table(JOBS).map_err(db)?;
-        let specs = read.open_table(SPECS).map_err(db)?;
-        let results = read.open_table(RESULTS).map_err(db)?;
-        let groups = read.open_table(GROUPS).map_err(db)?;
-        let meta_table = read.open_table(META).map_err(db)?;
-        let get = |key: &str| -> Result<u64, IndexError> {
-            Ok(meta_table.get(key).map_err(db)?.map_or(0, |v| v.value()))
-        };
-        let mut snapshot = pb::IndexSnapshot {
-            version: SCHEMA_VERSION,
-            jobs: Vec::new(),
-            groups: Vec::new(),
-            next_sequence: get(meta::NEXT_SEQUENCE)?,
-        };
+/// A record longer than this is corruption, not data (a job's record, spec and result are
+/// bounded far below by the admission and result limits), bytes.
+const MAX_RECORD_BYTES: u64 = 1 << 30;
+
+/// The index as one read transaction sees it: the source of one snapshot.
+pub struct SnapshotSource {
+    txn: ReadTransaction,
+    /// The log index the snapshot reflects (the index's applied index in `txn`).
+    pub index: u64,
+    /// That entry's term.
+    pub term: u64,
+}
+
+/// How many records a snapshot holds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct SnapshotCounts {
+    /// Job records.
+    pub jobs: u64,
+    /// Crash groups.
+    pub groups: u64,
+}
+
+fn write_record(out: &mut impl Write, buf: &mut Vec<u8>, record: Record) -> io::Result<()> {
+    buf.clear();
+    pb::SnapshotRecord {
+        record: Some(record),
+    }
+    .encode_length_delimited(buf)
+    .map_err(io::Error::other)?;
+    out.write_all(buf)
+}
+
+/// An I/O error of the snapshot's destination, or the index's.
+fn io_or_index(e: io::Error) -> IndexError {
+    IndexError::Corrupt(format!("writing the snapshot: {e}"))
+}
+
+impl SnapshotSource {
+    /// Writes the snapshot's records into `out`, one at a time. Errors: the store's, a record
+    /// that does not decode, and `out`'s (reported as [`IndexError::Corrupt`] with its cause).
+    pub fn write_to(&self, out: &mut impl Write) -> Result<SnapshotCounts, IndexError> {
+        let jobs = self.txn.open_table(JOBS).map_err(db)?;
+        let specs = self.txn.open_table(SPECS).map_err(db)?;
+        let results = self.txn.open_table(RESULTS).map_err(db)?;
+        let groups = self.txn.open_table(GROUPS).map_err(db)?;
+        let meta_table = self.txn.open_table(META).map_err(db)?;
+        let next_sequence = meta_table
+            .get(meta::NEXT_SEQUENCE)
+            .map_err(db)?
+            .map_or(0, |v| v.value());
+        let mut buf = Vec::new();
+        write_record(
+            out,
+            &mut buf,
+            Record::Header(pb::SnapshotHeader {
+                version: SCHEMA_VERSION,
+                applied_index: self.index,
+                applied_term: self.term,
+                next_sequence,
+            }),
+        )
+        .map_err(io_or_index)?;
+        let mut counts = SnapshotCounts::default();
         for entry in jobs.iter().map_err(db)? {
             let (id, bytes) = entry.map_err(db)?;
             let id = id.value();
-            snapshot.jobs.push(pb::SnapshotJob {
+            let job = pb::SnapshotJob {
                 record: Some(decode_record(id, bytes.value())?),
                 spec: specs
                     .get(id)
@@ -50,33 +109,172 @@ impl Index {
                     .map_err(db)?
                     .map(|v| v.value().to_vec())
                     .unwrap_or_default(),
-            });
+            };
+            write_record(out, &mut buf, Record::Job(job)).map_err(io_or_index)?;
+            counts.jobs += 1;
         }
         for entry in groups.iter().map_err(db)? {
             let (fingerprint, bytes) = entry.map_err(db)?;
-            snapshot
-                .groups
-                .push(v1::CrashGroup::decode(bytes.value()).map_err(|source| {
-                    IndexError::Decode {
-                        what: format!("group {}", fingerprint.value()),
-                        source,
-                    }
-                })?);
+            let group =
+                v1::CrashGroup::decode(bytes.value()).map_err(|source| IndexError::Decode {
+                    what: format!("group {}", fingerprint.value()),
+                    source,
+                })?;
+            write_record(out, &mut buf, Record::Group(group)).map_err(io_or_index)?;
+            counts.groups += 1;
         }
-        Ok((
-            snapshot.encode_to_vec(),
-            get(meta::APPLIED_INDEX)?,
-            get(meta::APPLIED_TERM)?,
-        ))
+        write_record(
+            out,
+            &mut buf,
+            Record::End(pb::SnapshotEnd {
+                jobs: counts.jobs,
+                groups: counts.groups,
+            }),
+        )
+        .map_err(io_or_index)?;
+        out.flush().map_err(io_or_index)?;
+        Ok(counts)
+    }
+}
+
+/// Reads prost's varint length prefix; `None` at the end of `input`.
+fn read_length(input: &mut impl BufRead) -> io::Result<Option<u64>> {
+    let mut value = 0u64;
+    for shift in (0..64).step_by(7) {
+        let mut byte = [0u8];
+        if input.read(&mut byte)? == 0 {
+            return if shift == 0 {
+                Ok(None)
+            } else {
+                Err(io::ErrorKind::UnexpectedEof.into())
+            };
+        }
+        value |= u64::from(byte[0] & 0x7f) << shift;
+        if byte[0] & 0x80 == 0 {
+            return Ok(Some(value));
+        }
+    }
+    Err(io::Error::new(
+        io::ErrorKind::InvalidData,
+        "a record length is not a varint",
+    ))
+}
+
+/// The next record of a snapshot stream; `None` at its end.
+fn read_record(input: &mut impl BufRead, buf: &mut Vec<u8>) -> Result<Option<Record>, IndexError> {
+    let cut = |e: io::Error| IndexError::Corrupt(format!("the snapshot is cut or unreadable: {e}"));
+    let Some(len) = read_length(input).map_err(cut)? else {
+        return Ok(None);
+    };
+    if len > MAX_RECORD_BYTES {
+        return Err(IndexError::Corrupt(format!(
+            "a snapshot record claims {len} bytes"
+        )));
+    }
+    buf.resize(len as usize, 0);
+    input.read_exact(buf).map_err(cut)?;
+    let record =
+        pb::SnapshotRecord::decode(buf.as_slice()).map_err(|source| IndexError::Decode {
+            what: "snapshot record".into(),
+            source,
+        })?;
+    record
+        .record
+        .map(Some)
+        .ok_or_else(|| IndexError::Corrupt("an empty snapshot record".into()))
+}
+
+impl Index {
+    /// The index as it is now, held by a read transaction until the source is dropped (pages
+    /// the writer frees meanwhile are reused only after that).
+    pub fn snapshot_source(&self) -> Result<SnapshotSource, IndexError> {
+        let txn = self.db.begin_read().map_err(db)?;
+        let (index, term) = {
+            let meta_table = txn.open_table(META).map_err(db)?;
+            let get = |key: &str| -> Result<u64, IndexError> {
+                Ok(meta_table.get(key).map_err(db)?.map_or(0, |v| v.value()))
+            };
+            (get(meta::APPLIED_INDEX)?, get(meta::APPLIED_TERM)?)
+        };
+        Ok(SnapshotSource { txn, index, term })
     }
 
-    /// Replaces the whole index with `data` (from [`Index::snapshot`]), which reflects log
-    /// entry `index` of `term`. One durable transaction: a crash leaves the old index or the new.
+    /// Replaces the whole index with the snapshot stream read from `input` (written by
+    /// [`SnapshotSource::write_to`]), in one durable write transaction: on any error (a cut or
+    /// corrupt stream, counts that do not match its end record) the index is left as it was.
+    /// Returns the log index and term the snapshot reflects.
+    pub fn restore_from(&self, input: &mut impl BufRead) -> Result<(u64, u64), IndexError> {
+        let mut buf = Vec::new();
+        let header = match read_record(input, &mut buf)? {
+            Some(Record::Header(header)) => header,
+            _ => {
+                return Err(IndexError::Corrupt(
+                    "the snapshot does not start with its header".into(),
+                ));
+            }
+        };
+        let mut end = None;
+        self.restore_records(&header, || {
+            if end.is_some() {
+                return Ok(None);
+            }
+            match read_record(input, &mut buf)? {
+                Some(Record::End(e)) => {
+                    end = Some(e);
+                    Ok(None)
+                }
+                Some(Record::Header(_)) => Err(IndexError::Corrupt(
+                    "a second header inside the snapshot".into(),
+                )),
+                Some(record) => Ok(Some(record)),
+                None => Err(IndexError::Corrupt(
+                    "the snapshot ends before its end record".into(),
+                )),
+            }
+        })
+        .map(|counts| (counts, header.applied_index, header.applied_term))
+        .and_then(|(counts, index, term)| {
+            let end = end.unwrap_or_default();
+            if (end.jobs, end.groups) != (counts.jobs, counts.groups) {
+                return Err(IndexError::Corrupt(format!(
+                    "the snapshot holds {} jobs and {} groups but says {} and {}",
+                    counts.jobs, counts.groups, end.jobs, end.groups
+                )));
+            }
+            Ok((index, term))
+        })
+    }
+
+    /// Replaces the whole index with `data`, one `IndexSnapshot` message as masters before
+    /// streamed snapshots sent it, which reflects log entry `index` of `term`. One durable
+    /// transaction: a crash leaves the old index or the new.
     pub fn restore(&self, data: &[u8], index: u64, term: u64) -> Result<(), IndexError> {
         let snapshot = pb::IndexSnapshot::decode(data).map_err(|source| IndexError::Decode {
             what: "snapshot".into(),
             source,
         })?;
+        let header = pb::SnapshotHeader {
+            version: snapshot.version,
+            applied_index: index,
+            applied_term: term,
+            next_sequence: snapshot.next_sequence,
+        };
+        let mut records = snapshot
+            .jobs
+            .into_iter()
+            .map(Record::Job)
+            .chain(snapshot.groups.into_iter().map(Record::Group));
+        self.restore_records(&header, || Ok(records.next()))?;
+        Ok(())
+    }
+
+    /// Replaces every table with the jobs and groups `next` yields (until `None`), then sets
+    /// the applied index of `header`; commits only if every record was read and stored.
+    fn restore_records(
+        &self,
+        header: &pb::SnapshotHeader,
+        mut next: impl FnMut() -> Result<Option<Record>, IndexError>,
+    ) -> Result<SnapshotCounts, IndexError> {
         let txn = self.db.begin_write().map_err(db)?;
         for table in [JOBS, SPECS, RESULTS, GROUPS, missing::JOBS, missing::SETS] {
             txn.delete_table(table).map_err(db)?;
@@ -87,6 +285,7 @@ impl Index {
         txn.delete_table(BY_SEQUENCE).map_err(db)?;
         txn.delete_table(OPEN).map_err(db)?;
         txn.delete_table(META).map_err(db)?;
+        let mut counts = SnapshotCounts::default();
         {
             let mut jobs = txn.open_table(JOBS).map_err(db)?;
             let mut specs = txn.open_table(SPECS).map_err(db)?;
@@ -96,97 +295,108 @@ impl Index {
             let mut groups = txn.open_table(GROUPS).map_err(db)?;
             let mut meta_table = txn.open_table(META).map_err(db)?;
             let mut missing_tables = missing::MissingTables::open(&txn)?;
-            let mut counts = [0u64; 4];
-            for job in &snapshot.jobs {
-                let Some(record) = &job.record else { continue };
-                // Version 1 had no projects: its jobs are `default`'s ([`keys::upgrade`]).
-                let mut record = record.clone();
-                if snapshot.version < 2 {
-                    record.job_id = keys::job_key(DEFAULT_PROJECT, &record.job_id);
-                }
-                let id = record.job_id.as_str();
-                jobs.insert(id, record.encode_to_vec().as_slice())
-                    .map_err(db)?;
-                // Finished jobs have no spec (see `SPECS`), unless they lacked a file. A version-1
-                // spec gets its index key and project, as a version-2 leader stores it.
-                if !job.spec.is_empty() {
-                    let spec = match v1::JobSpec::decode(job.spec.as_slice()) {
-                        Ok(mut spec) if snapshot.version < 2 => {
-                            spec.job_id = id.to_owned();
-                            spec.project = DEFAULT_PROJECT.to_owned();
-                            spec.encode_to_vec()
+            let mut states = [0u64; 4];
+            while let Some(record) = next()? {
+                match record {
+                    Record::Job(job) => {
+                        counts.jobs += 1;
+                        let Some(mut record) = job.record else {
+                            continue;
+                        };
+                        // Version 1 had no projects: its jobs are `default`'s ([`keys::upgrade`]).
+                        if header.version < 2 {
+                            record.job_id = keys::job_key(DEFAULT_PROJECT, &record.job_id);
                         }
-                        _ => job.spec.clone(),
-                    };
-                    specs.insert(id, spec.as_slice()).map_err(db)?;
+                        let id = record.job_id.as_str();
+                        jobs.insert(id, record.encode_to_vec().as_slice())
+                            .map_err(db)?;
+                        // Finished jobs have no spec (see `SPECS`), unless they lacked a file.
+                        // A version-1 spec gets its index key and project, as a version-2
+                        // leader stores it.
+                        if !job.spec.is_empty() {
+                            let spec = match v1::JobSpec::decode(job.spec.as_slice()) {
+                                Ok(mut spec) if header.version < 2 => {
+                                    spec.job_id = id.to_owned();
+                                    spec.project = DEFAULT_PROJECT.to_owned();
+                                    spec.encode_to_vec()
+                                }
+                                _ => job.spec,
+                            };
+                            specs.insert(id, spec.as_slice()).map_err(db)?;
+                        }
+                        if !job.result_zstd.is_empty() {
+                            results.insert(id, job.result_zstd.as_slice()).map_err(db)?;
+                        }
+                        by_sequence.insert(record.sequence, id).map_err(db)?;
+                        // The missing-files index is an index over the records' lists.
+                        missing_tables.record(
+                            id,
+                            &record.missing,
+                            record.finished_at_ms,
+                            &record.fingerprint,
+                        )?;
+                        let state =
+                            JobState::try_from(record.state).unwrap_or(JobState::Unspecified);
+                        if !is_terminal(state) {
+                            open.insert(record.sequence, id).map_err(db)?;
+                        }
+                        match state {
+                            JobState::Queued => states[0] += 1,
+                            JobState::Running => states[1] += 1,
+                            JobState::Completed => states[2] += 1,
+                            JobState::Failed => states[3] += 1,
+                            JobState::Unspecified => {}
+                        }
+                    }
+                    Record::Group(mut group) => {
+                        counts.groups += 1;
+                        if group.project.is_empty() {
+                            group.project = DEFAULT_PROJECT.to_owned();
+                        }
+                        let key = keys::group_key(&group.project, &group.fingerprint);
+                        groups
+                            .insert(key.as_str(), group.encode_to_vec().as_slice())
+                            .map_err(db)?;
+                    }
+                    Record::Header(_) | Record::End(_) => {
+                        return Err(IndexError::Corrupt(
+                            "a header or end record inside the snapshot".into(),
+                        ));
+                    }
                 }
-                if !job.result_zstd.is_empty() {
-                    results.insert(id, job.result_zstd.as_slice()).map_err(db)?;
-                }
-                by_sequence.insert(record.sequence, id).map_err(db)?;
-                // The missing-files index is an index over the records' lists.
-                missing_tables.record(
-                    id,
-                    &record.missing,
-                    record.finished_at_ms,
-                    &record.fingerprint,
-                )?;
-                let state = JobState::try_from(record.state).unwrap_or(JobState::Unspecified);
-                if !is_terminal(state) {
-                    open.insert(record.sequence, id).map_err(db)?;
-                }
-                match state {
-                    JobState::Queued => counts[0] += 1,
-                    JobState::Running => counts[1] += 1,
-                    JobState::Completed => counts[2] += 1,
-                    JobState::Failed => counts[3] += 1,
-                    JobState::Unspecified => {}
-                }
-            }
-            for group in &snapshot.groups {
-                let mut group = group.clone();
-                if group.project.is_empty() {
-                    group.project = DEFAULT_PROJECT.to_owned();
-                }
-                let key = keys::group_key(&group.project, &group.fingerprint);
-                groups
-                    .insert(key.as_str(), group.encode_to_vec().as_slice())
-                    .map_err(db)?;
             }
             for (key, value) in [
                 // A restored index is of this schema (whatever version wrote the snapshot).
                 (super::migrate::SCHEMA_KEY, u64::from(SCHEMA_VERSION)),
-                (meta::QUEUED, counts[0]),
-                (meta::RUNNING, counts[1]),
-                (meta::COMPLETED, counts[2]),
-                (meta::FAILED, counts[3]),
-                (meta::NEXT_SEQUENCE, snapshot.next_sequence),
+                (meta::QUEUED, states[0]),
+                (meta::RUNNING, states[1]),
+                (meta::COMPLETED, states[2]),
+                (meta::FAILED, states[3]),
+                (meta::NEXT_SEQUENCE, header.next_sequence),
             ] {
                 meta_table.insert(key, value).map_err(db)?;
             }
         }
         {
             let mut applier = Applier::new(&txn)?;
-            applier.set_applied(index, term)?;
+            applier.set_applied(header.applied_index, header.applied_term)?;
         }
         txn.commit().map_err(db)?;
-        Ok(())
+        Ok(counts)
     }
 }
 
 #[cfg(test)]
 mod tests {
-    use std::sync::Arc;
+    use std::io::BufReader;
 
     use super::*;
     use crate::index::command;
 
-    #[test]
-    fn a_restored_snapshot_is_the_same_index() {
-        let dir = tempfile::tempdir().unwrap();
-        let one = Index::open(Index::open_database(&dir.path().join("1.redb")).unwrap()).unwrap();
-        let two = Index::open(Index::open_database(&dir.path().join("2.redb")).unwrap()).unwrap();
-        let txn = one.database().begin_write().unwrap();
+    /// An index with two jobs (one completed, in a group, lacking a file) applied up to 4.
+    fn sample(path: &std::path::Path) -> Index {
+        let index = Index::open(Index::open_database(path).unwrap()).unwrap();
+        let txn = index.database().begin_write().unwrap();
         {
             let mut applier = Applier::new(&txn).unwrap();
             for c in [
@@ -217,9 +427,20 @@ mod tests {
             applier.set_applied(4, 2).unwrap();
         }
         txn.commit().unwrap();
-        let (data, index, term) = one.snapshot().unwrap();
-        assert_eq!((index, term), (4, 2));
-        two.restore(&data, index, term).unwrap();
+        index
+    }
+
+    fn stream_of(index: &Index) -> Vec<u8> {
+        let mut stream = Vec::new();
+        index
+            .snapshot_source()
+            .unwrap()
+            .write_to(&mut stream)
+            .unwrap();
+        stream
+    }
+
+    fn assert_same(one: &Index, two: &Index) {
         assert_eq!(two.applied().unwrap(), (4, 2));
         assert_eq!(two.job("a", true).unwrap(), one.job("a", true).unwrap());
         assert_eq!(
@@ -232,12 +453,88 @@ mod tests {
             one.groups(10, None, |_| true).unwrap()
         );
         assert_eq!(two.counts().unwrap(), one.counts().unwrap());
-        // The missing-files index is rebuilt from the records, and the spec a job that lacked a file
-        // keeps travels with it.
+        // The missing-files index is rebuilt from the records, and the spec a job that lacked a
+        // file keeps travels with it.
         let missing = one.missing_files(10, |_| true).unwrap();
         assert_eq!(missing.len(), 1);
         assert_eq!(two.missing_files(10, |_| true).unwrap(), missing);
         assert_eq!(two.spec("a").unwrap(), Some(vec![7]));
-        let _ = Arc::strong_count(two.database());
+        // Every table, byte for byte.
+        assert_eq!(two.digest().unwrap(), one.digest().unwrap());
+    }
+
+    #[test]
+    fn a_restored_snapshot_stream_is_the_same_index() {
+        let dir = tempfile::tempdir().unwrap();
+        let one = sample(&dir.path().join("1.redb"));
+        let two = Index::open(Index::open_database(&dir.path().join("2.redb")).unwrap()).unwrap();
+        let source = one.snapshot_source().unwrap();
+        assert_eq!((source.index, source.term), (4, 2));
+        let mut stream = Vec::new();
+        let counts = source.write_to(&mut stream).unwrap();
+        assert_eq!(counts, SnapshotCounts { jobs: 2, groups: 1 });
+        let restored = two
+            .restore_from(&mut BufReader::new(stream.as_slice()))
+            .unwrap();
+        assert_eq!(restored, (4, 2));
+        assert_same(&one, &two);
+    }
+
+    #[test]
+    fn a_cut_stream_leaves_the_index_as_it_was() {
+        let dir = tempfile::tempdir().unwrap();
+        let one = sample(&dir.path().join("1.redb"));
+        let stream = stream_of(&one);
+        // The index to replace holds a job of its own.
+        let two = Index::open(Index::open_database(&dir.path().join("2.redb")).unwrap()).unwrap();
+        let txn = two.database().begin_write().unwrap();
+        {
+            let mut applier = Applier::new(&txn).unwrap();
+            applier
+                .apply(&command::submit("c", v1::JobKind::Js, vec![9], "k3", 1))
+                .unwrap();
+            applier.set_applied(1, 1).unwrap();
+        }
+        txn.commit().unwrap();
+        let before = two.digest().unwrap();
+        assert_eq!((before.jobs, before.applied_index), (1, 1));
+        // Cut anywhere: the end record (7 bytes with its length) cut in two or left out, the
+        // stream cut half-way, nothing at all. A changed byte inside a record is the transfer's
+        // checksums' to catch.
+        for (what, bytes) in [
+            ("cut in the end record", &stream[..stream.len() - 1]),
+            ("without the end record", &stream[..stream.len() - 7]),
+            ("cut in the middle", &stream[..stream.len() / 2]),
+            ("empty", &stream[..0]),
+        ] {
+            let error = two.restore_from(&mut BufReader::new(bytes));
+            assert!(error.is_err(), "{what}: restored");
+            assert_eq!(two.digest().unwrap(), before, "{what}: the index changed");
+        }
+    }
+
+    #[test]
+    fn a_whole_snapshot_message_of_an_older_leader_is_restored() {
+        let dir = tempfile::tempdir().unwrap();
+        let one = sample(&dir.path().join("1.redb"));
+        // The message an older leader built, from the same records.
+        let stream = stream_of(&one);
+        let mut input = BufReader::new(stream.as_slice());
+        let mut buf = Vec::new();
+        let mut message = pb::IndexSnapshot::default();
+        while let Some(record) = read_record(&mut input, &mut buf).unwrap() {
+            match record {
+                Record::Header(h) => {
+                    message.version = h.version;
+                    message.next_sequence = h.next_sequence;
+                }
+                Record::Job(job) => message.jobs.push(job),
+                Record::Group(group) => message.groups.push(group),
+                Record::End(_) => {}
+            }
+        }
+        let two = Index::open(Index::open_database(&dir.path().join("2.redb")).unwrap()).unwrap();
+        two.restore(&message.encode_to_vec(), 4, 2).unwrap();
+        assert_same(&one, &two);
     }
 }

@@ -3,6 +3,7 @@
 //! - [`node`]: the one owner of `RawNode` and its storage, a thread fed by one channel;
 //! - [`storage`]: raft-rs's `Storage` over the log, HardState and ConfState;
 //! - [`segment_log`]: the log's append-only segment files;
+//! - [`snapshot`]: snapshots of the index streamed to a follower in chunks, through a file;
 //! - [`transport`]: Raft messages between masters over tonic (`symcluster.cluster.v1.Peer`);
 //! - [`logger`]: raft-rs's `slog` records into `tracing`.
 //!
@@ -14,6 +15,7 @@
 pub mod logger;
 pub mod node;
 pub mod segment_log;
+pub mod snapshot;
 pub mod storage;
 pub mod transport;
 
@@ -221,6 +223,11 @@ pub struct RaftConfig {
     /// TLS to `https://` peers: the CA that signed their certificates, and this master's own
     /// certificate presented to them.
     pub tls: symcluster_client::Tls,
+    /// Where received snapshots are written before they replace the index (emptied at start).
+    pub snapshot_dir: std::path::PathBuf,
+    /// Bytes per chunk of a snapshot sent to a follower: the leader holds about
+    /// [`snapshot::CHUNKS_IN_FLIGHT`] + 2 chunks per transfer, whatever the index's size.
+    pub snapshot_chunk_bytes: usize,
 }
 
 /// The node's channel, made before the node so that the scheduler can hold the handle.
@@ -282,7 +289,14 @@ pub fn start(
     runtime: tokio::runtime::Handle,
 ) -> Result<std::thread::JoinHandle<()>, IndexError> {
     let voters: Vec<u64> = config.members.keys().copied().collect();
+    snapshot::clear_dir(&config.snapshot_dir).map_err(|e| {
+        IndexError::Corrupt(format!(
+            "cannot empty the snapshot directory {}: {e}",
+            config.snapshot_dir.display()
+        ))
+    })?;
     let storage = storage::RaftStorage::open(index.clone(), log_dir, &voters)?;
+    let outbox = storage.outbox();
     let (applied, _) = index.applied()?;
     let raft_config = raft_settings(
         config.id,
@@ -301,7 +315,7 @@ pub fn start(
         let _ = raw.campaign();
     }
     let addresses: HashMap<u64, String> = config.members.clone().into_iter().collect();
-    let transport = transport::Transport::start(config, handle.inputs(), &runtime);
+    let transport = transport::Transport::start(config, handle.inputs(), outbox, &runtime);
     let node = node::Node::new(
         raw,
         index,
@@ -311,6 +325,7 @@ pub fn start(
         hooks,
         handle.status.clone(),
         addresses,
+        config.snapshot_dir.clone(),
     );
     std::thread::Builder::new()
         .name(format!("raft-{}", config.id))

@@ -29,6 +29,7 @@ use raft::{RawNode, StateRole};
 use redb::Durability;
 use tokio::sync::oneshot;
 
+use super::snapshot;
 use super::storage::RaftStorage;
 use super::transport::Transport;
 use super::{Hooks, Input, ProposeError, RaftStatus};
@@ -64,6 +65,8 @@ pub struct Node {
     /// The last applied index written durably to the index (a restart starts from there).
     durable_applied: u64,
     last_checkpoint: Instant,
+    /// Where received snapshots wait to be restored ([`snapshot::ready_path`]).
+    snapshot_dir: std::path::PathBuf,
 }
 
 /// At most this many committed entries wait on a follower to be applied together.
@@ -87,6 +90,7 @@ impl Node {
         hooks: Arc<dyn Hooks>,
         status: Arc<RwLock<RaftStatus>>,
         addresses: HashMap<u64, String>,
+        snapshot_dir: std::path::PathBuf,
     ) -> Self {
         // Proposal ids only need to be unique within this process's life and never equal an
         // id still in an old log entry: start from the clock.
@@ -110,6 +114,7 @@ impl Node {
             deferred_since: None,
             durable_applied: applied,
             last_checkpoint: Instant::now(),
+            snapshot_dir,
         }
     }
 
@@ -174,6 +179,19 @@ impl Node {
             Input::StepDown => self.step_down(),
             Input::Step(messages) => {
                 for m in messages {
+                    // A streamed snapshot's message is handed over only with its file, by the
+                    // snapshot receiver; one without it (a stray or replayed message) would make
+                    // Raft install an index this master does not have.
+                    if m.get_msg_type() == raft::prelude::MessageType::MsgSnapshot
+                        && m.get_snapshot().data.as_slice() == snapshot::MARKER
+                        && !snapshot::is_ready(&self.snapshot_dir, &m)
+                    {
+                        tracing::warn!(
+                            from = m.from,
+                            "a snapshot message without its data; dropped"
+                        );
+                        continue;
+                    }
                     if let Err(e) = self.raw.step(m) {
                         tracing::debug!(error = %e, "raft message dropped");
                     }
@@ -329,13 +347,24 @@ impl Node {
         tracing::info!(
             index = meta.index,
             term = meta.term,
-            bytes = snapshot.data.len(),
+            streamed = snapshot.data.as_slice() == snapshot::MARKER,
             "restoring a snapshot from the leader"
         );
         // The snapshot holds everything up to its index, deferred entries included.
         self.deferred.clear();
         self.deferred_since = None;
-        self.index.restore(&snapshot.data, meta.index, meta.term)?;
+        let started = Instant::now();
+        if snapshot.data.as_slice() == snapshot::MARKER {
+            snapshot::restore(&self.index, &self.snapshot_dir, meta)?;
+        } else {
+            // A leader before streamed snapshots sent the whole index in the message.
+            self.index.restore(&snapshot.data, meta.index, meta.term)?;
+        }
+        tracing::info!(
+            index = meta.index,
+            ms = started.elapsed().as_millis() as u64,
+            "snapshot restored"
+        );
         self.raw.mut_store().apply_snapshot(meta)?;
         self.applied = meta.index;
         self.durable_applied = meta.index;

@@ -8,7 +8,8 @@
 //! index is written without fsync between its checkpoints, so compaction never passes the
 //! index's last durable applied index: a restart replays the log from there. A follower that
 //! needs an entry older than the compaction point receives a snapshot of the index instead
-//! ([`Storage::snapshot`] builds it from the index tables).
+//! ([`Storage::snapshot`] takes a read transaction of the index and leaves it in the
+//! [`Outbox`] for the follower's sending task, which streams it: [`super::snapshot`]).
 //!
 //! Writes are queued by [`RaftStorage::append`] and [`RaftStorage::set_hard_state`] and written
 //! by [`RaftStorage::persist`]: one Ready is one write and at most one fsync. A master whose
@@ -24,6 +25,7 @@ use raft::{GetEntriesContext, RaftState, StorageError};
 use redb::{ReadableDatabase, ReadableTable, TableDefinition};
 
 use super::segment_log::{LogError, SegmentLog};
+use super::snapshot::{MARKER, Outbox};
 use crate::index::{Index, IndexError, db};
 
 /// The log's table in the `redb` file of versions before segment files (log index → prost
@@ -47,6 +49,8 @@ pub struct RaftStorage {
     compacted: SnapshotMetadata,
     /// The log after `compacted.index`, in order.
     entries: VecDeque<Entry>,
+    /// Snapshot sources taken for followers, for their sending tasks.
+    outbox: Outbox,
 }
 
 impl From<LogError> for IndexError {
@@ -115,7 +119,13 @@ impl RaftStorage {
             conf_state,
             compacted,
             entries,
+            outbox: Outbox::default(),
         })
+    }
+
+    /// Where [`raft::Storage::snapshot`] leaves the sources of snapshots for followers.
+    pub fn outbox(&self) -> Outbox {
+        self.outbox.clone()
     }
 
     fn first(&self) -> u64 {
@@ -333,15 +343,20 @@ impl raft::Storage for RaftStorage {
         Ok(self.last())
     }
 
-    fn snapshot(&self, request_index: u64, _to: u64) -> raft::Result<Snapshot> {
-        let (data, index, term) = self.index.snapshot().map_err(storage_err)?;
+    /// A snapshot for follower `to`: its metadata is the index's applied index now; the index
+    /// itself, as one read transaction sees it, waits in the [`Outbox`] for the follower's
+    /// sending task; the snapshot's data is only [`MARKER`].
+    fn snapshot(&self, request_index: u64, to: u64) -> raft::Result<Snapshot> {
+        let source = self.index.snapshot_source().map_err(storage_err)?;
+        let (index, term) = (source.index, source.term);
         if index < request_index || index == 0 {
             return Err(raft::Error::Store(
                 StorageError::SnapshotTemporarilyUnavailable,
             ));
         }
+        self.outbox.put(to, source);
         let mut snapshot = Snapshot {
-            data,
+            data: MARKER.to_vec(),
             ..Snapshot::default()
         };
         let meta = snapshot.mut_metadata();

@@ -2,15 +2,21 @@
 //!
 //! Sending: one task per peer, in order, batching whatever is waiting into one `RaftBatch`, sent
 //! as one message of a long-lived `StepStream` call (no call set-up, headers or response per
-//! batch). A snapshot goes alone in a `Step` call, so that the node learns whether it arrived.
+//! batch). A snapshot goes alone, streamed in chunks by an `InstallSnapshot` call
+//! ([`super::snapshot`]), so that the node learns whether it arrived.
 //! A broken stream or a failed call tells the node the peer is unreachable (raft-rs then probes
 //! it gently) and drops the messages queued for it: Raft resends what matters. HTTP/2 keepalive
-//! (1 s, 2 s timeout) notices a peer cut off by the network. Receiving: [`PeerService`] decodes
-//! each message and hands each batch to the node's channel.
+//! (1 s, 2 s timeout) notices a peer cut off by the network; a snapshot transfer whose receiver
+//! takes no chunk for [`SNAPSHOT_STALL`] is given up. Receiving: [`PeerService`] decodes each
+//! message and hands each batch to the node's channel; a snapshot is written to a file and
+//! checked before its message is handed over.
 
 use std::collections::HashMap;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::mpsc::Sender;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use prost011::Message as _;
 use raft::prelude::{Message, MessageType};
@@ -22,10 +28,17 @@ use tonic::service::interceptor::InterceptedService;
 use tonic::transport::{Channel, Endpoint};
 use tonic::{Request, Response, Status, Streaming};
 
+use super::snapshot::{self, Outbox};
 use super::{Input, RaftConfig};
+use crate::metrics;
 
-/// Largest Raft batch (a snapshot of a big index travels in one message), bytes.
+/// Largest Raft batch, bytes (a snapshot of a master before streamed snapshots travels in one
+/// message; a streaming master's messages are far smaller).
 pub const MAX_MESSAGE_BYTES: usize = 1 << 30;
+
+/// A snapshot transfer whose receiver takes no chunk for this long is given up (raft-rs sends a
+/// new one later).
+pub const SNAPSHOT_STALL: Duration = Duration::from_secs(30);
 
 /// The sending side: a queue per peer.
 pub struct Transport {
@@ -33,10 +46,11 @@ pub struct Transport {
 }
 
 impl Transport {
-    /// Starts one sending task per peer on `runtime`.
+    /// Starts one sending task per peer on `runtime`; snapshots are taken from `outbox`.
     pub fn start(
         config: &RaftConfig,
         node: Sender<Input>,
+        outbox: Outbox,
         runtime: &tokio::runtime::Handle,
     ) -> Self {
         let mut peers = HashMap::new();
@@ -51,6 +65,12 @@ impl Transport {
                 .ok()
                 .and_then(|e| config.tls.apply(e, address).ok());
             let (node, token, from) = (node.clone(), token.clone(), config.id);
+            let snapshots = SnapshotSender {
+                from,
+                to: id,
+                outbox: outbox.clone(),
+                chunk_bytes: config.snapshot_chunk_bytes,
+            };
             match (endpoint, token) {
                 (Some(endpoint), Some(token)) => {
                     let _guard = runtime.enter();
@@ -64,7 +84,7 @@ impl Transport {
                     let client = PeerClient::new(InterceptedService::new(channel, token))
                         .max_decoding_message_size(MAX_MESSAGE_BYTES)
                         .max_encoding_message_size(MAX_MESSAGE_BYTES);
-                    runtime.spawn(send_loop(from, id, client, rx, node));
+                    runtime.spawn(send_loop(client, rx, node, snapshots));
                 }
                 _ => tracing::error!(
                     peer = id,
@@ -93,12 +113,12 @@ type Client = PeerClient<InterceptedService<Channel, BearerToken>>;
 const STREAM_BUFFER: usize = 64;
 
 async fn send_loop(
-    from: u64,
-    to: u64,
     client: Client,
     mut rx: mpsc::UnboundedReceiver<Message>,
     node: Sender<Input>,
+    snapshots: SnapshotSender,
 ) {
+    let (from, to) = (snapshots.from, snapshots.to);
     let mut stream: Option<BatchStream> = None;
     while let Some(first) = rx.recv().await {
         let mut batch = vec![first];
@@ -108,8 +128,8 @@ async fn send_loop(
                 Err(_) => break,
             }
         }
-        // Snapshots go alone, by `Step`, after what came before them (by the stream).
-        let (snapshots, messages): (Vec<Message>, Vec<Message>) = batch
+        // Snapshots go alone, by `InstallSnapshot`, after what came before them (by the stream).
+        let (snapshot_messages, messages): (Vec<Message>, Vec<Message>) = batch
             .into_iter()
             .partition(|m| m.get_msg_type() == MessageType::MsgSnapshot);
         // A stream whose call ended has lost whatever was queued on it.
@@ -118,9 +138,9 @@ async fn send_loop(
             let open = stream.get_or_insert_with(|| BatchStream::open(client.clone()));
             ok = open.send(from, &messages).await;
         }
-        for snapshot in snapshots {
+        for snapshot in snapshot_messages {
             if ok {
-                ok = send_snapshot(&mut client.clone(), from, &snapshot).await;
+                ok = snapshots.send(client.clone(), &snapshot).await;
             }
             let _ = node.send(Input::SnapshotSent { peer: to, ok });
         }
@@ -175,32 +195,109 @@ impl Drop for BatchStream {
     }
 }
 
-/// Sends one snapshot by `Step`; whether it arrived (60 s at most).
-async fn send_snapshot(client: &mut Client, from: u64, snapshot: &Message) -> bool {
-    let timeout = Duration::from_secs(60);
-    let mut request = Request::new(pb::RaftBatch {
-        from,
-        messages: vec![snapshot.encode_to_vec()],
-    });
-    request.set_timeout(timeout);
-    matches!(
-        tokio::time::timeout(timeout, client.step(request)).await,
-        Ok(Ok(_))
-    )
+/// What a sending task needs to stream snapshots to its peer.
+struct SnapshotSender {
+    from: u64,
+    to: u64,
+    outbox: Outbox,
+    chunk_bytes: usize,
+}
+
+impl SnapshotSender {
+    /// Streams the snapshot of `message` (taken from the outbox); whether the follower received
+    /// it whole and handed it to its node.
+    async fn send(&self, mut client: Client, message: &Message) -> bool {
+        let index = message.get_snapshot().get_metadata().index;
+        let source = match self.outbox.take(self.to) {
+            Some(source) if source.index == index => source,
+            _ => {
+                tracing::warn!(
+                    peer = self.to,
+                    index,
+                    "no snapshot source for this snapshot"
+                );
+                return false;
+            }
+        };
+        let started = Instant::now();
+        let chunks =
+            match snapshot::send(source, self.from, message.encode_to_vec(), self.chunk_bytes) {
+                Ok(chunks) => chunks,
+                Err(e) => {
+                    tracing::warn!(error = %e, "cannot start the snapshot thread");
+                    return false;
+                }
+            };
+        // The time of the last chunk the call took: a receiver that takes none for
+        // `SNAPSHOT_STALL` is given up.
+        let pulled = Arc::new(AtomicU64::new(0));
+        let stream = {
+            let pulled = pulled.clone();
+            tokio_stream::StreamExt::map(
+                tokio_stream::wrappers::ReceiverStream::new(chunks),
+                move |chunk| {
+                    pulled.store(started.elapsed().as_millis() as u64, Ordering::Relaxed);
+                    chunk
+                },
+            )
+        };
+        let stalled = async {
+            loop {
+                tokio::time::sleep(Duration::from_secs(1)).await;
+                let idle = started.elapsed().as_millis() as u64 - pulled.load(Ordering::Relaxed);
+                if idle >= SNAPSHOT_STALL.as_millis() as u64 {
+                    return;
+                }
+            }
+        };
+        let result = tokio::select! {
+            result = client.install_snapshot(stream) => result,
+            () = stalled => Err(Status::deadline_exceeded("the receiver took no chunk")),
+        };
+        match result {
+            Ok(response) => {
+                let bytes = response.get_ref().bytes;
+                metrics::RAFT_SNAPSHOTS
+                    .with_label_values(&["sent", "ok"])
+                    .inc();
+                metrics::RAFT_SNAPSHOT_BYTES
+                    .with_label_values(&["sent"])
+                    .inc_by(bytes);
+                tracing::info!(
+                    peer = self.to,
+                    index,
+                    bytes,
+                    ms = started.elapsed().as_millis() as u64,
+                    "snapshot sent"
+                );
+                true
+            }
+            Err(status) => {
+                metrics::RAFT_SNAPSHOTS
+                    .with_label_values(&["sent", "failed"])
+                    .inc();
+                tracing::warn!(peer = self.to, index, %status, "snapshot not delivered");
+                false
+            }
+        }
+    }
 }
 
 /// The receiving side: `symcluster.cluster.v1.Peer`.
 pub struct PeerService {
     node: std::sync::Mutex<Sender<Input>>,
     members: Vec<u64>,
+    snapshot_dir: PathBuf,
 }
 
 impl PeerService {
-    /// Hands received batches to the node's channel; accepts only `members`.
-    pub fn new(node: Sender<Input>, members: Vec<u64>) -> Self {
+    /// Hands received batches to the node's channel; accepts only `members`; writes received
+    /// snapshots into `snapshot_dir`.
+    pub fn new(node: Sender<Input>, members: Vec<u64>, snapshot_dir: PathBuf) -> Self {
         PeerService {
             node: std::sync::Mutex::new(node),
             members,
+            snapshot_dir,
         }
     }
 }
@@ -227,6 +324,21 @@ impl Peer for PeerService {
         }
         Ok(Response::new(pb::StepResponse {}))
     }
+
+    async fn install_snapshot(
+        &self,
+        request: Request<Streaming<pb::SnapshotChunk>>,
+    ) -> Result<Response<pb::InstallSnapshotResponse>, Status> {
+        let result = self.receive_snapshot(request.into_inner()).await;
+        let outcome = if result.is_ok() { "ok" } else { "failed" };
+        metrics::RAFT_SNAPSHOTS
+            .with_label_values(&["received", outcome])
+            .inc();
+        if let Err(status) = &result {
+            tracing::warn!(%status, "snapshot refused");
+        }
+        result.map(|bytes| Response::new(pb::InstallSnapshotResponse { bytes }))
+    }
 }
 
 impl PeerService {
@@ -247,6 +359,59 @@ impl PeerService {
                 })
             })
             .collect()
+    }
+
+    /// Receives a snapshot stream into a file, then hands its `MsgSnapshot` to the node;
+    /// the bytes received.
+    async fn receive_snapshot(
+        &self,
+        mut stream: Streaming<pb::SnapshotChunk>,
+    ) -> Result<u64, Status> {
+        let first = stream
+            .message()
+            .await?
+            .ok_or_else(|| Status::invalid_argument("an empty snapshot stream"))?;
+        let messages = self.decode(&pb::RaftBatch {
+            from: first.from,
+            messages: vec![first.message.clone()],
+        })?;
+        let message = messages.into_iter().next().unwrap_or_default();
+        if message.get_msg_type() != MessageType::MsgSnapshot
+            || message.get_snapshot().data.as_slice() != snapshot::MARKER
+        {
+            return Err(Status::invalid_argument(
+                "the first chunk does not carry a streamed MsgSnapshot",
+            ));
+        }
+        let meta = message.get_snapshot().get_metadata();
+        let (index, term) = (meta.index, meta.term);
+        let dir = self.snapshot_dir.clone();
+        let from = first.from;
+        let mut receiver =
+            tokio::task::spawn_blocking(move || snapshot::Receiver::start(&dir, from))
+                .await
+                .map_err(|e| Status::internal(e.to_string()))??;
+        let mut chunk = first;
+        loop {
+            let last = chunk.last;
+            // File writes and the final fsync off the async threads.
+            let (back, written) = tokio::task::spawn_blocking(move || {
+                let written = receiver.chunk(&chunk, index, term);
+                (receiver, written)
+            })
+            .await
+            .map_err(|e| Status::internal(e.to_string()))?;
+            receiver = back;
+            written?;
+            if last {
+                break;
+            }
+            chunk = stream.message().await?.ok_or_else(|| {
+                Status::data_loss("the snapshot stream ended before its last chunk")
+            })?;
+        }
+        self.deliver(vec![message])?;
+        Ok(receiver.received())
     }
 
     fn deliver(&self, messages: Vec<Message>) -> Result<(), Status> {

@@ -1,5 +1,6 @@
 //! `symcluster.v1.Admin`: the cluster's state (any master answers, with what it knows). Only
-//! admin tokens see it; any other token learns where the leader is (how clients find it).
+//! admin tokens see it; any other token learns where the leader is (how clients find it). The
+//! digest of the answering master's own index, to check that replicas agree.
 
 use std::sync::Arc;
 
@@ -41,5 +42,24 @@ impl Admin for AdminService {
         Ok(Response::new(
             self.scheduler.status().map_err(index_status)?,
         ))
+    }
+
+    async fn index_digest(
+        &self,
+        request: Request<v1::IndexDigestRequest>,
+    ) -> Result<Response<v1::IndexDigestResponse>, Status> {
+        auth::require(&request, auth::ADMIN_ROLES, "the index digest")?;
+        let index = self.scheduler.index().clone();
+        let digest = tokio::task::spawn_blocking(move || index.digest())
+            .await
+            .map_err(|e| Status::internal(format!("the digest task failed: {e}")))?
+            .map_err(index_status)?;
+        Ok(Response::new(v1::IndexDigestResponse {
+            sha256: digest.sha256.to_vec(),
+            applied_index: digest.applied_index,
+            applied_term: digest.applied_term,
+            jobs: digest.jobs,
+            master_id: self.scheduler.raft().id,
+        }))
     }
 }

@@ -1,0 +1,100 @@
+//! A digest of every table of the index, to check that masters hold the same index: two masters
+//! at the same applied index must have the same digest, whether they applied the log entry by
+//! entry or restored a snapshot.
+
+use redb::{
+    Key, ReadTransaction, ReadableDatabase, ReadableTable, TableDefinition, TableHandle, Value,
+};
+use sha2::{Digest as _, Sha256};
+
+use super::{
+    BY_SEQUENCE, GROUPS, Index, IndexError, JOBS, META, OPEN, RESULTS, SPECS, db, meta, missing,
+};
+
+/// What [`Index::digest`] returns.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct IndexDigest {
+    /// SHA-256 over every table: each table's name, then each key and value, each prefixed with
+    /// its length (u64 little-endian), in key order. The applied index and term are left out,
+    /// and so are counts of 0 in `index_meta` (as if absent).
+    pub sha256: [u8; 32],
+    /// The log entry the index reflects.
+    pub applied_index: u64,
+    /// Its term.
+    pub applied_term: u64,
+    /// Job records.
+    pub jobs: u64,
+}
+
+fn put(hasher: &mut Sha256, bytes: &[u8]) {
+    hasher.update((bytes.len() as u64).to_le_bytes());
+    hasher.update(bytes);
+}
+
+/// Hashes table `definition` (absent: as empty) into `hasher`, skipping rows (key and value
+/// bytes) `skip` returns true for; returns its rows hashed.
+fn hash_table<K: Key + 'static, V: Value + 'static>(
+    txn: &ReadTransaction,
+    definition: TableDefinition<K, V>,
+    hasher: &mut Sha256,
+    skip: impl Fn(&[u8], &[u8]) -> bool,
+) -> Result<u64, IndexError> {
+    put(hasher, definition.name().as_bytes());
+    let table = match txn.open_table(definition) {
+        Ok(table) => table,
+        Err(redb::TableError::TableDoesNotExist(_)) => return Ok(0),
+        Err(e) => return Err(db(e)),
+    };
+    let mut rows = 0;
+    for row in table.iter().map_err(db)? {
+        let (key, value) = row.map_err(db)?;
+        let (key_value, value_value) = (key.value(), value.value());
+        let (key_bytes, value_bytes) = (K::as_bytes(&key_value), V::as_bytes(&value_value));
+        if skip(key_bytes.as_ref(), value_bytes.as_ref()) {
+            continue;
+        }
+        put(hasher, key_bytes.as_ref());
+        put(hasher, value_bytes.as_ref());
+        rows += 1;
+    }
+    Ok(rows)
+}
+
+impl Index {
+    /// The digest of every table, read in one read transaction (it reads the whole index:
+    /// seconds per GB). Errors: the store's.
+    pub fn digest(&self) -> Result<IndexDigest, IndexError> {
+        let txn = self.db.begin_read().map_err(db)?;
+        let mut hasher = Sha256::new();
+        let keep = |_: &[u8], _: &[u8]| false;
+        let jobs = hash_table(&txn, JOBS, &mut hasher, keep)?;
+        hash_table(&txn, SPECS, &mut hasher, keep)?;
+        hash_table(&txn, RESULTS, &mut hasher, keep)?;
+        hash_table(&txn, BY_SEQUENCE, &mut hasher, keep)?;
+        hash_table(&txn, OPEN, &mut hasher, keep)?;
+        hash_table(&txn, GROUPS, &mut hasher, keep)?;
+        hash_table(&txn, missing::SETS, &mut hasher, keep)?;
+        hash_table(&txn, missing::FILES, &mut hasher, keep)?;
+        hash_table(&txn, missing::JOBS, &mut hasher, keep)?;
+        // A count of 0 reads as an absent one (a restored index writes every count; applying
+        // writes one when it first changes).
+        hash_table(&txn, META, &mut hasher, |key, value| {
+            key == meta::APPLIED_INDEX.as_bytes()
+                || key == meta::APPLIED_TERM.as_bytes()
+                || value.iter().all(|b| *b == 0)
+        })?;
+        let (applied_index, applied_term) = {
+            let table = txn.open_table(META).map_err(db)?;
+            let get = |key: &str| -> Result<u64, IndexError> {
+                Ok(table.get(key).map_err(db)?.map_or(0, |v| v.value()))
+            };
+            (get(meta::APPLIED_INDEX)?, get(meta::APPLIED_TERM)?)
+        };
+        Ok(IndexDigest {
+            sha256: hasher.finalize().into(),
+            applied_index,
+            applied_term,
+            jobs,
+        })
+    }
+}
