@@ -77,6 +77,14 @@ struct Args {
     /// jobs, and the failover time).
     #[arg(long)]
     kill_leader_after: Option<usize>,
+    /// SIGKILL a follower after this many acknowledged submits, restart it after
+    /// `--follower-down`, and print how long it took to catch up after its restart and whether
+    /// it caught up from the log or from a snapshot (and the snapshot's bytes).
+    #[arg(long)]
+    kill_follower_after: Option<usize>,
+    /// How long a follower killed by `--kill-follower-after` stays down (`10s`, `500ms`).
+    #[arg(long, value_parser = symcluster_telemetry::flags::duration, default_value = "10s")]
+    follower_down: Duration,
     /// Slots per worker.
     #[arg(long, default_value_t = 2)]
     slots: u32,
@@ -225,9 +233,11 @@ async fn main() -> anyhow::Result<()> {
             .map_or_else(|| "2 per slot".to_owned(), |n| n.to_string())
     );
     println!(
-        "| masters | workers | routing | reports/s | p50 ms | p99 ms | master RSS MiB | master CPU ms/job | follower CPU ms/job | worker CPU ms/job | CPU ms/report (all) | Garage CPU ms/job | load generator CPU ms/job | cmds/fsync | lost | duplicated | failover ms | cache hit rate | affine leases | conversions |"
+        "| masters | workers | routing | reports/s | p50 ms | p99 ms | master RSS MiB | master CPU ms/job | follower CPU ms/job | worker CPU ms/job | CPU ms/report (all) | Garage CPU ms/job | load generator CPU ms/job | cmds/fsync | lost | duplicated | failover ms | cache hit rate | affine leases | conversions | snapshot MiB sent |"
     );
-    println!("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|");
+    println!(
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"
+    );
     // Ctrl-C or SIGTERM drops the run in progress, and with it the cluster: its processes are
     // killed and its data directory (often on tmpfs, so memory) is removed.
     tokio::select! {
@@ -274,6 +284,112 @@ async fn sweep(
         }
     }
     Ok(())
+}
+
+/// The value of the sample `name` (with its labels as exposed, e.g. `x_total{a="b"}`) in master
+/// `id`'s metrics; 0 when it is down or has none.
+async fn master_metric(cluster: &Cluster, id: u64, name: &str) -> f64 {
+    let port = cluster.masters[id as usize - 1].metrics_port;
+    let text = procstat::http_get(&format!("127.0.0.1:{port}"), "/metrics")
+        .await
+        .unwrap_or_default();
+    text.lines()
+        .find_map(|l| {
+            l.strip_prefix(name)?
+                .strip_prefix(' ')?
+                .trim()
+                .parse::<f64>()
+                .ok()
+        })
+        .unwrap_or(0.0)
+}
+
+/// `--kill-follower-after` and `--follower-down`: one follower killed, restarted, and timed
+/// until it caught up.
+#[derive(Default)]
+struct FollowerDown {
+    /// The follower and when it was killed.
+    killed: Option<(u64, Instant)>,
+    /// When it was started again.
+    restarted: Option<Instant>,
+}
+
+impl FollowerDown {
+    /// Kills the first follower once `acknowledged` reaches `--kill-follower-after`, and starts
+    /// it again once it was down `--follower-down`.
+    fn step(&mut self, cluster: &mut Cluster, followers: &[u64], acknowledged: usize, args: &Args) {
+        let Some(after) = args.kill_follower_after else {
+            return;
+        };
+        match (self.killed, self.restarted) {
+            (None, _) if acknowledged >= after => {
+                if let Some(&follower) = followers.first() {
+                    cluster.kill_master(follower);
+                    self.killed = Some((follower, Instant::now()));
+                }
+            }
+            (Some((follower, at)), None) if at.elapsed() >= args.follower_down => {
+                cluster.start_master(follower);
+                self.restarted = Some(Instant::now());
+            }
+            _ => {}
+        }
+    }
+
+    /// After the load: restarts the follower if it is still down, waits (at most 5 minutes)
+    /// until its applied index reaches the leader's commit index, and prints how long that took
+    /// after its restart and how it caught up (its log, or a snapshot of how many bytes).
+    async fn finish(&mut self, cluster: &mut Cluster, leader: u64) {
+        let Some((follower, killed_at)) = self.killed else {
+            return;
+        };
+        let restarted = *self.restarted.get_or_insert_with(|| {
+            cluster.start_master(follower);
+            Instant::now()
+        });
+        let commit = master_metric(cluster, leader, "symcluster_raft_commit_index").await;
+        let deadline = Instant::now() + Duration::from_secs(300);
+        let mut caught_up = None;
+        while Instant::now() < deadline {
+            if master_metric(cluster, follower, "symcluster_raft_applied_index").await >= commit {
+                caught_up = Some(restarted.elapsed());
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        let snapshots = master_metric(
+            cluster,
+            follower,
+            "symcluster_raft_snapshots_total{direction=\"received\",outcome=\"ok\"}",
+        )
+        .await;
+        let bytes = master_metric(
+            cluster,
+            follower,
+            "symcluster_raft_snapshot_bytes_total{direction=\"received\"}",
+        )
+        .await;
+        let how = if snapshots > 0.0 {
+            format!(
+                "from {snapshots} snapshot(s), {:.1} MiB received",
+                bytes / f64::from(1 << 20)
+            )
+        } else {
+            "from the log (no snapshot)".to_owned()
+        };
+        match caught_up {
+            Some(took) => eprintln!(
+                "follower {follower}: down {:.1} s, caught up with the leader's commit index \
+                 {commit} {:.1} s after its restart, {how}",
+                (restarted - killed_at).as_secs_f64(),
+                took.as_secs_f64()
+            ),
+            None => eprintln!(
+                "follower {follower}: did not reach the leader's commit index {commit} within 5 \
+                 minutes of its restart ({how})"
+            ),
+        }
+    }
 }
 
 /// The fsync histogram's (sum, count) from a master's metrics.
@@ -383,8 +499,15 @@ async fn run(
     let started = Instant::now();
     let mut tasks = Vec::with_capacity(args.jobs);
     let mut killed_at = None;
+    let mut follower_down = FollowerDown::default();
     for i in 0..args.jobs {
         let permit = gate.clone().acquire_owned().await?;
+        follower_down.step(
+            &mut cluster,
+            &followers,
+            acknowledged.lock().await.len(),
+            args,
+        );
         if let Some(k) = args.kill_leader_after
             && killed_at.is_none()
             && acknowledged.lock().await.len() >= k
@@ -452,6 +575,7 @@ async fn run(
     }
     let elapsed = started.elapsed();
     let final_leader = cluster.wait_for_leader().await;
+    follower_down.finish(&mut cluster, final_leader).await;
     let live_followers: Vec<u64> = followers
         .iter()
         .copied()
@@ -571,10 +695,17 @@ async fn run(
     if !errors.is_empty() {
         eprintln!("{} jobs failed; first: {}", errors.len(), errors[0]);
     }
+    let snapshot_mib = master_metric(
+        &cluster,
+        final_leader,
+        "symcluster_raft_snapshot_bytes_total{direction=\"sent\"}",
+    )
+    .await
+        / f64::from(1 << 20);
     let cmds_per_fsync =
         (fsync_after.0 - fsync_before.0) / (fsync_after.1 - fsync_before.1).max(1.0);
     Ok(format!(
-        "| {masters} | {workers} | {routing} | {:.1} | {:.1} | {:.1} | {rss:.0} | {master_cpu:.2} | {follower_cpu} | {:.2} | {:.2} | {:.2} | {:.2} | {cmds_per_fsync:.1} | {kill_columns} | {failover} | {:.1}% | {:.0}% | {conversions} |",
+        "| {masters} | {workers} | {routing} | {:.1} | {:.1} | {:.1} | {rss:.0} | {master_cpu:.2} | {follower_cpu} | {:.2} | {:.2} | {:.2} | {:.2} | {cmds_per_fsync:.1} | {kill_columns} | {failover} | {:.1}% | {:.0}% | {conversions} | {snapshot_mib:.1} |",
         jobs / elapsed.as_secs_f64(),
         latency.value_at_quantile(0.5) as f64 / 1000.0,
         latency.value_at_quantile(0.99) as f64 / 1000.0,
