@@ -85,6 +85,13 @@ pub struct MasterConfig {
     #[arg(long, env = "SYMCLUSTER_ELECTION_TICKS", default_value_t = 10)]
     pub election_ticks: usize,
 
+    /// Bytes of Raft log each master keeps (`1GiB`, `256MiB`): a follower down for less than
+    /// that much traffic (a rolling restart) catches up from the log; one further behind gets a
+    /// snapshot of the index. The log is on disk; memory holds 32 bytes per entry and the
+    /// newest 64 MiB.
+    #[arg(long, env = "SYMCLUSTER_RAFT_LOG_RETAIN", value_name = "BYTES", value_parser = symcluster_telemetry::flags::bytes, default_value = "1GiB")]
+    pub raft_log_retain: u64,
+
     /// Bytes per chunk of an index snapshot streamed to a follower that fell behind (`4MiB`,
     /// `64KiB`, or a number of bytes). A transfer holds about four chunks in the leader's
     /// memory, whatever the index's size.

@@ -81,6 +81,7 @@ pub async fn run(
         },
         snapshot_dir: config.data_dir.join("snapshots"),
         snapshot_chunk_bytes: config.raft_snapshot_chunk,
+        log_retain_bytes: config.raft_log_retain,
     };
     let (raft_handle, inputs) = raft::channel(&raft_config);
     let scheduler = Arc::new(Scheduler::new(

@@ -90,6 +90,13 @@ pub static RAFT_WRITES: LazyLock<IntCounterVec> = LazyLock::new(|| {
     .expect("valid metric");
     symcluster_telemetry::register(&REGISTRY, c)
 });
+/// Raft: bytes of log entries this master keeps (compacted past `--raft-log-retain`).
+pub static RAFT_LOG_BYTES: LazyLock<IntGauge> = LazyLock::new(|| {
+    gauge(
+        "symcluster_raft_log_bytes",
+        "Bytes of Raft log entries kept (on disk; compacted once past --raft-log-retain)",
+    )
+});
 /// Raft: snapshots streamed to a follower (`sent`) or from the leader (`received`), by
 /// outcome (`ok`: received whole and handed to Raft; `failed`).
 pub static RAFT_SNAPSHOTS: LazyLock<IntCounterVec> = LazyLock::new(|| {

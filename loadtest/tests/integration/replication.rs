@@ -157,7 +157,7 @@ async fn killing_the_leader_under_load_loses_and_duplicates_nothing() {
     assert_eq!((digests.len(), digests[0].jobs), (3, JOBS as u64));
 }
 
-/// A follower is killed, the others go on for more than a log compaction's worth of entries,
+/// A follower is killed, the others go on for more than the log keeps (`--raft-log-retain 1MiB`),
 /// and the follower restarts: the leader no longer has the entries it misses, so it streams a
 /// snapshot of its index in chunks (64 KiB here). The index (2,200 queued reports of about
 /// 100 KiB each) is several times what the leader may hold for a transfer: the
@@ -172,7 +172,13 @@ async fn a_follower_far_behind_catches_up_from_a_streamed_snapshot_in_bounded_me
         0,
         MasterOptions {
             masters: 3,
-            args: vec!["--raft-snapshot-chunk".into(), "64KiB".into()],
+            // A log kept to 1 MiB: the follower's entries are gone when it comes back.
+            args: vec![
+                "--raft-snapshot-chunk".into(),
+                "64KiB".into(),
+                "--raft-log-retain".into(),
+                "1MiB".into(),
+            ],
             ..MasterOptions::default()
         },
     )
@@ -181,8 +187,7 @@ async fn a_follower_far_behind_catches_up_from_a_streamed_snapshot_in_bounded_me
     let follower = (1..=3).find(|&id| id != leader).unwrap();
     cluster.kill_master(follower);
 
-    // With no worker, jobs stay queued and keep their reports: one log entry each. 2,200 of
-    // them outrun a compaction (2,048 entries). Each is a real CrashProbe event with 64 KiB of
+    // With no worker, jobs stay queued and keep their reports: one log entry each. Each is a real CrashProbe event with 64 KiB of
     // random letters in its `extra` (zstd cannot shrink them much; readers ignore the field).
     const JOBS: usize = 2200;
     const PADDING: usize = 64 << 10;
@@ -212,13 +217,16 @@ async fn a_follower_far_behind_catches_up_from_a_streamed_snapshot_in_bounded_me
                 let response = client
                     .submit_native(&format!("big-{i}"), serde_json::to_vec(&event).unwrap())
                     .await
-                    .unwrap();
+                    .map_err(|e| format!("submit big-{i}: {e}"))?;
                 assert!(response.created);
             }
+            Ok::<(), String>(())
         }));
     }
     for task in tasks {
-        task.await.unwrap();
+        if let Err(e) = task.await.unwrap() {
+            panic!("{e}\n{}", cluster.master_logs());
+        }
     }
     let status = cluster.status().await;
     assert_eq!(status.queue_depth, JOBS as u64);
@@ -330,6 +338,79 @@ async fn a_follower_far_behind_catches_up_from_a_streamed_snapshot_in_bounded_me
         log.contains("snapshot restored"),
         "the follower caught up without a snapshot:\n{log}"
     );
+}
+
+/// A rolling restart: a follower stopped (SIGTERM) for 10 s while the leader takes submits
+/// (more entries than the log kept before it was kept by size: 2,048), then started again. It
+/// catches up from the leader's log, with no snapshot sent or received, and holds the same
+/// index as the others.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_follower_stopped_for_a_rolling_restart_catches_up_from_the_log() {
+    let mut cluster = Cluster::start(
+        0,
+        MasterOptions {
+            masters: 3,
+            ..MasterOptions::default()
+        },
+    )
+    .await;
+    let leader = cluster.wait_for_leader().await;
+    let follower = (1..=3).find(|&id| id != leader).unwrap();
+    let stopped = cluster.stop_master(follower, Duration::from_secs(10)).await;
+    assert!(stopped.is_some_and(|s| s.success()), "{stopped:?}");
+
+    // Unreadable reports are stored failed at once: one log entry each. For 10 s, and at least
+    // 2,200 of them.
+    let client = cluster.client().await;
+    let down = Instant::now();
+    let submitted = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let mut tasks = Vec::new();
+    for task in 0..8 {
+        let (client, submitted) = (client.clone(), submitted.clone());
+        tasks.push(tokio::spawn(async move {
+            let mut client = client;
+            for i in (task..).step_by(8) {
+                if down.elapsed() >= Duration::from_secs(10)
+                    && submitted.load(std::sync::atomic::Ordering::Relaxed) >= 2200
+                {
+                    break;
+                }
+                let response = client
+                    .submit_native(&format!("bad-{i}"), b"not a crash report".to_vec())
+                    .await
+                    .unwrap();
+                assert!(response.created);
+                submitted.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            }
+        }));
+    }
+    for task in tasks {
+        task.await.unwrap();
+    }
+    let jobs = submitted.load(std::sync::atomic::Ordering::Relaxed) as u64;
+    cluster.start_master(follower);
+    assert!(
+        wait_until_applied(&cluster, follower, jobs, |s| s.jobs_failed).await,
+        "master {follower} did not catch up:\n{}",
+        cluster.master_logs()
+    );
+    for (id, direction) in [(leader, "sent"), (follower, "received")] {
+        let port = cluster.masters[id as usize - 1].metrics_port;
+        let metrics = procstat::http_get(&format!("127.0.0.1:{port}"), "/metrics")
+            .await
+            .unwrap();
+        for outcome in ["ok", "failed"] {
+            let snapshots = metric_value(
+                &metrics,
+                "symcluster_raft_snapshots_total",
+                &[("direction", direction), ("outcome", outcome)],
+            );
+            assert_eq!(snapshots, Some(0.0), "master {id}, {direction} {outcome}");
+        }
+    }
+    println!("{jobs} entries while the follower was down: caught up from the log");
+    let digests = wait_for_equal_digests(&cluster).await;
+    assert_eq!(digests[0].jobs, jobs);
 }
 
 /// Every running master's [`api::IndexDigestResponse`], once they all answer the same applied

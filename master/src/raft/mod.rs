@@ -228,6 +228,8 @@ pub struct RaftConfig {
     /// Bytes per chunk of a snapshot sent to a follower: the leader holds about
     /// [`snapshot::CHUNKS_IN_FLIGHT`] + 2 chunks per transfer, whatever the index's size.
     pub snapshot_chunk_bytes: usize,
+    /// Bytes of log kept before compaction ([`storage::RaftStorage::with_retention`]).
+    pub log_retain_bytes: u64,
 }
 
 /// The node's channel, made before the node so that the scheduler can hold the handle.
@@ -295,7 +297,8 @@ pub fn start(
             config.snapshot_dir.display()
         ))
     })?;
-    let storage = storage::RaftStorage::open(index.clone(), log_dir, &voters)?;
+    let storage = storage::RaftStorage::open(index.clone(), log_dir, &voters)?
+        .with_retention(config.log_retain_bytes);
     let outbox = storage.outbox();
     let (applied, _) = index.applied()?;
     let raft_config = raft_settings(

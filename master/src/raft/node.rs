@@ -12,7 +12,7 @@
 //! the Ready and of its light ready are applied in one `redb` write transaction. That one is
 //! written without fsync except at a checkpoint (every [`CHECKPOINT_ENTRIES`] entries or
 //! [`CHECKPOINT_INTERVAL`]): what it loses in a crash is replayed from the durable log, which
-//! compaction keeps back to the last checkpoint, and the applied index is stored in the same
+//! compaction (by size, `--raft-log-retain`) keeps back to the last checkpoint, and the applied index is stored in the same
 //! transaction as its effects. A follower lets committed entries wait (at most one tick or
 //! [`MAX_DEFERRED`] entries) and applies many appends' worth at once
 //! ([`Node::apply_or_defer`]); `symcluster_raft_write_transactions_total{durability}` counts
@@ -531,6 +531,7 @@ impl Node {
         metrics::RAFT_TERM.set(status.term as i64);
         metrics::RAFT_COMMIT_INDEX.set(status.commit as i64);
         metrics::RAFT_APPLIED_INDEX.set(status.applied as i64);
+        metrics::RAFT_LOG_BYTES.set(self.raw.store().retained_bytes() as i64);
     }
 }
 

@@ -40,6 +40,8 @@ const KIND_COMPACTED: u8 = 3;
 const KIND_RESET: u8 = 4;
 /// `len` + `crc32`.
 const HEADER_BYTES: usize = 8;
+/// What a record adds to its payload: the header and the kind byte.
+pub const RECORD_OVERHEAD: u32 = HEADER_BYTES as u32 + 1;
 /// A record longer than this is corruption, not data (raft-rs entries are bounded by the
 /// proposal size, far below).
 const MAX_RECORD_BYTES: u32 = 1 << 30;
@@ -74,6 +76,19 @@ fn io_err(path: &Path) -> impl FnOnce(io::Error) -> LogError + '_ {
     }
 }
 
+/// Where an entry's record is: read back with [`SegmentLog::read_entries`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct EntryAt {
+    /// The entry's term.
+    pub term: u64,
+    /// The segment's sequence number.
+    pub segment: u64,
+    /// Where the record starts in the segment, bytes.
+    pub offset: u64,
+    /// The record's length (header included), bytes.
+    pub len: u32,
+}
+
 /// What replaying the segments found.
 #[derive(Debug, Default)]
 pub struct Replayed {
@@ -81,8 +96,9 @@ pub struct Replayed {
     pub hard_state: Option<HardState>,
     /// The last compaction point (or installed snapshot).
     pub compacted: Option<SnapshotMetadata>,
-    /// The entries after the compaction point, by index.
-    pub entries: BTreeMap<u64, Entry>,
+    /// The entries after the compaction point, by index: where each is (the entries stay on
+    /// disk).
+    pub entries: BTreeMap<u64, EntryAt>,
 }
 
 struct Segment {
@@ -146,7 +162,7 @@ impl SegmentLog {
         let count = sequences.len();
         for (i, sequence) in sequences.into_iter().enumerate() {
             let path = segment_path(dir, sequence);
-            let max_index = replay_segment(&path, i + 1 == count, &mut replayed)?;
+            let max_index = replay_segment(&path, sequence, i + 1 == count, &mut replayed)?;
             closed.push(Segment {
                 sequence,
                 path,
@@ -205,7 +221,9 @@ impl SegmentLog {
         ))
     }
 
-    fn push(&mut self, kind: u8, payload: &impl prost011::Message) {
+    /// Queues a record; returns where it will start in the active segment and its length.
+    fn push(&mut self, kind: u8, payload: &impl prost011::Message) -> (u64, u32) {
+        let offset = self.bytes + self.buffer.len() as u64;
         let len = 1 + payload.encoded_len();
         let start = self.buffer.len();
         self.buffer.extend_from_slice(&(len as u32).to_le_bytes());
@@ -216,12 +234,56 @@ impl SegmentLog {
             .expect("a Vec grows as needed");
         let crc = crc32fast::hash(&self.buffer[start + HEADER_BYTES..]);
         self.buffer[start + 4..start + 8].copy_from_slice(&crc.to_le_bytes());
+        (offset, (HEADER_BYTES + len) as u32)
     }
 
-    /// Queues `entry` for the next [`Self::flush`].
-    pub fn push_entry(&mut self, entry: &Entry) {
-        self.push(KIND_ENTRY, entry);
+    /// Queues `entry` for the next [`Self::flush`]; returns where its record will be.
+    pub fn push_entry(&mut self, entry: &Entry) -> EntryAt {
+        let (offset, len) = self.push(KIND_ENTRY, entry);
         self.buffered_max_index = self.buffered_max_index.max(entry.index);
+        EntryAt {
+            term: entry.term,
+            segment: self.active.sequence,
+            offset,
+            len,
+        }
+    }
+
+    /// Reads the entries whose records are at `at` (written, flushed, in segments not deleted),
+    /// in order; one open file per segment met. Errors: the file system's, and
+    /// [`LogError::Corrupt`] for a record that does not check or decode.
+    pub fn read_entries(&self, at: &[EntryAt]) -> Result<Vec<Entry>, LogError> {
+        use std::os::unix::fs::FileExt;
+        let mut out = Vec::with_capacity(at.len());
+        let mut open: Option<(u64, File, PathBuf)> = None;
+        let mut bytes = Vec::new();
+        for place in at {
+            if open
+                .as_ref()
+                .is_none_or(|(sequence, _, _)| *sequence != place.segment)
+            {
+                let path = segment_path(&self.dir, place.segment);
+                let file = File::open(&path).map_err(io_err(&path))?;
+                open = Some((place.segment, file, path));
+            }
+            let (_, file, path) = open.as_ref().expect("opened above");
+            bytes.resize(place.len as usize, 0);
+            file.read_exact_at(&mut bytes, place.offset)
+                .map_err(io_err(path))?;
+            let bad = |what: String| LogError::Corrupt {
+                path: path.clone(),
+                offset: place.offset,
+                what,
+            };
+            let (kind, payload, _) = read_record(&bytes).map_err(|what| bad(what.into()))?;
+            if kind != KIND_ENTRY {
+                return Err(bad(format!("record of kind {kind} where an entry was")));
+            }
+            out.push(
+                Entry::decode(payload).map_err(|e| bad(format!("entry does not decode: {e}")))?,
+            );
+        }
+        Ok(out)
     }
 
     /// Queues `hs` for the next [`Self::flush`].
@@ -232,6 +294,16 @@ impl SegmentLog {
     /// Queues a compaction point (or an installed snapshot's metadata).
     pub fn push_compacted(&mut self, meta: &SnapshotMetadata) {
         self.push(KIND_COMPACTED, meta);
+    }
+
+    /// Bytes in the segment files (the active one included, what is queued not).
+    pub fn bytes_on_disk(&self) -> u64 {
+        self.closed
+            .iter()
+            .filter_map(|s| fs::metadata(&s.path).ok())
+            .map(|m| m.len())
+            .sum::<u64>()
+            + self.bytes
     }
 
     /// Writes what was queued in one `write`, then `fdatasync`s when `sync`. Errors: the file
@@ -342,9 +414,15 @@ fn create_segment(dir: &Path, path: &Path) -> Result<File, LogError> {
     Ok(file)
 }
 
-/// Replays one segment into `into`; returns its highest entry index. A torn or corrupt record
-/// ends the last segment (`is_last`: the file is cut there) and is an error elsewhere.
-fn replay_segment(path: &Path, is_last: bool, into: &mut Replayed) -> Result<u64, LogError> {
+/// Replays one segment (number `sequence`) into `into`; returns its highest entry index. A torn
+/// or corrupt record ends the last segment (`is_last`: the file is cut there) and is an error
+/// elsewhere.
+fn replay_segment(
+    path: &Path,
+    sequence: u64,
+    is_last: bool,
+    into: &mut Replayed,
+) -> Result<u64, LogError> {
     let mut bytes = Vec::new();
     File::open(path)
         .and_then(|mut f| f.read_to_end(&mut bytes))
@@ -366,7 +444,15 @@ fn replay_segment(path: &Path, is_last: bool, into: &mut Replayed) -> Result<u64
                         max_index = max_index.max(entry.index);
                         // A rewritten index drops the suffix it conflicts with.
                         into.entries.split_off(&entry.index);
-                        into.entries.insert(entry.index, entry);
+                        into.entries.insert(
+                            entry.index,
+                            EntryAt {
+                                term: entry.term,
+                                segment: sequence,
+                                offset: offset as u64,
+                                len: used as u32,
+                            },
+                        );
                     }
                     KIND_HARD_STATE => {
                         into.hard_state = Some(
@@ -470,8 +556,8 @@ pub(super) mod tests {
     fn indexes(replayed: &Replayed) -> Vec<(u64, u64)> {
         replayed
             .entries
-            .values()
-            .map(|e| (e.index, e.term))
+            .iter()
+            .map(|(index, at)| (*index, at.term))
             .collect()
     }
 
@@ -499,8 +585,15 @@ pub(super) mod tests {
             });
             log.flush(true).unwrap();
         }
-        let (_, replayed) = SegmentLog::open(dir.path()).unwrap();
+        let (log, replayed) = SegmentLog::open(dir.path()).unwrap();
         assert_eq!(indexes(&replayed), [(1, 1), (2, 1), (3, 1), (4, 2)]);
+        // The entries are read back from where replay found them (4's record is the rewritten
+        // one, after the hard state).
+        let at: Vec<EntryAt> = replayed.entries.values().copied().collect();
+        assert_eq!(
+            log.read_entries(&at).unwrap(),
+            [entry(1, 1), entry(2, 1), entry(3, 1), entry(4, 2)]
+        );
         let hs = replayed.hard_state.unwrap();
         assert_eq!((hs.term, hs.vote, hs.commit), (2, 2, 4));
     }

@@ -2,9 +2,14 @@
 //! in append-only segment files ([`super::segment_log`], `<data dir>/raft-log/`), beside the
 //! index's `redb` file.
 //!
-//! The log since the last compaction is also kept in memory for the reads raft-rs makes on
-//! every step; compaction keeps it short ([`COMPACT_AT`] entries at most, down to
-//! [`KEEP_AFTER_COMPACTION`] applied ones), so both the files and the memory stay bounded. The
+//! The log is kept by size: its entries stay in the segment files until they pass the
+//! retention (`--raft-log-retain`, [`DEFAULT_RETAIN_BYTES`]; and at most
+//! [`MAX_RETAINED_ENTRIES`]), so that a follower restarted for a rolling update catches up from
+//! the log. Compaction then drops the oldest applied entries down to three quarters of it (never
+//! the last [`KEEP_AFTER_COMPACTION`] applied ones) and deletes the segments it passed. Memory
+//! holds where each entry is ([`EntryAt`], 32 bytes) and the newest entries themselves, up to
+//! [`TAIL_BYTES`], for the reads raft-rs makes on every step; older ones are read from their
+//! segment when a follower needs them. The
 //! index is written without fsync between its checkpoints, so compaction never passes the
 //! index's last durable applied index: a restart replays the log from there. A follower that
 //! needs an entry older than the compaction point receives a snapshot of the index instead
@@ -24,7 +29,7 @@ use raft::prelude::{ConfState, Entry, HardState, Snapshot, SnapshotMetadata};
 use raft::{GetEntriesContext, RaftState, StorageError};
 use redb::{ReadableDatabase, ReadableTable, TableDefinition};
 
-use super::segment_log::{LogError, SegmentLog};
+use super::segment_log::{EntryAt, LogError, RECORD_OVERHEAD, SegmentLog};
 use super::snapshot::{MARKER, Outbox};
 use crate::index::{Index, IndexError, db};
 
@@ -34,10 +39,15 @@ const OLD_LOG: TableDefinition<u64, &[u8]> = TableDefinition::new("raft_log");
 /// `hard_state`, `conf_state`, `compacted` → prost messages, in the same older versions.
 const OLD_STATE: TableDefinition<&str, &[u8]> = TableDefinition::new("raft_state");
 
-/// Log entries kept before a compaction.
-pub const COMPACT_AT: usize = 2048;
+/// Bytes of log kept by default (`--raft-log-retain`): at 1,000 jobs/s of full CrashProbe
+/// events (about 4 entries and 40 KB of log per job), some 25 s of traffic.
+pub const DEFAULT_RETAIN_BYTES: u64 = 1 << 30;
+/// Entries kept at most, whatever their bytes (their places cost 32 bytes each in memory).
+pub const MAX_RETAINED_ENTRIES: usize = 4 << 20;
 /// Applied entries kept after a compaction, for followers slightly behind.
 pub const KEEP_AFTER_COMPACTION: u64 = 256;
+/// Bytes of the newest entries kept in memory as well as on disk.
+pub const TAIL_BYTES: u64 = 64 << 20;
 
 /// Raft's log, HardState and ConfState.
 pub struct RaftStorage {
@@ -47,8 +57,18 @@ pub struct RaftStorage {
     conf_state: ConfState,
     /// Index and term of the last entry removed by compaction (or of the last snapshot).
     compacted: SnapshotMetadata,
-    /// The log after `compacted.index`, in order.
-    entries: VecDeque<Entry>,
+    /// Where each entry after `compacted.index` is, in order.
+    at: VecDeque<EntryAt>,
+    /// Bytes of the records of `at`.
+    retained_bytes: u64,
+    /// Retention: compaction starts once `retained_bytes` passes it.
+    retain_bytes: u64,
+    /// The newest entries (a suffix of the log), also in memory.
+    tail: VecDeque<Entry>,
+    /// Bytes of the records of `tail`.
+    tail_bytes: u64,
+    /// `tail` holds at most this many bytes ([`TAIL_BYTES`]; at least one entry).
+    tail_limit: u64,
     /// Snapshot sources taken for followers, for their sending tasks.
     outbox: Outbox,
 }
@@ -85,8 +105,8 @@ impl RaftStorage {
             Some(cs) if !cs.voters.is_empty() => cs.clone(),
             _ => ConfState::from((voters.to_vec(), Vec::<u64>::new())),
         };
-        let mut entries: VecDeque<Entry> = replayed.entries.into_values().collect();
-        let last = compacted.index + entries.len() as u64;
+        let mut at: VecDeque<EntryAt> = replayed.entries.into_values().collect();
+        let last = compacted.index + at.len() as u64;
         if applied > last {
             // Only a snapshot puts the index ahead of the log: a crash came between its
             // durable restore and the log's reset. Finish the reset now.
@@ -103,7 +123,7 @@ impl RaftStorage {
             compacted.set_conf_state(conf_state.clone());
             hard_state.term = hard_state.term.max(applied_term);
             log.reset(&hard_state, &compacted)?;
-            entries.clear();
+            at.clear();
         }
         if applied < compacted.index {
             return Err(IndexError::Corrupt(format!(
@@ -118,9 +138,32 @@ impl RaftStorage {
             hard_state,
             conf_state,
             compacted,
-            entries,
+            retained_bytes: at.iter().map(|a| u64::from(a.len)).sum(),
+            at,
+            retain_bytes: DEFAULT_RETAIN_BYTES,
+            tail: VecDeque::new(),
+            tail_bytes: 0,
+            tail_limit: TAIL_BYTES,
             outbox: Outbox::default(),
         })
+    }
+
+    /// Keeps `bytes` of log before compacting (default [`DEFAULT_RETAIN_BYTES`]).
+    pub fn with_retention(mut self, bytes: u64) -> Self {
+        self.retain_bytes = bytes;
+        self
+    }
+
+    /// Keeps at most `bytes` of the newest entries in memory (tests: a small tail).
+    #[cfg(test)]
+    fn with_tail_bytes(mut self, bytes: u64) -> Self {
+        self.tail_limit = bytes;
+        self
+    }
+
+    /// Bytes of the entries the log holds.
+    pub fn retained_bytes(&self) -> u64 {
+        self.retained_bytes
     }
 
     /// Where [`raft::Storage::snapshot`] leaves the sources of snapshots for followers.
@@ -133,17 +176,22 @@ impl RaftStorage {
     }
 
     fn last(&self) -> u64 {
-        self.compacted.index + self.entries.len() as u64
+        self.compacted.index + self.at.len() as u64
+    }
+
+    /// The first index held in [`Self::tail`].
+    fn tail_first(&self) -> u64 {
+        self.last() + 1 - self.tail.len() as u64
     }
 
     /// Entries held (since the last compaction).
     pub fn len(&self) -> usize {
-        self.entries.len()
+        self.at.len()
     }
 
     /// Whether no entry is held.
     pub fn is_empty(&self) -> bool {
-        self.entries.is_empty()
+        self.at.is_empty()
     }
 
     /// Queues `entries` (replacing any conflicting suffix) for [`Self::persist`].
@@ -153,11 +201,32 @@ impl RaftStorage {
         };
         if first_new <= self.last() {
             let keep = first_new.saturating_sub(self.first()) as usize;
-            self.entries.truncate(keep);
+            for dropped in self.at.drain(keep..) {
+                self.retained_bytes -= u64::from(dropped.len);
+            }
+            while self.tail.back().is_some_and(|e| e.index >= first_new) {
+                self.tail.pop_back();
+            }
+            // The tail's bytes, recounted: rare (a new leader's conflicting suffix).
+            let tail_first = (self.last() + 1).saturating_sub(self.tail.len() as u64);
+            self.tail_bytes = self
+                .at
+                .iter()
+                .skip((tail_first - self.first()) as usize)
+                .map(|a| u64::from(a.len))
+                .sum();
         }
         for entry in entries {
-            self.log.push_entry(entry);
-            self.entries.push_back(entry.clone());
+            let at = self.log.push_entry(entry);
+            self.retained_bytes += u64::from(at.len);
+            self.tail_bytes += u64::from(at.len);
+            self.at.push_back(at);
+            self.tail.push_back(entry.clone());
+        }
+        while self.tail_bytes > self.tail_limit && self.tail.len() > 1 {
+            self.tail.pop_front();
+            let first = self.tail_first() - 1;
+            self.tail_bytes -= u64::from(self.at[(first - self.first()) as usize].len);
         }
     }
 
@@ -184,23 +253,45 @@ impl RaftStorage {
         Ok(())
     }
 
-    /// Drops entries up to `applied - KEEP_AFTER_COMPACTION` once more than [`COMPACT_AT`] are
-    /// held, never past `durable` (the index's last durable applied index: a restart replays
-    /// from there); deletes the segments it passed. Returns whether it compacted.
+    /// Once the log holds more than its retention (bytes, or [`MAX_RETAINED_ENTRIES`]), drops
+    /// its oldest entries down to three quarters of it, never past `applied -
+    /// KEEP_AFTER_COMPACTION` nor `durable` (the index's last durable applied index: a restart
+    /// replays from there); deletes the segments it passed. Returns whether it compacted.
     pub fn maybe_compact(&mut self, applied: u64, durable: u64) -> Result<bool, IndexError> {
-        if self.entries.len() < COMPACT_AT {
+        if self.retained_bytes <= self.retain_bytes && self.at.len() <= MAX_RETAINED_ENTRIES {
             return Ok(false);
         }
-        let to = applied
+        let limit = applied
             .saturating_sub(KEEP_AFTER_COMPACTION)
             .min(durable)
             .min(self.last());
+        let (bytes_goal, count_goal) = (self.retain_bytes / 4 * 3, MAX_RETAINED_ENTRIES / 4 * 3);
+        let mut to = self.compacted.index;
+        let (mut bytes, mut count) = (self.retained_bytes, self.at.len());
+        while to < limit && (bytes > bytes_goal || count > count_goal) {
+            bytes -= u64::from(self.at[(to + 1 - self.first()) as usize].len);
+            count -= 1;
+            to += 1;
+        }
         if to < self.first() {
             return Ok(false);
         }
-        let term = self.entries[(to - self.first()) as usize].term;
+        let term = self.at[(to - self.first()) as usize].term;
         let drop = (to + 1 - self.first()) as usize;
-        self.entries.drain(..drop);
+        // Before `at` shrinks: `last()` counts from the old compaction point until it moves.
+        let tail_first = self.tail_first();
+        self.at.drain(..drop);
+        self.retained_bytes = bytes;
+        if tail_first <= to {
+            let gone = (to + 1 - tail_first) as usize;
+            self.tail.drain(..gone.min(self.tail.len()));
+            self.tail_bytes = self
+                .at
+                .iter()
+                .skip(self.at.len() - self.tail.len())
+                .map(|a| u64::from(a.len))
+                .sum();
+        }
         self.compacted.index = to;
         self.compacted.term = term;
         self.compacted.set_conf_state(self.conf_state.clone());
@@ -213,7 +304,10 @@ impl RaftStorage {
     /// Installs a snapshot's metadata: the log restarts after it (older segments deleted). The
     /// index itself is restored, durably, by the caller first ([`Index::restore`]).
     pub fn apply_snapshot(&mut self, meta: &SnapshotMetadata) -> Result<(), IndexError> {
-        self.entries.clear();
+        self.at.clear();
+        self.tail.clear();
+        self.retained_bytes = 0;
+        self.tail_bytes = 0;
         self.compacted = meta.clone();
         self.conf_state = meta.get_conf_state().clone();
         self.hard_state.term = self.hard_state.term.max(meta.term);
@@ -315,10 +409,39 @@ impl raft::Storage for RaftStorage {
         if high > self.last() + 1 {
             return Err(raft::Error::Store(StorageError::Unavailable));
         }
-        let from = (low - self.first()) as usize;
-        let to = (high - self.first()) as usize;
-        let mut out: Vec<Entry> = self.entries.range(from..to).cloned().collect();
-        raft::util::limit_size(&mut out, max_size.into());
+        let max_size = max_size.into();
+        let tail_first = self.tail_first();
+        let mut out = Vec::new();
+        if low < tail_first {
+            // Older than the tail: read from the segments, no more than `max_size` (the
+            // entries' encoded sizes, as raft-rs counts them; at least one).
+            let from = (low - self.first()) as usize;
+            let to = (high.min(tail_first) - self.first()) as usize;
+            let mut bytes = 0u64;
+            let mut end = from;
+            while end < to {
+                bytes += u64::from(self.at[end].len - RECORD_OVERHEAD);
+                if end > from && max_size.is_some_and(|max| bytes > max) {
+                    break;
+                }
+                end += 1;
+            }
+            let places: Vec<EntryAt> = self.at.range(from..end).copied().collect();
+            out = self
+                .log
+                .read_entries(&places)
+                .map_err(|e| storage_err(e.into()))?;
+            if end < to {
+                raft::util::limit_size(&mut out, max_size);
+                return Ok(out);
+            }
+        }
+        if high > tail_first {
+            let from = (low.max(tail_first) - tail_first) as usize;
+            let to = (high - tail_first) as usize;
+            out.extend(self.tail.range(from..to).cloned());
+        }
+        raft::util::limit_size(&mut out, max_size);
         Ok(out)
     }
 
@@ -332,7 +455,7 @@ impl raft::Storage for RaftStorage {
         if idx > self.last() {
             return Err(raft::Error::Store(StorageError::Unavailable));
         }
-        Ok(self.entries[(idx - self.first()) as usize].term)
+        Ok(self.at[(idx - self.first()) as usize].term)
     }
 
     fn first_index(&self) -> raft::Result<u64> {
@@ -437,9 +560,10 @@ mod tests {
     #[test]
     fn compaction_stops_at_the_durable_index_and_survives_reopen() {
         let dir = tempfile::tempdir().unwrap();
-        let last = COMPACT_AT as u64 + 100;
+        let last = 2148;
         {
-            let mut storage = open(dir.path());
+            // 2,148 entries of about 120 bytes pass a retention of 100,000 bytes.
+            let mut storage = open(dir.path()).with_retention(100_000);
             let entries: Vec<Entry> = (1..=last).map(|i| entry(i, 1)).collect();
             storage.append(&entries);
             storage.persist(true).unwrap();
@@ -470,6 +594,79 @@ mod tests {
             error.contains("applied up to 200") && error.contains("starts after 500"),
             "{error}"
         );
+    }
+
+    #[test]
+    fn the_log_is_kept_by_size_and_entries_not_in_memory_are_read_from_their_segments() {
+        let dir = tempfile::tempdir().unwrap();
+        let want =
+            |range: std::ops::Range<u64>| -> Vec<Entry> { range.map(|i| entry(i, 1)).collect() };
+        let retain = 64 << 10;
+        let all = |storage: &RaftStorage, high, max: Option<u64>| {
+            let first = storage.first_index().unwrap();
+            storage
+                .entries(first, high, max, GetEntriesContext::empty(false))
+                .unwrap()
+        };
+        {
+            // 8 KiB of the newest entries in memory, the rest read from the segments.
+            let mut storage = open(dir.path())
+                .with_retention(retain)
+                .with_tail_bytes(8 << 10);
+            storage.append(&want(1..3001));
+            storage.persist(true).unwrap();
+            assert_eq!(all(&storage, 3001, None), want(1..3001));
+            set_applied(storage.index.database(), 3000, 1);
+            // Under the retention nothing is dropped; past it, the oldest go down to 3/4 of it.
+            assert!(storage.maybe_compact(3000, 3000).unwrap());
+            let kept = storage.retained_bytes();
+            assert!(kept <= retain / 4 * 3 && kept > retain / 2, "{kept}");
+            assert!(!storage.maybe_compact(3000, 3000).unwrap());
+            let first = storage.first_index().unwrap();
+            assert_eq!(all(&storage, 3001, None), want(first..3001));
+            storage.append(&want(3001..3101));
+            storage.persist(true).unwrap();
+            assert_eq!(all(&storage, 3101, None), want(first..3101));
+            // A new leader's conflicting suffix replaces the newest entries.
+            storage.append(&[entry(3100, 2)]);
+            storage.persist(true).unwrap();
+            let mut expected = want(first..3100);
+            expected.push(entry(3100, 2));
+            assert_eq!(all(&storage, 3101, None), expected);
+        }
+        // Reopened: the entries are on disk only, and read from there.
+        let mut storage = open(dir.path()).with_retention(retain);
+        let (first, last) = (
+            storage.first_index().unwrap(),
+            storage.last_index().unwrap(),
+        );
+        assert!(first > 2000 && last == 3100, "{first}..{last}");
+        let mut expected = want(first..3100);
+        expected.push(entry(3100, 2));
+        assert_eq!(all(&storage, 3101, None), expected);
+        // New entries in memory too: a read spans the segments and memory.
+        let newer: Vec<Entry> = (3101..3111).map(|i| entry(i, 2)).collect();
+        storage.append(&newer);
+        storage.persist(true).unwrap();
+        expected.extend(newer);
+        assert_eq!(all(&storage, 3111, None), expected);
+        // A size limit holds however the entries are read (at least one entry).
+        let limited = all(&storage, 3111, Some(1000));
+        let sizes: Vec<u64> = expected
+            .iter()
+            .map(|e| prost011::Message::encoded_len(e) as u64)
+            .collect();
+        let fits = sizes
+            .iter()
+            .scan(0, |total, size| {
+                *total += size;
+                Some(*total)
+            })
+            .take_while(|total| *total <= 1000)
+            .count()
+            .max(1);
+        assert_eq!(limited, expected[..fits]);
+        assert_eq!(all(&storage, 3111, Some(0)), expected[..1]);
     }
 
     #[test]
