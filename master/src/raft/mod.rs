@@ -249,11 +249,18 @@ pub fn channel(config: &RaftConfig) -> (RaftHandle, std::sync::mpsc::Receiver<In
     )
 }
 
+/// Largest append (MsgAppend) sent to a follower, bytes (at least one entry).
+pub const MAX_APPEND_BYTES: u64 = 1 << 20;
+/// Appends sent to a follower and not yet acknowledged, at most: with [`MAX_APPEND_BYTES`], what
+/// a follower catching up from the log can hold in the leader's memory (16 MiB, and the copies
+/// encoding makes).
+pub const MAX_APPENDS_IN_FLIGHT: usize = 16;
+
 /// The raft-rs settings of member `id` (election and heartbeat in ticks of [`node::TICK`];
 /// `applied`, the last log index already in the index), as every master runs them and as the
 /// Raft simulation test (`master/tests/raft_simulation.rs`) checks them: pre-vote and
-/// check-quorum on; appends of at most 4 MiB, 256 in flight per follower; at most 16 MiB of
-/// committed entries per Ready.
+/// check-quorum on; appends of at most [`MAX_APPEND_BYTES`], [`MAX_APPENDS_IN_FLIGHT`] in flight
+/// per follower; at most 16 MiB of committed entries per Ready.
 pub fn raft_settings(
     id: u64,
     election_tick: usize,
@@ -267,8 +274,8 @@ pub fn raft_settings(
         applied,
         check_quorum: true,
         pre_vote: true,
-        max_size_per_msg: 4 << 20,
-        max_inflight_msgs: 256,
+        max_size_per_msg: MAX_APPEND_BYTES,
+        max_inflight_msgs: MAX_APPENDS_IN_FLIGHT,
         max_committed_size_per_ready: 16 << 20,
         // A follower learns a new commit index from the next append or heartbeat, not from an
         // empty append sent to every follower at each commit: nothing waits on a follower's

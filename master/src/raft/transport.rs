@@ -112,6 +112,18 @@ type Client = PeerClient<InterceptedService<Channel, BearerToken>>;
 /// the bytes).
 const STREAM_BUFFER: usize = 64;
 
+/// A batch takes no more messages once its entries pass this many bytes (a follower catching up
+/// gets appends of up to [`super::MAX_APPEND_BYTES`]: each travels in a batch of a few).
+const MAX_BATCH_BYTES: usize = 2 << 20;
+
+/// Bytes of the entries a message carries.
+fn entry_bytes(m: &Message) -> usize {
+    m.entries
+        .iter()
+        .map(|e| e.data.len() + e.context.len())
+        .sum()
+}
+
 async fn send_loop(
     client: Client,
     mut rx: mpsc::UnboundedReceiver<Message>,
@@ -121,10 +133,15 @@ async fn send_loop(
     let (from, to) = (snapshots.from, snapshots.to);
     let mut stream: Option<BatchStream> = None;
     while let Some(first) = rx.recv().await {
+        // What is waiting, up to 512 messages or [`MAX_BATCH_BYTES`] of entries.
+        let mut bytes = entry_bytes(&first);
         let mut batch = vec![first];
-        while batch.len() < 512 {
+        while batch.len() < 512 && bytes < MAX_BATCH_BYTES {
             match rx.try_recv() {
-                Ok(m) => batch.push(m),
+                Ok(m) => {
+                    bytes += entry_bytes(&m);
+                    batch.push(m);
+                }
                 Err(_) => break,
             }
         }
