@@ -85,6 +85,12 @@ pub struct MasterConfig {
     #[arg(long, env = "SYMCLUSTER_ELECTION_TICKS", default_value_t = 10)]
     pub election_ticks: usize,
 
+    /// Seeds this master's index from a backup (`symctl admin backup FILE`) before it starts:
+    /// only into an empty `--data-dir` (a master that holds an index refuses to start with it).
+    /// Restore every member of a new group from the same file, or restore a group of one.
+    #[arg(long, env = "SYMCLUSTER_RESTORE", value_name = "FILE")]
+    pub restore: Option<PathBuf>,
+
     /// Bytes of Raft log each master keeps (`1GiB`, `256MiB`): a follower down for less than
     /// that much traffic (a rolling restart) catches up from the log; one further behind gets a
     /// snapshot of the index. The log is on disk; memory holds 32 bytes per entry and the

@@ -5,6 +5,7 @@
 //! - [`index`]: jobs, results and crash groups in `redb` tables, changed only by applying
 //!   committed commands (deterministic);
 //! - [`raft`]: the Raft member (raft-rs): node thread, durable log, transport, snapshots;
+//! - [`restore`]: a new master's index seeded from a backup (`--restore`);
 //! - [`scheduler`]: queue, leases, placement and the worker registry, on the leader;
 //! - request checks and routing keys live in `symcluster-admission` (`master/admission/`);
 //! - [`service`]: the gRPC services (Ingest, WorkerApi, Admin), auth, leader redirects;
@@ -18,6 +19,7 @@ pub mod index;
 pub mod metrics;
 pub mod missing_check;
 pub mod raft;
+pub mod restore;
 pub mod scheduler;
 pub mod service;
 
@@ -63,6 +65,9 @@ pub async fn run(
     std::fs::create_dir_all(&config.data_dir)?;
     let database = Index::open_database(&config.data_dir.join("master.redb"))?;
     let index = Index::open(database)?;
+    if let Some(backup) = &config.restore {
+        restore::seed(&index, &config.data_dir, backup)?;
+    }
     let raft_config = RaftConfig {
         id: config.id,
         members: members.clone(),
@@ -224,7 +229,7 @@ pub async fn run(
                 .with_client_cert(config.tls_client_ca.is_some()),
         ))
         .add_service(InterceptedService::new(
-            AdminServer::new(AdminService::new(scheduler)),
+            AdminServer::new(AdminService::new(scheduler, config.raft_snapshot_chunk)),
             auth.interceptor("the Admin service", auth::ALL_ROLES),
         ))
         .add_service(InterceptedService::new(

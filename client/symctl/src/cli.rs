@@ -45,6 +45,9 @@ pub enum Command {
     Missing(MissingArgs),
     /// Print the cluster's state: workers, slots, queue, cache hit rates.
     Status(StatusArgs),
+    /// Operators' commands on the master group (admin token).
+    #[command(subcommand)]
+    Admin(AdminCommand),
     /// Print a shell completion script (`symctl completions bash > /etc/bash_completion.d/symctl`).
     Completions(CompletionsArgs),
     /// Print symctl's man page (roff: `symctl man > symctl.1; man ./symctl.1`).
@@ -316,6 +319,28 @@ pub struct StatusArgs {
     /// `table` (a summary line, then the masters and the workers) or `json` (one object).
     #[arg(long, value_enum, default_value_t = Output::Table)]
     pub output: Output,
+}
+
+/// `symctl admin ...`.
+#[derive(Debug, Subcommand)]
+pub enum AdminCommand {
+    /// Write a consistent copy of a master's index to FILE (what `symcluster-master --restore
+    /// FILE` seeds a new group from).
+    ///
+    /// The master (the leader, as found from `--master`) reads its index in one read
+    /// transaction while it goes on, and streams it in chunks; each chunk's CRC-32 and the
+    /// whole backup's SHA-256 are checked, the file is written to FILE.part, fsynced, then
+    /// renamed to FILE. Prints the backup's applied log index, jobs, bytes and the digest of
+    /// the index it holds (`Admin/IndexDigest` of a master restored from it answers the same).
+    Backup(BackupArgs),
+}
+
+#[derive(Debug, clap::Args)]
+pub struct BackupArgs {
+    #[command(flatten)]
+    pub master: MasterArgs,
+    /// Where to write the backup (replaced if it exists).
+    pub file: PathBuf,
 }
 
 #[derive(Debug, clap::Args)]

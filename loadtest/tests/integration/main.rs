@@ -6,6 +6,7 @@
 //! Needs the release binaries (`cargo build --release --bins`) and `garage` on PATH; both are
 //! provided by `scripts/test.sh`.
 
+mod backup;
 mod cluster_api;
 mod drain;
 mod faults;

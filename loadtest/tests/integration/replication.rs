@@ -440,7 +440,7 @@ pub(crate) async fn wait_for_equal_digests(cluster: &Cluster) -> Vec<api::IndexD
     panic!("the masters' indexes differ: {last:?}");
 }
 
-type AdminClient = api::admin_client::AdminClient<
+pub(crate) type AdminClient = api::admin_client::AdminClient<
     tonic::service::interceptor::InterceptedService<
         tonic::transport::Channel,
         fn(tonic::Request<()>) -> Result<tonic::Request<()>, tonic::Status>,
@@ -448,7 +448,7 @@ type AdminClient = api::admin_client::AdminClient<
 >;
 
 /// An admin client of the master at `endpoint` (admin token), when it answers.
-async fn admin(endpoint: &str) -> Option<AdminClient> {
+pub(crate) async fn admin(endpoint: &str) -> Option<AdminClient> {
     let channel = tonic::transport::Endpoint::from_shared(endpoint.to_owned())
         .unwrap()
         .connect()

@@ -64,37 +64,47 @@ impl Index {
     /// The digest of every table, read in one read transaction (it reads the whole index:
     /// seconds per GB). Errors: the store's.
     pub fn digest(&self) -> Result<IndexDigest, IndexError> {
-        let txn = self.db.begin_read().map_err(db)?;
-        let mut hasher = Sha256::new();
-        let keep = |_: &[u8], _: &[u8]| false;
-        let jobs = hash_table(&txn, JOBS, &mut hasher, keep)?;
-        hash_table(&txn, SPECS, &mut hasher, keep)?;
-        hash_table(&txn, RESULTS, &mut hasher, keep)?;
-        hash_table(&txn, BY_SEQUENCE, &mut hasher, keep)?;
-        hash_table(&txn, OPEN, &mut hasher, keep)?;
-        hash_table(&txn, GROUPS, &mut hasher, keep)?;
-        hash_table(&txn, missing::SETS, &mut hasher, keep)?;
-        hash_table(&txn, missing::FILES, &mut hasher, keep)?;
-        hash_table(&txn, missing::JOBS, &mut hasher, keep)?;
-        // A count of 0 reads as an absent one (a restored index writes every count; applying
-        // writes one when it first changes).
-        hash_table(&txn, META, &mut hasher, |key, value| {
-            key == meta::APPLIED_INDEX.as_bytes()
-                || key == meta::APPLIED_TERM.as_bytes()
-                || value.iter().all(|b| *b == 0)
-        })?;
-        let (applied_index, applied_term) = {
-            let table = txn.open_table(META).map_err(db)?;
-            let get = |key: &str| -> Result<u64, IndexError> {
-                Ok(table.get(key).map_err(db)?.map_or(0, |v| v.value()))
-            };
-            (get(meta::APPLIED_INDEX)?, get(meta::APPLIED_TERM)?)
-        };
-        Ok(IndexDigest {
-            sha256: hasher.finalize().into(),
-            applied_index,
-            applied_term,
-            jobs,
-        })
+        digest_of(&self.db.begin_read().map_err(db)?)
     }
+}
+
+impl super::snapshot::SnapshotSource {
+    /// The digest of the index this source holds (the same read transaction).
+    pub fn digest(&self) -> Result<IndexDigest, IndexError> {
+        digest_of(&self.txn)
+    }
+}
+
+fn digest_of(txn: &ReadTransaction) -> Result<IndexDigest, IndexError> {
+    let mut hasher = Sha256::new();
+    let keep = |_: &[u8], _: &[u8]| false;
+    let jobs = hash_table(txn, JOBS, &mut hasher, keep)?;
+    hash_table(txn, SPECS, &mut hasher, keep)?;
+    hash_table(txn, RESULTS, &mut hasher, keep)?;
+    hash_table(txn, BY_SEQUENCE, &mut hasher, keep)?;
+    hash_table(txn, OPEN, &mut hasher, keep)?;
+    hash_table(txn, GROUPS, &mut hasher, keep)?;
+    hash_table(txn, missing::SETS, &mut hasher, keep)?;
+    hash_table(txn, missing::FILES, &mut hasher, keep)?;
+    hash_table(txn, missing::JOBS, &mut hasher, keep)?;
+    // A count of 0 reads as an absent one (a restored index writes every count; applying
+    // writes one when it first changes).
+    hash_table(txn, META, &mut hasher, |key, value| {
+        key == meta::APPLIED_INDEX.as_bytes()
+            || key == meta::APPLIED_TERM.as_bytes()
+            || value.iter().all(|b| *b == 0)
+    })?;
+    let (applied_index, applied_term) = {
+        let table = txn.open_table(META).map_err(db)?;
+        let get = |key: &str| -> Result<u64, IndexError> {
+            Ok(table.get(key).map_err(db)?.map_or(0, |v| v.value()))
+        };
+        (get(meta::APPLIED_INDEX)?, get(meta::APPLIED_TERM)?)
+    };
+    Ok(IndexDigest {
+        sha256: hasher.finalize().into(),
+        applied_index,
+        applied_term,
+        jobs,
+    })
 }

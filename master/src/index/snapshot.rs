@@ -37,7 +37,7 @@ const MAX_RECORD_BYTES: u64 = 1 << 30;
 
 /// The index as one read transaction sees it: the source of one snapshot.
 pub struct SnapshotSource {
-    txn: ReadTransaction,
+    pub(super) txn: ReadTransaction,
     /// The log index the snapshot reflects (the index's applied index in `txn`).
     pub index: u64,
     /// That entry's term.

@@ -2,9 +2,11 @@
 //! admin tokens see it; any other token learns where the leader is (how clients find it). The
 //! digest of the answering master's own index, to check that replicas agree.
 
+use std::pin::Pin;
 use std::sync::Arc;
 
 use symcluster_proto::v1::{self, admin_server::Admin};
+use tokio_stream::Stream;
 use tonic::{Request, Response, Status};
 
 use super::index_status;
@@ -14,17 +16,73 @@ use crate::scheduler::Scheduler;
 /// The admin service.
 pub struct AdminService {
     scheduler: Arc<Scheduler>,
+    /// Bytes per chunk of a backup.
+    chunk_bytes: usize,
 }
 
 impl AdminService {
-    /// Serves `scheduler`.
-    pub fn new(scheduler: Arc<Scheduler>) -> Self {
-        AdminService { scheduler }
+    /// Serves `scheduler`; backups go in chunks of `chunk_bytes`.
+    pub fn new(scheduler: Arc<Scheduler>, chunk_bytes: usize) -> Self {
+        AdminService {
+            scheduler,
+            chunk_bytes,
+        }
     }
 }
 
+type BackupStream = Pin<Box<dyn Stream<Item = Result<v1::BackupChunk, Status>> + Send>>;
+
 #[tonic::async_trait]
 impl Admin for AdminService {
+    type BackupStream = BackupStream;
+
+    async fn backup(
+        &self,
+        request: Request<v1::BackupRequest>,
+    ) -> Result<Response<Self::BackupStream>, Status> {
+        auth::require(&request, auth::ADMIN_ROLES, "a backup")?;
+        let index = self.scheduler.index().clone();
+        // The digest first, from the same read transaction the backup is written from.
+        let (source, digest) = tokio::task::spawn_blocking(move || {
+            let source = index.snapshot_source()?;
+            let digest = source.digest()?;
+            Ok::<_, crate::index::IndexError>((source, digest))
+        })
+        .await
+        .map_err(|e| Status::internal(format!("the backup task failed: {e}")))?
+        .map_err(index_status)?;
+        tracing::info!(
+            applied_index = digest.applied_index,
+            jobs = digest.jobs,
+            "backup started"
+        );
+        let chunks = crate::raft::snapshot::send(source, 0, Vec::new(), self.chunk_bytes)
+            .map_err(|e| Status::internal(format!("cannot start the backup thread: {e}")))?;
+        let stream = tokio_stream::StreamExt::map(
+            tokio_stream::wrappers::ReceiverStream::new(chunks),
+            move |chunk| {
+                let last = chunk.last;
+                Ok(v1::BackupChunk {
+                    offset: chunk.offset,
+                    data: chunk.data,
+                    crc32: chunk.crc32,
+                    last,
+                    sha256: chunk.sha256,
+                    total_bytes: chunk.total_bytes,
+                    applied_index: digest.applied_index,
+                    applied_term: digest.applied_term,
+                    index_sha256: if last {
+                        digest.sha256.to_vec()
+                    } else {
+                        Vec::new()
+                    },
+                    jobs: digest.jobs,
+                })
+            },
+        );
+        Ok(Response::new(Box::pin(stream)))
+    }
+
     async fn cluster_status(
         &self,
         request: Request<v1::ClusterStatusRequest>,

@@ -11,7 +11,7 @@ use crate::cli::{
     TreeFormat,
 };
 
-async fn connect(args: &MasterArgs) -> anyhow::Result<Client> {
+pub(super) async fn connect(args: &MasterArgs) -> anyhow::Result<Client> {
     let tls = symcluster_client::Tls::from_files(args.tls_ca.as_deref(), None, None)?;
     Ok(Client::connect_with(&args.master, &args.token, tls).await?)
 }

@@ -1,5 +1,6 @@
 //! One module per subcommand; [`run`] dispatches.
 
+mod backup;
 mod cluster;
 mod output;
 mod restore_js;
@@ -20,6 +21,7 @@ pub fn run(command: Command) -> anyhow::Result<()> {
         Command::Groups(args) => block_on(cluster::groups(args)),
         Command::Missing(args) => block_on(cluster::missing(args)),
         Command::Status(args) => block_on(cluster::status(args)),
+        Command::Admin(crate::cli::AdminCommand::Backup(args)) => block_on(backup::run(args)),
         Command::Completions(args) => {
             let mut command = <crate::cli::Cli as clap::CommandFactory>::command();
             clap_complete::generate(args.shell, &mut command, "symctl", &mut std::io::stdout());

@@ -1,0 +1,43 @@
+//! `symcluster-master --restore FILE`: a new master's index seeded from a backup
+//! (`symctl admin backup`, `Admin/Backup`), before Raft starts.
+//!
+//! The backup is the index as snapshot records (`index::snapshot`), at one applied log index.
+//! Restored into an empty data directory, the index is ahead of the (empty) Raft log, and the
+//! log then starts after the backup's applied index as it does after an installed snapshot
+//! (`raft::storage::RaftStorage::open`). Every member of the new group is restored from the
+//! same file (or a group of one is restored, then grown).
+
+use std::fs::File;
+use std::io::BufReader;
+use std::path::Path;
+
+use crate::index::Index;
+
+/// Restores `index` (just opened in `data_dir`) from the backup `file`; returns the log index
+/// and term it reflects. Errors: `data_dir` already holds an index or a Raft log (a restore
+/// only seeds a new master: it never overwrites one), the file cannot be read, or it is not a
+/// whole backup (cut, corrupt: the index is then left empty).
+pub fn seed(index: &Index, data_dir: &Path, file: &Path) -> anyhow::Result<(u64, u64)> {
+    let (applied, _) = index.applied()?;
+    let log_dir = data_dir.join("raft-log");
+    if applied > 0 || log_dir.exists() {
+        anyhow::bail!(
+            "--restore seeds a new master, but {} already holds an index (applied up to log \
+             entry {applied}) or a raft log; start it with an empty --data-dir, or without \
+             --restore",
+            data_dir.display()
+        );
+    }
+    let input = File::open(file)
+        .map_err(|e| anyhow::anyhow!("cannot read the backup {}: {e}", file.display()))?;
+    let (index_at, term) = index
+        .restore_from(&mut BufReader::with_capacity(1 << 20, input))
+        .map_err(|e| anyhow::anyhow!("the backup {} does not restore: {e}", file.display()))?;
+    tracing::info!(
+        file = %file.display(),
+        applied_index = index_at,
+        applied_term = term,
+        "index restored from a backup"
+    );
+    Ok((index_at, term))
+}
