@@ -339,6 +339,13 @@ pub fn start(
     );
     std::thread::Builder::new()
         .name(format!("raft-{}", config.id))
-        .spawn(move || node.run())
+        .spawn(move || {
+            // raft-rs panics on a storage error it cannot handle (an unreadable log segment): a
+            // master whose Raft member is gone must not go on serving a stale index.
+            if std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| node.run())).is_err() {
+                tracing::error!("the raft node failed; this master exits");
+                std::process::exit(70);
+            }
+        })
         .map_err(|e| IndexError::Corrupt(format!("cannot start the raft thread: {e}")))
 }

@@ -192,8 +192,15 @@ impl Node {
                         );
                         continue;
                     }
+                    let streamed = m.get_msg_type() == raft::prelude::MessageType::MsgSnapshot
+                        && m.get_snapshot().data.as_slice() == snapshot::MARKER;
                     if let Err(e) = self.raw.step(m) {
                         tracing::debug!(error = %e, "raft message dropped");
+                    }
+                    // A snapshot Raft did not take (stale, or behind what this master has)
+                    // leaves its file: deleted now, not at the next restart.
+                    if streamed && self.raw.raft.raft_log.unstable.snapshot.is_none() {
+                        snapshot::remove_ready(&self.snapshot_dir);
                     }
                 }
             }
@@ -499,9 +506,19 @@ impl Node {
             self.durable_applied = last_index;
             self.last_checkpoint = Instant::now();
         }
+        // Never past a snapshot being sent: the follower continues from the log after it.
+        let sending = self
+            .raw
+            .raft
+            .prs()
+            .iter()
+            .filter(|(_, p)| p.state == raft::ProgressState::Snapshot)
+            .map(|(_, p)| p.pending_snapshot)
+            .min()
+            .unwrap_or(u64::MAX);
         self.raw
             .mut_store()
-            .maybe_compact(self.applied, self.durable_applied)?;
+            .maybe_compact(self.applied, self.durable_applied.min(sending))?;
         if !changes.is_empty() {
             let is_leader = self.role == StateRole::Leader;
             let (contexts, applied): (Vec<Vec<u8>>, Vec<(Command, Applied)>) = changes

@@ -29,7 +29,9 @@ use std::collections::HashMap;
 use std::fs::{self, File};
 use std::io::{self, BufReader, Write};
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
 
 use sha2::{Digest as _, Sha256};
 use symcluster_proto::cluster::v1 as pb;
@@ -48,6 +50,11 @@ pub const DEFAULT_CHUNK_BYTES: usize = 4 << 20;
 
 /// Chunks queued between the thread that reads the index and the call that sends them.
 pub const CHUNKS_IN_FLIGHT: usize = 2;
+
+/// A transfer whose receiver takes no chunk for this long is given up: the thread stops, drops
+/// its read transaction, and the call ends without its last chunk (raft-rs sends a new snapshot
+/// later; a backup fails).
+pub const STALL: Duration = Duration::from_secs(30);
 
 /// Snapshot sources taken for followers, by follower id, until their sending task takes them.
 #[derive(Clone, Default)]
@@ -73,8 +80,25 @@ pub fn ready_path(dir: &Path, index: u64, term: u64) -> PathBuf {
     dir.join(format!("{index:020}-{term}.snap"))
 }
 
+/// A part file of its own for each call (a retried transfer may overlap the one it replaces).
 fn incoming_path(dir: &Path, from: u64) -> PathBuf {
-    dir.join(format!("incoming-{from}.part"))
+    static CALLS: AtomicU64 = AtomicU64::new(0);
+    let call = CALLS.fetch_add(1, Ordering::Relaxed);
+    dir.join(format!("incoming-{from}-{call}.part"))
+}
+
+/// Deletes the received snapshots waiting in `dir` (one Raft did not install, or one restored).
+pub fn remove_ready(dir: &Path) {
+    let Ok(files) = fs::read_dir(dir) else {
+        return;
+    };
+    for file in files.flatten() {
+        if file.file_name().to_string_lossy().ends_with(".snap")
+            && let Err(e) = fs::remove_file(file.path())
+        {
+            tracing::warn!(path = %file.path().display(), error = %e, "a snapshot file cannot be deleted");
+        }
+    }
 }
 
 /// Empties (or creates) the snapshot directory: what a previous run left there is either a cut
@@ -115,9 +139,8 @@ pub fn restore(
             restored.0, restored.1, meta.index, meta.term
         )));
     }
-    if let Err(e) = fs::remove_file(&path) {
-        tracing::warn!(path = %path.display(), error = %e, "a restored snapshot file cannot be deleted");
-    }
+    // This one and any other that waited (a transfer Raft did not install).
+    remove_ready(dir);
     Ok(())
 }
 
@@ -156,9 +179,31 @@ impl ChunkWriter {
             data,
         };
         self.offset += chunk.data.len() as u64;
-        self.tx
-            .blocking_send(chunk)
-            .map_err(|_| io::Error::new(io::ErrorKind::BrokenPipe, "the snapshot call ended"))
+        // Waits for room at most `STALL`: a receiver that stopped reading does not hold the
+        // read transaction (and this thread) forever.
+        let deadline = Instant::now() + STALL;
+        let mut chunk = chunk;
+        loop {
+            match self.tx.try_send(chunk) {
+                Ok(()) => return Ok(()),
+                Err(mpsc::error::TrySendError::Closed(_)) => {
+                    return Err(io::Error::new(
+                        io::ErrorKind::BrokenPipe,
+                        "the snapshot call ended",
+                    ));
+                }
+                Err(mpsc::error::TrySendError::Full(back)) => {
+                    if Instant::now() >= deadline {
+                        return Err(io::Error::new(
+                            io::ErrorKind::TimedOut,
+                            format!("the receiver took no chunk for {} s", STALL.as_secs()),
+                        ));
+                    }
+                    chunk = back;
+                    std::thread::sleep(Duration::from_millis(5));
+                }
+            }
+        }
     }
 }
 
@@ -181,7 +226,8 @@ impl Write for ChunkWriter {
 /// Streams `source` to a follower as `SnapshotChunk`s: the first carries `from` and the
 /// encoded `MsgSnapshot`. A thread reads the index and fills chunks of `chunk_bytes` into a
 /// channel of [`CHUNKS_IN_FLIGHT`]; it ends, dropping its read transaction, when the stream is
-/// written or the receiving side is dropped. Returns the chunks' receiving side.
+/// written, the receiving side is dropped, or no chunk was taken for [`STALL`] (the channel
+/// then closes before the last chunk). Returns the chunks' receiving side.
 pub fn send(
     source: SnapshotSource,
     from: u64,

@@ -7,14 +7,13 @@
 //! A broken stream or a failed call tells the node the peer is unreachable (raft-rs then probes
 //! it gently) and drops the messages queued for it: Raft resends what matters. HTTP/2 keepalive
 //! (1 s, 2 s timeout) notices a peer cut off by the network; a snapshot transfer whose receiver
-//! takes no chunk for [`SNAPSHOT_STALL`] is given up. Receiving: [`PeerService`] decodes each
+//! takes no chunk for [`snapshot::STALL`] is given up. A snapshot message that is not sent (the
+//! peer unreachable) is reported failed to the node at once, so that raft-rs sends another. Receiving: [`PeerService`] decodes each
 //! message and hands each batch to the node's channel; a snapshot is written to a file and
 //! checked before its message is handed over.
 
 use std::collections::HashMap;
 use std::path::PathBuf;
-use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::mpsc::Sender;
 use std::time::{Duration, Instant};
 
@@ -35,10 +34,6 @@ use crate::metrics;
 /// Largest Raft batch, bytes (a snapshot of a master before streamed snapshots travels in one
 /// message; a streaming master's messages are far smaller).
 pub const MAX_MESSAGE_BYTES: usize = 1 << 30;
-
-/// A snapshot transfer whose receiver takes no chunk for this long is given up (raft-rs sends a
-/// new one later).
-pub const SNAPSHOT_STALL: Duration = Duration::from_secs(30);
 
 /// The sending side: a queue per peer.
 pub struct Transport {
@@ -158,6 +153,8 @@ async fn send_loop(
         for snapshot in snapshot_messages {
             if ok {
                 ok = snapshots.send(client.clone(), &snapshot).await;
+            } else {
+                snapshots.drop_source();
             }
             let _ = node.send(Input::SnapshotSent { peer: to, ok });
         }
@@ -165,8 +162,17 @@ async fn send_loop(
             tracing::debug!(peer = to, "raft peer unreachable");
             stream = None;
             let _ = node.send(Input::Unreachable(to));
-            // Raft resends what matters once the peer answers again.
-            while rx.try_recv().is_ok() {}
+            // Raft resends what matters once the peer answers again; a snapshot dropped here is
+            // reported, or raft-rs would wait for it for good.
+            while let Ok(dropped) = rx.try_recv() {
+                if dropped.get_msg_type() == MessageType::MsgSnapshot {
+                    snapshots.drop_source();
+                    let _ = node.send(Input::SnapshotSent {
+                        peer: to,
+                        ok: false,
+                    });
+                }
+            }
             tokio::time::sleep(Duration::from_millis(100)).await;
         }
     }
@@ -221,6 +227,11 @@ struct SnapshotSender {
 }
 
 impl SnapshotSender {
+    /// Drops the source left for a snapshot that is not sent (its read transaction with it).
+    fn drop_source(&self) {
+        drop(self.outbox.take(self.to));
+    }
+
     /// Streams the snapshot of `message` (taken from the outbox); whether the follower received
     /// it whole and handed it to its node.
     async fn send(&self, mut client: Client, message: &Message) -> bool {
@@ -245,32 +256,12 @@ impl SnapshotSender {
                     return false;
                 }
             };
-        // The time of the last chunk the call took: a receiver that takes none for
-        // `SNAPSHOT_STALL` is given up.
-        let pulled = Arc::new(AtomicU64::new(0));
-        let stream = {
-            let pulled = pulled.clone();
-            tokio_stream::StreamExt::map(
-                tokio_stream::wrappers::ReceiverStream::new(chunks),
-                move |chunk| {
-                    pulled.store(started.elapsed().as_millis() as u64, Ordering::Relaxed);
-                    chunk
-                },
-            )
-        };
-        let stalled = async {
-            loop {
-                tokio::time::sleep(Duration::from_secs(1)).await;
-                let idle = started.elapsed().as_millis() as u64 - pulled.load(Ordering::Relaxed);
-                if idle >= SNAPSHOT_STALL.as_millis() as u64 {
-                    return;
-                }
-            }
-        };
-        let result = tokio::select! {
-            result = client.install_snapshot(stream) => result,
-            () = stalled => Err(Status::deadline_exceeded("the receiver took no chunk")),
-        };
+        // A receiver that stops taking chunks ends the stream early (`snapshot::STALL`); after
+        // the last chunk, the follower's fsync and hand-over are waited for (HTTP/2 keepalive
+        // notices a follower that died).
+        let result = client
+            .install_snapshot(tokio_stream::wrappers::ReceiverStream::new(chunks))
+            .await;
         match result {
             Ok(response) => {
                 let bytes = response.get_ref().bytes;
