@@ -292,27 +292,27 @@ async fn a_follower_far_behind_catches_up_from_a_streamed_snapshot_in_bounded_me
     )
     .unwrap();
     let follower_metrics = metrics(follower).await;
-    let received = |outcome| {
-        metric_value(
-            &follower_metrics,
-            "symcluster_raft_snapshots_total",
-            &[("direction", "received"), ("outcome", outcome)],
-        )
-        .unwrap()
-    };
     // The restarted process received one whole snapshot (the cut one was the killed process's).
-    assert_eq!(received("ok"), 1.0, "{follower_metrics}");
-    assert_eq!(received("failed"), 0.0, "{follower_metrics}");
-    let sent = |outcome| {
-        metric_value(
-            &leader_metrics,
-            "symcluster_raft_snapshots_total",
-            &[("direction", "sent"), ("outcome", outcome)],
-        )
-        .unwrap()
-    };
-    assert_eq!(sent("ok"), 1.0, "{leader_metrics}");
-    assert!(sent("failed") >= 1.0, "{leader_metrics}");
+    let count = snapshot_count;
+    assert_eq!(
+        count(&follower_metrics, "received", "ok"),
+        1.0,
+        "{follower_metrics}"
+    );
+    assert_eq!(
+        count(&follower_metrics, "received", "failed"),
+        0.0,
+        "{follower_metrics}"
+    );
+    assert_eq!(
+        count(&leader_metrics, "sent", "ok"),
+        1.0,
+        "{leader_metrics}"
+    );
+    assert!(
+        count(&leader_metrics, "sent", "failed") >= 1.0,
+        "{leader_metrics}"
+    );
     let sent_mib = sent_bytes / f64::from(1 << 20);
     let growth = rss_peak - rss_before;
     println!(
@@ -400,17 +400,24 @@ async fn a_follower_stopped_for_a_rolling_restart_catches_up_from_the_log() {
             .await
             .unwrap();
         for outcome in ["ok", "failed"] {
-            let snapshots = metric_value(
-                &metrics,
-                "symcluster_raft_snapshots_total",
-                &[("direction", direction), ("outcome", outcome)],
-            );
-            assert_eq!(snapshots, Some(0.0), "master {id}, {direction} {outcome}");
+            let snapshots = snapshot_count(&metrics, direction, outcome);
+            assert_eq!(snapshots, 0.0, "master {id}, {direction} {outcome}");
         }
     }
     println!("{jobs} entries while the follower was down: caught up from the log");
     let digests = wait_for_equal_digests(&cluster).await;
     assert_eq!(digests[0].jobs, jobs);
+}
+
+/// `symcluster_raft_snapshots_total{direction, outcome}` in a master's metrics (exposed from the
+/// start, 0 included).
+fn snapshot_count(metrics: &str, direction: &str, outcome: &str) -> f64 {
+    metric_value(
+        metrics,
+        "symcluster_raft_snapshots_total",
+        &[("direction", direction), ("outcome", outcome)],
+    )
+    .unwrap_or_else(|| panic!("no snapshot counter {direction} {outcome}:\n{metrics}"))
 }
 
 /// Every running master's [`api::IndexDigestResponse`], once they all answer the same applied

@@ -296,16 +296,6 @@ impl SegmentLog {
         self.push(KIND_COMPACTED, meta);
     }
 
-    /// Bytes in the segment files (the active one included, what is queued not).
-    pub fn bytes_on_disk(&self) -> u64 {
-        self.closed
-            .iter()
-            .filter_map(|s| fs::metadata(&s.path).ok())
-            .map(|m| m.len())
-            .sum::<u64>()
-            + self.bytes
-    }
-
     /// Writes what was queued in one `write`, then `fdatasync`s when `sync`. Errors: the file
     /// system's; the log must not be used after one (the node stops).
     pub fn flush(&mut self, sync: bool) -> Result<(), LogError> {

@@ -45,9 +45,6 @@ use crate::metrics;
 /// (A leader before streamed snapshots put the whole `IndexSnapshot` message there.)
 pub const MARKER: &[u8] = b"symcluster-snapshot-stream/1";
 
-/// The default chunk size, bytes.
-pub const DEFAULT_CHUNK_BYTES: usize = 4 << 20;
-
 /// Chunks queued between the thread that reads the index and the call that sends them.
 pub const CHUNKS_IN_FLIGHT: usize = 2;
 
@@ -361,11 +358,6 @@ impl Receiver {
     pub fn received(&self) -> u64 {
         self.received
     }
-
-    /// Whether the last chunk arrived and checked.
-    pub fn is_complete(&self) -> bool {
-        self.done
-    }
 }
 
 impl Drop for Receiver {
@@ -425,7 +417,6 @@ mod tests {
         for chunk in chunks(&data, 4096) {
             receiver.chunk(&chunk, 90, 3).unwrap();
         }
-        assert!(receiver.is_complete());
         assert_eq!(receiver.received(), 10_000);
         drop(receiver);
         assert_eq!(files(dir.path()), ["00000000000000000090-3.snap"]);
