@@ -306,6 +306,11 @@ pub struct MasterProc {
     pub scheme: &'static str,
     /// Metrics port.
     pub metrics_port: u16,
+    /// Whether it is a member of the group as the test sees it (listed in the `--peers` of
+    /// masters started from now on).
+    pub in_group: bool,
+    /// Started with `--join` (a new member of an existing group).
+    pub join: bool,
 }
 
 impl MasterProc {
@@ -387,6 +392,8 @@ impl Cluster {
                 scheme,
                 port: free_port(),
                 metrics_port: free_port(),
+                in_group: true,
+                join: false,
             })
             .collect();
         let mut cluster = Cluster {
@@ -413,10 +420,11 @@ impl Cluster {
         cluster
     }
 
-    /// `1=127.0.0.1:p1,2=...` for `--peers`.
+    /// `1=127.0.0.1:p1,2=...` for `--peers`: the masters in the group.
     fn peers(&self) -> String {
         self.masters
             .iter()
+            .filter(|m| m.in_group)
             .map(|m| format!("{}=127.0.0.1:{}", m.id, m.port))
             .collect::<Vec<_>>()
             .join(",")
@@ -426,7 +434,7 @@ impl Cluster {
     pub fn start_master(&mut self, id: u64) {
         let peers = self.peers();
         let m = &self.masters[id as usize - 1];
-        let log = self.dir.path().join(format!("master-{id}.log"));
+        let log = self.master_log_path(id);
         let stderr = std::fs::OpenOptions::new()
             .create(true)
             .append(true)
@@ -461,6 +469,9 @@ impl Cluster {
         if self.masters.len() > 1 {
             command.args(["--peers", &peers]);
         }
+        if m.join {
+            command.arg("--join");
+        }
         command
             .args(&self.options.args)
             .envs(self.options.env.iter().cloned());
@@ -482,6 +493,74 @@ impl Cluster {
             name: format!("master-{id}"),
             log,
         });
+    }
+
+    /// Starts a new master with `--join` (the next id, new ports, an empty data dir) and adds
+    /// it to the clients' endpoints; returns its id. The group takes it in once an operator
+    /// runs `symctl admin members add` ([`Self::member_address`]).
+    pub fn join_master(&mut self) -> u64 {
+        self.new_master(true)
+    }
+
+    /// [`Self::join_master`] without `--join` (a mistake: it must be refused).
+    pub fn join_master_without_join_flag(&mut self) -> u64 {
+        self.new_master(false)
+    }
+
+    fn new_master(&mut self, join: bool) -> u64 {
+        let id = self.masters.len() as u64 + 1;
+        let scheme = self.masters[0].scheme;
+        self.masters.push(MasterProc {
+            id,
+            proc: None,
+            scheme,
+            port: free_port(),
+            metrics_port: free_port(),
+            in_group: true,
+            join,
+        });
+        self.endpoint = format!(
+            "{},{}",
+            self.endpoint,
+            self.masters[id as usize - 1].endpoint()
+        );
+        self.start_master(id);
+        id
+    }
+
+    /// Waits up to `within` for master `id` to exit by itself: its exit status, or `None` when
+    /// it still runs (it is SIGKILLed when the cluster is dropped).
+    pub async fn wait_master_exit(
+        &mut self,
+        id: u64,
+        within: Duration,
+    ) -> Option<std::process::ExitStatus> {
+        let deadline = Instant::now() + within;
+        while Instant::now() < deadline {
+            let proc = self.masters[id as usize - 1].proc.as_mut()?;
+            if let Ok(Some(status)) = proc.child.try_wait() {
+                return Some(status);
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        None
+    }
+
+    /// Master `id`'s log file.
+    pub fn master_log_path(&self, id: u64) -> PathBuf {
+        self.dir.path().join(format!("master-{id}.log"))
+    }
+
+    /// Master `id`'s gRPC address (`http://127.0.0.1:port`), as `members add` takes it.
+    pub fn member_address(&self, id: u64) -> String {
+        self.masters[id as usize - 1].endpoint()
+    }
+
+    /// Stops master `id` (SIGKILL) and leaves it out of the `--peers` of masters started from
+    /// now on (it was removed from the group).
+    pub fn forget_master(&mut self, id: u64) {
+        self.kill_master(id);
+        self.masters[id as usize - 1].in_group = false;
     }
 
     /// Master `id`'s `--data-dir` (its index, Raft log and received snapshots).

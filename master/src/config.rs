@@ -32,7 +32,8 @@ pub struct MasterConfig {
     )]
     pub metrics_listen: SocketAddr,
 
-    /// Directory of the durable index (`index.redb`).
+    /// Directory of this master's state: the index (`master.redb`), the Raft log (`raft-log/`)
+    /// and snapshots being received (`snapshots/`).
     #[arg(long, env = "SYMCLUSTER_DATA_DIR", default_value = "symcluster-data")]
     pub data_dir: PathBuf,
 
@@ -77,9 +78,19 @@ pub struct MasterConfig {
 
     /// Every member of the master group, this one included: `1=host:port,2=host:port,...`
     /// (their gRPC addresses; Raft travels on the same port). Without it, this master is a
-    /// group of one, reachable at `--listen`.
+    /// group of one, reachable at `--listen`. A new group's first membership; afterwards the
+    /// group's own (changed by `symctl admin members`) is used, and `--peers` only needs to
+    /// reach it.
     #[arg(long, env = "SYMCLUSTER_PEERS", value_parser = parse_peer, value_delimiter = ',')]
     pub peers: Vec<(u64, String)>,
+
+    /// This master joins an existing group as a new member: with an empty `--data-dir`, it
+    /// starts with no membership and waits for the leader to send it the index once an
+    /// operator runs `symctl admin members add ID ADDRESS` (before or after). `--peers` then
+    /// names the group's current members and this one. Ignored once the data dir holds the
+    /// group's state (a restart).
+    #[arg(long, env = "SYMCLUSTER_JOIN")]
+    pub join: bool,
 
     /// Raft election timeout, in ticks of 100 ms (randomized up to twice that).
     #[arg(long, env = "SYMCLUSTER_ELECTION_TICKS", default_value_t = 10)]

@@ -62,6 +62,25 @@ pub async fn run(
     shutdown: impl std::future::Future<Output = ()> + Send + 'static,
 ) -> anyhow::Result<()> {
     let members = config.members().map_err(anyhow::Error::msg)?;
+    let tls = if config.tls() {
+        symcluster_client::Tls::from_files(
+            config.tls_ca.as_deref(),
+            config.tls_cert.as_deref(),
+            config.tls_key.as_deref(),
+        )
+        .map_err(anyhow::Error::msg)?
+    } else {
+        symcluster_client::Tls::default()
+    };
+    // A master whose data dir is empty starts a group, joins one, or is refused (a member that
+    // lost its disk): see `raft::join`.
+    let empty =
+        !config.data_dir.join("master.redb").exists() && !config.data_dir.join("raft-log").exists();
+    if empty && config.restore.is_none() && members.len() > 1 {
+        raft::join::check_empty_start(config.id, config.join, &members, &config.token, &tls)
+            .await
+            .map_err(anyhow::Error::msg)?;
+    }
     std::fs::create_dir_all(&config.data_dir)?;
     let database = Index::open_database(&config.data_dir.join("master.redb"))?;
     let index = Index::open(database)?;
@@ -73,17 +92,9 @@ pub async fn run(
         members: members.clone(),
         election_tick: config.election_ticks.max(3),
         heartbeat_tick: (config.election_ticks / 5).max(1),
+        join: config.join,
         token: config.token.clone(),
-        tls: if config.tls() {
-            symcluster_client::Tls::from_files(
-                config.tls_ca.as_deref(),
-                config.tls_cert.as_deref(),
-                config.tls_key.as_deref(),
-            )
-            .map_err(anyhow::Error::msg)?
-        } else {
-            symcluster_client::Tls::default()
-        },
+        tls,
         snapshot_dir: config.data_dir.join("snapshots"),
         snapshot_chunk_bytes: config.raft_snapshot_chunk,
         log_retain_bytes: config.raft_log_retain,
@@ -201,7 +212,7 @@ pub async fn run(
     let stepping_down = (raft_handle.clone(), scheduler.leadership());
     let peer = PeerServer::new(PeerService::new(
         raft_handle.inputs(),
-        members.keys().copied().collect(),
+        raft_handle.members.clone(),
         raft_config.snapshot_dir.clone(),
     ))
     .max_decoding_message_size(MAX_MESSAGE_BYTES)
@@ -229,7 +240,11 @@ pub async fn run(
                 .with_client_cert(config.tls_client_ca.is_some()),
         ))
         .add_service(InterceptedService::new(
-            AdminServer::new(AdminService::new(scheduler, config.raft_snapshot_chunk)),
+            AdminServer::new(AdminService::new(
+                scheduler,
+                config.raft_snapshot_chunk,
+                config.tls(),
+            )),
             auth.interceptor("the Admin service", auth::ALL_ROLES),
         ))
         .add_service(InterceptedService::new(

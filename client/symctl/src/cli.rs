@@ -333,6 +333,51 @@ pub enum AdminCommand {
     /// renamed to FILE. Prints the backup's applied log index, jobs, bytes and the digest of
     /// the index it holds (`Admin/IndexDigest` of a master restored from it answers the same).
     Backup(BackupArgs),
+    /// List the master group's members, or change them (`add`, `remove`).
+    ///
+    /// Without a subcommand: each member's id, address, role (`voter`, `learner` while it
+    /// catches up, `outgoing` while a joint configuration is left), match index, lag behind the
+    /// leader's log (entries), and milliseconds since the leader last heard from it; from the
+    /// leader. See the README's "Replace a dead master" and "Grow or shrink the group".
+    Members(MembersArgs),
+}
+
+#[derive(Debug, clap::Args)]
+pub struct MembersArgs {
+    #[command(subcommand)]
+    pub change: Option<MembersChange>,
+    #[command(flatten)]
+    pub master: MasterArgs,
+    /// `table` (aligned columns) or `json` (one object: the members and the leader).
+    #[arg(long, value_enum, default_value_t = Output::Table, global = true)]
+    pub output: Output,
+}
+
+/// `symctl admin members add|remove`.
+#[derive(Debug, Subcommand)]
+pub enum MembersChange {
+    /// Add a master to the group: it joins as a learner, receives the index and the log, and
+    /// the leader makes it a voter once it has caught up. Start the new master with `--join`
+    /// (before or after this command).
+    Add {
+        /// Its member id: a number from 1 that no member has (never reuse a removed one's
+        /// while that master may still run).
+        id: u64,
+        /// Its gRPC address as the other masters reach it (`host:port`, or with `http://` /
+        /// `https://`).
+        address: String,
+        /// Wait until it is a voter (it caught up), at most this long (`10m`, `90s`).
+        #[arg(long, value_name = "DURATION", value_parser = symcluster_telemetry::flags::duration)]
+        wait: Option<std::time::Duration>,
+    },
+    /// Remove masters from the group (several at once go through one joint configuration).
+    /// Removing the leader makes it hand leadership over first. Stop the removed masters
+    /// afterwards.
+    Remove {
+        /// Their member ids.
+        #[arg(required = true)]
+        ids: Vec<u64>,
+    },
 }
 
 #[derive(Debug, clap::Args)]

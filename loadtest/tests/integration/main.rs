@@ -13,6 +13,7 @@ mod faults;
 mod kafka;
 mod late_files;
 mod logs;
+mod membership;
 mod modules;
 mod partition;
 mod projects;

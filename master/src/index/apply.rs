@@ -16,6 +16,8 @@
 //!   its result stays until the next `Complete` replaces it, which also moves the job from its
 //!   old crash group to its new one.
 //! - `Purge` deletes finished jobs that finished before its cut-off.
+//! - `MembersSeen` marks members of the group as seen ([`super::members`]); membership changes
+//!   themselves are Raft's entries, written by [`Applier::set_membership`].
 
 use prost::Message;
 use redb::{ReadableTable, Table, WriteTransaction};
@@ -24,7 +26,7 @@ use symcluster_proto::v1;
 
 use super::{
     BY_SEQUENCE, GROUPS, IndexError, JOBS, JobState, META, OPEN, RESULTS, SPECS, compress, db,
-    decode_record, is_terminal, keys, meta, missing::MissingTables, tree,
+    decode_record, is_terminal, keys, members, meta, missing::MissingTables, tree,
 };
 
 /// What applying one command changed.
@@ -52,6 +54,7 @@ pub struct Applier<'t> {
     open: Table<'t, u64, &'static str>,
     groups: Table<'t, &'static str, &'static [u8]>,
     meta: Table<'t, &'static str, u64>,
+    membership: Table<'t, &'static str, &'static [u8]>,
     missing: MissingTables<'t>,
 }
 
@@ -76,6 +79,7 @@ impl<'t> Applier<'t> {
             open: txn.open_table(OPEN).map_err(db)?,
             groups: txn.open_table(GROUPS).map_err(db)?,
             meta: txn.open_table(META).map_err(db)?,
+            membership: txn.open_table(members::MEMBERSHIP).map_err(db)?,
             missing: MissingTables::open(txn)?,
         })
     }
@@ -95,6 +99,16 @@ impl<'t> Applier<'t> {
         self.meta.insert(meta::APPLIED_INDEX, index).map_err(db)?;
         self.meta.insert(meta::APPLIED_TERM, term).map_err(db)?;
         Ok(())
+    }
+
+    /// The group's membership as this transaction sees it.
+    pub fn membership(&self) -> Result<Option<pb::Membership>, IndexError> {
+        members::read(&self.membership)
+    }
+
+    /// Replaces the group's membership (a membership change applied by Raft).
+    pub fn set_membership(&mut self, membership: &pb::Membership) -> Result<(), IndexError> {
+        members::write(&mut self.membership, membership)
     }
 
     /// Applies `command`. Errors are storage errors only; a command that does not fit the
@@ -133,6 +147,14 @@ impl<'t> Applier<'t> {
             Kind::Fail(c) => self.fail(c),
             Kind::Purge(c) => self.purge(c.finished_before_ms),
             Kind::Resymbolicate(c) => self.resymbolicate(c, command.version),
+            Kind::MembersSeen(c) => {
+                if let Some(mut membership) = self.membership()?
+                    && members::mark_seen(&mut membership, &c.member_ids)
+                {
+                    self.set_membership(&membership)?;
+                }
+                Ok(Applied::Ignored)
+            }
         }
     }
 

@@ -185,6 +185,13 @@ pub fn purge(finished_before_ms: u64, at_ms: u64) -> Command {
     }))
 }
 
+/// Members of the group the leader saw take part ([`super::members`]).
+pub fn members_seen(member_ids: Vec<u64>) -> Command {
+    command(pb::command::Kind::MembersSeen(pb::MembersSeen {
+        member_ids,
+    }))
+}
+
 /// The bytes of a log entry.
 pub fn encode(command: &Command) -> Vec<u8> {
     command.encode_to_vec()

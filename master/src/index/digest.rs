@@ -87,6 +87,8 @@ fn digest_of(txn: &ReadTransaction) -> Result<IndexDigest, IndexError> {
     hash_table(txn, missing::SETS, &mut hasher, keep)?;
     hash_table(txn, missing::FILES, &mut hasher, keep)?;
     hash_table(txn, missing::JOBS, &mut hasher, keep)?;
+    // The membership (`members`) is left out: a backup restored into a new group holds that
+    // group's, and the same jobs.
     // A count of 0 reads as an absent one (a restored index writes every count; applying
     // writes one when it first changes).
     hash_table(txn, META, &mut hasher, |key, value| {

@@ -53,7 +53,7 @@ pub fn upgrade(command: &pb::Command) -> Option<pb::Command> {
         Kind::Requeue(c) => &mut c.job_id,
         Kind::Complete(c) => &mut c.job_id,
         Kind::Fail(c) => &mut c.job_id,
-        Kind::Purge(_) | Kind::Resymbolicate(_) => return None,
+        Kind::Purge(_) | Kind::Resymbolicate(_) | Kind::MembersSeen(_) => return None,
     };
     *id = job_key(DEFAULT_PROJECT, id);
     Some(command)

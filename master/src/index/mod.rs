@@ -16,6 +16,7 @@
 //! | `groups` | `<project>/<fingerprint>` → `symcluster.v1.CrashGroup` (prost) |
 //! | `missing_sets`, `missing_files`, `missing_jobs` | finished jobs that lacked a debug file or source map, by the set of files they lacked ([`missing`]) |
 //! | `index_meta` | `applied_index`, `applied_term`, `next_sequence`, per-state counts → u64 |
+//! | `membership` | `membership` → the master group's members and raft-rs's `ConfState` ([`members`]) |
 //!
 //! Reads open their own read transaction and never wait for the writer (redb is MVCC).
 //! [`snapshot`] writes the tables as a stream of records and restores them from one;
@@ -25,6 +26,7 @@ pub mod apply;
 pub mod command;
 pub mod digest;
 pub mod keys;
+pub mod members;
 pub(crate) mod migrate;
 pub(crate) mod missing;
 pub mod snapshot;
@@ -196,6 +198,7 @@ impl Index {
         txn.open_table(BY_SEQUENCE).map_err(db)?;
         txn.open_table(OPEN).map_err(db)?;
         txn.open_table(META).map_err(db)?;
+        txn.open_table(members::MEMBERSHIP).map_err(db)?;
         missing::MissingTables::open(&txn)?;
         txn.commit().map_err(db)?;
         migrate::migrate(&database)?;

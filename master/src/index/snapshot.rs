@@ -28,7 +28,7 @@ use symcluster_proto::v1;
 use super::apply::Applier;
 use super::{
     BY_SEQUENCE, GROUPS, Index, IndexError, JOBS, JobState, META, OPEN, RESULTS, SCHEMA_VERSION,
-    SPECS, db, decode_record, is_terminal, keys, meta, missing,
+    SPECS, db, decode_record, is_terminal, keys, members, meta, missing,
 };
 
 /// A record longer than this is corruption, not data (a job's record, spec and result are
@@ -69,6 +69,15 @@ fn io_or_index(e: io::Error) -> IndexError {
 }
 
 impl SnapshotSource {
+    /// The group's membership in this source's transaction (`None` before a first one).
+    pub fn membership(&self) -> Result<Option<pb::Membership>, IndexError> {
+        match self.txn.open_table(members::MEMBERSHIP) {
+            Ok(table) => members::read(&table),
+            Err(redb::TableError::TableDoesNotExist(_)) => Ok(None),
+            Err(e) => Err(db(e)),
+        }
+    }
+
     /// Writes the snapshot's records into `out`, one at a time. Errors: the store's, a record
     /// that does not decode, and `out`'s (reported as [`IndexError::Corrupt`] with its cause).
     pub fn write_to(&self, out: &mut impl Write) -> Result<SnapshotCounts, IndexError> {
@@ -90,6 +99,7 @@ impl SnapshotSource {
                 applied_index: self.index,
                 applied_term: self.term,
                 next_sequence,
+                membership: self.membership()?,
             }),
         )
         .map_err(io_or_index)?;
@@ -258,6 +268,7 @@ impl Index {
             applied_index: index,
             applied_term: term,
             next_sequence: snapshot.next_sequence,
+            membership: None,
         };
         let mut records = snapshot
             .jobs
@@ -285,6 +296,11 @@ impl Index {
         txn.delete_table(BY_SEQUENCE).map_err(db)?;
         txn.delete_table(OPEN).map_err(db)?;
         txn.delete_table(META).map_err(db)?;
+        // A snapshot from a master before membership changes leaves the membership as it is.
+        if let Some(membership) = &header.membership {
+            let mut table = txn.open_table(members::MEMBERSHIP).map_err(db)?;
+            members::write(&mut table, membership)?;
+        }
         let mut counts = SnapshotCounts::default();
         {
             let mut jobs = txn.open_table(JOBS).map_err(db)?;

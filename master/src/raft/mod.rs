@@ -4,6 +4,8 @@
 //! - [`storage`]: raft-rs's `Storage` over the log, HardState and ConfState;
 //! - [`segment_log`]: the log's append-only segment files;
 //! - [`snapshot`]: snapshots of the index streamed to a follower in chunks, through a file;
+//! - [`membership`]: adding, promoting and removing members (`ConfChangeV2`), the addresses;
+//! - [`join`]: what a master with an empty data dir may do (start a group, join one, or not);
 //! - [`transport`]: Raft messages between masters over tonic (`symcluster.cluster.v1.Peer`);
 //! - [`logger`]: raft-rs's `slog` records into `tracing`.
 //!
@@ -12,14 +14,16 @@
 //! future resolves with what applying it did. Only the leader accepts proposals; the others
 //! answer [`ProposeError::NotLeader`] with the leader's address.
 
+pub mod join;
 pub mod logger;
+pub mod membership;
 pub mod node;
 pub mod segment_log;
 pub mod snapshot;
 pub mod storage;
 pub mod transport;
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
 use std::sync::mpsc::Sender;
 use std::sync::{Arc, RwLock};
 
@@ -56,8 +60,33 @@ pub enum Input {
     /// Hands leadership to the most up-to-date follower (a stopping leader); ignored by a
     /// follower.
     StepDown,
+    /// A membership change (leader only); `reply` once it is applied, or refused.
+    ChangeMembers {
+        /// The change.
+        change: MemberChange,
+        /// Where to say what happened.
+        reply: oneshot::Sender<Result<(), ProposeError>>,
+    },
     /// Ends the node thread.
     Stop,
+}
+
+/// A membership change asked for by an operator ([`membership`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum MemberChange {
+    /// A new member `id` at `address` (`http://host:port`): a learner, promoted by the leader
+    /// once caught up.
+    Add {
+        /// Its member id.
+        id: u64,
+        /// Its gRPC address.
+        address: String,
+    },
+    /// Members leaving the group (several: one joint configuration).
+    Remove {
+        /// Their ids.
+        ids: Vec<u64>,
+    },
 }
 
 /// Why a proposal was not applied.
@@ -72,6 +101,9 @@ pub enum ProposeError {
     /// The log cannot be written; this master stopped replicating.
     #[error("the replicated log cannot be written: {0}")]
     Storage(String),
+    /// A membership change that cannot be made now (one in progress, an id taken or unknown).
+    #[error("{0}")]
+    Membership(String),
 }
 
 /// What the rest of the master learns from the node thread. Called on the node thread: keep
@@ -107,6 +139,17 @@ pub struct RaftStatus {
     pub last_index: u64,
     /// On the leader: each member's match index (`(id, matched)`).
     pub progress: Vec<(u64, u64)>,
+    /// The group's membership as this master applied it (addresses, learners, seen), when
+    /// one was written.
+    pub membership: Option<symcluster_proto::cluster::v1::Membership>,
+    /// Voters of the configuration being left (a joint configuration), else empty.
+    pub outgoing: Vec<u64>,
+    /// Milliseconds since this master last heard from each other member (`(id, ms)`), for
+    /// the members heard from since it started.
+    pub last_contact_ms: Vec<(u64, u64)>,
+    /// A membership change is in progress (a learner not promoted, a joint configuration, a
+    /// change not applied).
+    pub changing: bool,
 }
 
 impl Default for RaftStatus {
@@ -121,6 +164,10 @@ impl Default for RaftStatus {
             applied: 0,
             last_index: 0,
             progress: Vec::new(),
+            membership: None,
+            outgoing: Vec::new(),
+            last_contact_ms: Vec::new(),
+            changing: false,
         }
     }
 }
@@ -130,8 +177,9 @@ impl Default for RaftStatus {
 pub struct RaftHandle {
     inputs: Sender<Input>,
     status: Arc<RwLock<RaftStatus>>,
-    /// Member id → gRPC address (`http://host:port`), this master included.
-    pub members: Arc<BTreeMap<u64, String>>,
+    /// Member id → gRPC address (`http://host:port`), this master included, as the group's
+    /// membership gives them now.
+    pub members: membership::Members,
     /// This member's id.
     pub id: u64,
 }
@@ -201,6 +249,18 @@ impl RaftHandle {
         let _ = self.inputs.send(Input::StepDown);
     }
 
+    /// Asks for a membership change (leader only); resolves once it is applied. Errors:
+    /// [`ProposeError::NotLeader`] (also when the leader is asked to remove itself: it hands
+    /// leadership over first), [`ProposeError::Membership`] with the reason.
+    pub async fn change_members(&self, change: MemberChange) -> Result<(), ProposeError> {
+        let (reply, rx) = oneshot::channel();
+        self.inputs
+            .send(Input::ChangeMembers { change, reply })
+            .map_err(|_| ProposeError::Storage("the raft node stopped".into()))?;
+        rx.await
+            .unwrap_or_else(|_| Err(ProposeError::Storage("the raft node stopped".into())))
+    }
+
     /// Stops the node thread.
     pub fn stop(&self) {
         let _ = self.inputs.send(Input::Stop);
@@ -212,8 +272,12 @@ impl RaftHandle {
 pub struct RaftConfig {
     /// This member's id (1-based).
     pub id: u64,
-    /// Every member's id → gRPC address (`http://host:port`), this one included.
+    /// Every member's id → gRPC address (`http://host:port`), this one included (`--peers`):
+    /// a new group's first membership, or how a joining master reaches the group.
     pub members: BTreeMap<u64, String>,
+    /// This master joins an existing group (`--join`): with an empty index it starts with no
+    /// membership and waits for the leader's snapshot, instead of starting a group.
+    pub join: bool,
     /// Ticks (of [`node::TICK`]) without a leader before an election.
     pub election_tick: usize,
     /// Ticks between leader heartbeats.
@@ -242,7 +306,7 @@ pub fn channel(config: &RaftConfig) -> (RaftHandle, std::sync::mpsc::Receiver<In
                 id: config.id,
                 ..RaftStatus::default()
             })),
-            members: Arc::new(config.members.clone()),
+            members: membership::Members::new(config.members.clone()),
             id: config.id,
         },
         rx,
@@ -297,17 +361,36 @@ pub fn start(
     hooks: Arc<dyn Hooks>,
     runtime: tokio::runtime::Handle,
 ) -> Result<std::thread::JoinHandle<()>, IndexError> {
-    let voters: Vec<u64> = config.members.keys().copied().collect();
     snapshot::clear_dir(&config.snapshot_dir).map_err(|e| {
         IndexError::Corrupt(format!(
             "cannot empty the snapshot directory {}: {e}",
             config.snapshot_dir.display()
         ))
     })?;
-    let storage = storage::RaftStorage::open(index.clone(), log_dir, &voters)?
+    // A new group's first membership is `--peers`; a joining master has none until the
+    // leader's snapshot brings it.
+    let (applied, _) = index.applied()?;
+    if !config.join || applied > 0 {
+        index.seed_membership(&membership::bootstrap(&config.members))?;
+    }
+    let current = index.membership()?;
+    handle
+        .members
+        .set(membership::addresses(current.as_ref(), &config.members));
+    let bootstrap = if config.join {
+        raft::prelude::ConfState::default()
+    } else {
+        raft::prelude::ConfState::from((
+            config.members.keys().copied().collect::<Vec<u64>>(),
+            Vec::<u64>::new(),
+        ))
+    };
+    let storage = storage::RaftStorage::open(index.clone(), log_dir, &bootstrap)?
         .with_retention(config.log_retain_bytes);
     let outbox = storage.outbox();
-    let (applied, _) = index.applied()?;
+    let voters = raft::Storage::initial_state(&storage)
+        .map(|state| state.conf_state.voters)
+        .unwrap_or_default();
     let raft_config = raft_settings(
         config.id,
         config.election_tick,
@@ -320,12 +403,17 @@ pub fn start(
     let logger = logger::logger(config.id);
     let mut raw = RawNode::new(&raft_config, storage, &logger)
         .map_err(|e| IndexError::Corrupt(format!("raft node: {e}")))?;
-    if voters.len() == 1 {
+    if voters == [config.id] {
         // Nobody else to wait for.
         let _ = raw.campaign();
     }
-    let addresses: HashMap<u64, String> = config.members.clone().into_iter().collect();
-    let transport = transport::Transport::start(config, handle.inputs(), outbox, &runtime);
+    let transport = transport::Transport::start(
+        config,
+        &handle.members.addresses(),
+        handle.inputs(),
+        outbox,
+        &runtime,
+    );
     let node = node::Node::new(
         raw,
         index,
@@ -334,7 +422,11 @@ pub fn start(
         transport,
         hooks,
         handle.status.clone(),
-        addresses,
+        node::Membership {
+            members: handle.members.clone(),
+            known: config.members.clone(),
+            current,
+        },
         config.snapshot_dir.clone(),
     );
     std::thread::Builder::new()

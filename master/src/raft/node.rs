@@ -18,21 +18,24 @@
 //! ([`Node::apply_or_defer`]); `symcluster_raft_write_transactions_total{durability}` counts
 //! the index's write transactions, checkpoints (`fsync`) and the others (`none`).
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::sync::mpsc::{Receiver, RecvTimeoutError};
 use std::sync::{Arc, RwLock};
 use std::time::{Duration, Instant};
 
 use prost011::Message as _;
-use raft::prelude::{Entry, EntryType, Message, Snapshot};
+use raft::prelude::{
+    ConfChange, ConfChangeSingle, ConfChangeV2, ConfState, Entry, EntryType, Message, Snapshot,
+};
 use raft::{RawNode, StateRole};
 use redb::Durability;
 use tokio::sync::oneshot;
 
+use super::membership::{self, Members};
 use super::snapshot;
 use super::storage::RaftStorage;
 use super::transport::Transport;
-use super::{Hooks, Input, ProposeError, RaftStatus};
+use super::{Hooks, Input, MemberChange, ProposeError, RaftStatus};
 use crate::index::apply::{Applied, Applier};
 use crate::index::{Command, Index, IndexError, command};
 use crate::metrics;
@@ -44,6 +47,20 @@ struct Waiter {
     reply: oneshot::Sender<Result<Applied, ProposeError>>,
     proposed: Instant,
 }
+
+/// What the node knows of the group's membership.
+pub struct Membership {
+    /// The addresses, shared with the transport's receiving side and the admin API.
+    pub members: Members,
+    /// `--peers`: how to reach members the group's membership gives no address for yet.
+    pub known: BTreeMap<u64, String>,
+    /// The membership as applied (`None`: none written yet, a joining master).
+    pub current: Option<symcluster_proto::cluster::v1::Membership>,
+}
+
+/// A member seen by the leader is proposed as seen again after this long if the first
+/// proposal was lost.
+const SEEN_RETRY: Duration = Duration::from_secs(5);
 
 /// The node thread's state.
 pub struct Node {
@@ -58,7 +75,15 @@ pub struct Node {
     role: StateRole,
     leader_id: u64,
     applied: u64,
-    addresses: HashMap<u64, String>,
+    membership: Membership,
+    /// raft-rs's configuration as last applied.
+    conf_state: ConfState,
+    /// Operators waiting for a membership change, by proposal id.
+    member_waiters: HashMap<u64, oneshot::Sender<Result<(), ProposeError>>>,
+    /// When each other member was last heard from.
+    last_contact: HashMap<u64, Instant>,
+    /// Members proposed as seen (`MembersSeen`), and when.
+    seen_proposed: HashMap<u64, Instant>,
     /// Committed entries a follower has not applied yet: see [`Node::apply_or_defer`].
     deferred: Vec<Entry>,
     deferred_since: Option<Instant>,
@@ -89,9 +114,10 @@ impl Node {
         transport: Transport,
         hooks: Arc<dyn Hooks>,
         status: Arc<RwLock<RaftStatus>>,
-        addresses: HashMap<u64, String>,
+        membership: Membership,
         snapshot_dir: std::path::PathBuf,
     ) -> Self {
+        let conf_state = raw.raft.prs().conf().to_conf_state();
         // Proposal ids only need to be unique within this process's life and never equal an
         // id still in an old log entry: start from the clock.
         let next_proposal = std::time::SystemTime::now()
@@ -109,7 +135,11 @@ impl Node {
             role: StateRole::Follower,
             leader_id: 0,
             applied,
-            addresses,
+            membership,
+            conf_state,
+            member_waiters: HashMap::new(),
+            last_contact: HashMap::new(),
+            seen_proposed: HashMap::new(),
             deferred: Vec::new(),
             deferred_since: None,
             durable_applied: applied,
@@ -142,6 +172,7 @@ impl Node {
             }
             if last_tick.elapsed() >= TICK {
                 self.raw.tick();
+                self.leader_duties();
                 last_tick = Instant::now();
             }
             let overdue = self
@@ -177,8 +208,11 @@ impl Node {
                 }
             }
             Input::StepDown => self.step_down(),
+            Input::ChangeMembers { change, reply } => self.change_members(change, reply),
             Input::Step(messages) => {
+                let now = Instant::now();
                 for m in messages {
+                    self.last_contact.insert(m.from, now);
                     // A streamed snapshot's message is handed over only with its file, by the
                     // snapshot receiver; one without it (a stray or replayed message) would make
                     // Raft install an index this master does not have.
@@ -219,6 +253,11 @@ impl Node {
 
     /// Leader transfer to the follower whose log matches furthest (the quickest to catch up).
     fn step_down(&mut self) {
+        self.step_down_avoiding(&[]);
+    }
+
+    /// [`Node::step_down`] to a follower not in `avoid` (members being removed).
+    fn step_down_avoiding(&mut self, avoid: &[u64]) {
         if self.role != StateRole::Leader {
             return;
         }
@@ -228,8 +267,14 @@ impl Node {
             .raft
             .prs()
             .iter()
-            // A follower that is down would stall the transfer until it times out.
-            .filter(|(id, progress)| **id != me && progress.recent_active)
+            // A follower that is down would stall the transfer until it times out; a learner
+            // cannot lead.
+            .filter(|(id, progress)| {
+                **id != me
+                    && progress.recent_active
+                    && self.conf_state.voters.contains(id)
+                    && !avoid.contains(id)
+            })
             .max_by_key(|(_, progress)| progress.matched)
             .map(|(id, _)| *id);
         if let Some(transferee) = best {
@@ -280,13 +325,151 @@ impl Node {
 
     fn not_leader(&self) -> ProposeError {
         ProposeError::NotLeader {
-            leader: self.addresses.get(&self.leader_id).cloned(),
+            leader: self.membership.members.address(self.leader_id),
         }
+    }
+
+    /// Proposes a membership change asked for by an operator, once checked.
+    fn change_members(
+        &mut self,
+        change: MemberChange,
+        reply: oneshot::Sender<Result<(), ProposeError>>,
+    ) {
+        if self.role != StateRole::Leader {
+            let _ = reply.send(Err(self.not_leader()));
+            return;
+        }
+        if self.raw.raft.has_pending_conf() || membership::is_joint(&self.conf_state) {
+            let _ = reply.send(Err(ProposeError::Membership(
+                "a membership change is in progress; ask again once it is applied".into(),
+            )));
+            return;
+        }
+        let checked = match &change {
+            MemberChange::Add { id, address } => {
+                membership::check_add(&self.conf_state, *id, address)
+                    .map(|()| membership::add_learner(*id, address))
+            }
+            MemberChange::Remove { ids } => {
+                membership::check_remove(&self.conf_state, ids).map(|()| membership::remove(ids))
+            }
+        };
+        let change_v2 = match checked {
+            Ok(cc) => cc,
+            Err(reason) => {
+                let _ = reply.send(Err(ProposeError::Membership(reason)));
+                return;
+            }
+        };
+        if matches!(&change, MemberChange::Remove { ids } if ids.contains(&self.raw.raft.id)) {
+            // A leader does not remove itself: it hands leadership to a member that stays,
+            // and the new leader is asked.
+            if let MemberChange::Remove { ids } = &change {
+                self.step_down_avoiding(ids);
+            }
+            let _ = reply.send(Err(ProposeError::NotLeader { leader: None }));
+            return;
+        }
+        let id = self.next_proposal;
+        self.next_proposal += 1;
+        match self
+            .raw
+            .propose_conf_change(id.to_le_bytes().to_vec(), change_v2)
+        {
+            Ok(()) => {
+                tracing::info!(?change, "membership change proposed");
+                self.member_waiters.insert(id, reply);
+            }
+            Err(e) => {
+                let _ = reply.send(Err(ProposeError::Membership(format!(
+                    "the membership change was not proposed: {e}"
+                ))));
+            }
+        }
+    }
+
+    /// The leader's part in membership changes, once per tick: records the members it sees
+    /// take part (`MembersSeen`), leaves a joint configuration a former leader could not leave,
+    /// and promotes a learner that caught up.
+    fn leader_duties(&mut self) {
+        if self.role != StateRole::Leader {
+            return;
+        }
+        let unseen: Vec<u64> = {
+            let current = self.membership.current.as_ref();
+            let mut ids: Vec<u64> = self
+                .raw
+                .raft
+                .prs()
+                .iter()
+                .filter(|(id, progress)| {
+                    progress.matched > 0
+                        && current
+                            .is_some_and(|m| m.members.iter().any(|r| r.id == **id && !r.seen))
+                        && self
+                            .seen_proposed
+                            .get(id)
+                            .is_none_or(|at| at.elapsed() >= SEEN_RETRY)
+                })
+                .map(|(id, _)| *id)
+                .collect();
+            ids.sort_unstable();
+            ids
+        };
+        if !unseen.is_empty() {
+            let now = Instant::now();
+            for id in &unseen {
+                self.seen_proposed.insert(*id, now);
+            }
+            self.propose(crate::index::command::members_seen(unseen), None);
+        }
+        if self.raw.raft.has_pending_conf() {
+            return;
+        }
+        if membership::is_joint(&self.conf_state) {
+            tracing::info!("leaving the joint configuration a former leader entered");
+            let _ = self
+                .raw
+                .propose_conf_change(Vec::new(), membership::leave_joint());
+            return;
+        }
+        let last = self.raw.raft.raft_log.last_index();
+        let caught_up = self.conf_state.learners.iter().copied().find(|id| {
+            self.raw.raft.prs().get(*id).is_some_and(|p| {
+                p.recent_active && p.matched > 0 && p.matched + membership::PROMOTE_WITHIN >= last
+            })
+        });
+        if let Some(id) = caught_up {
+            tracing::info!(member = id, "learner caught up; promoting it to voter");
+            let _ = self
+                .raw
+                .propose_conf_change(Vec::new(), membership::promote(id));
+        }
+    }
+
+    /// Reads the membership back from the index after it changed, and follows it: the
+    /// addresses the transport sends to and the peer service accepts.
+    fn refresh_membership(&mut self) -> Result<(), IndexError> {
+        let current = self.index.membership()?;
+        let addresses = membership::addresses(current.as_ref(), &self.membership.known);
+        if current.is_some() && !addresses.contains_key(&self.raw.raft.id) {
+            tracing::warn!(
+                id = self.raw.raft.id,
+                "this master was removed from the group; stop it"
+            );
+        }
+        self.transport.set_members(&addresses);
+        self.membership.members.set(addresses);
+        self.membership.current = current;
+        Ok(())
     }
 
     fn fail_waiters(&mut self, error: ProposeError) {
         for (_, waiter) in self.waiters.drain() {
             let _ = waiter.reply.send(Err(error.clone()));
+        }
+        for (_, reply) in self.member_waiters.drain() {
+            let _ = reply.send(Err(error.clone()));
         }
     }
 
@@ -344,6 +527,9 @@ impl Node {
             let error = self.not_leader();
             self.fail_waiters(error);
         }
+        if is_leader && !was_leader {
+            self.seen_proposed.clear();
+        }
         if was_leader != is_leader {
             self.hooks.role_changed(is_leader);
         }
@@ -373,6 +559,8 @@ impl Node {
             "snapshot restored"
         );
         self.raw.mut_store().apply_snapshot(meta)?;
+        self.conf_state = meta.get_conf_state().clone();
+        self.refresh_membership()?;
         self.applied = meta.index;
         self.durable_applied = meta.index;
         self.hooks.restored();
@@ -476,14 +664,31 @@ impl Node {
                 .map_err(|e| IndexError::Corrupt(e.to_string()))?;
         }
         let mut changes = Vec::new();
+        // Membership changes applied: their proposal contexts and outcomes; the last
+        // configuration; whether the membership record changed.
+        let mut member_replies = Vec::new();
+        let mut conf_state = None;
+        let mut membership_touched = false;
         {
             let mut applier = Applier::new(&txn)?;
             for entry in &committed {
                 let is_command =
                     entry.get_entry_type() == EntryType::EntryNormal && !entry.data.is_empty();
+                if !is_command && entry.get_entry_type() != EntryType::EntryNormal {
+                    let outcome = self.apply_conf_change(entry, &mut applier)?;
+                    if let Ok(cs) = &outcome {
+                        conf_state = Some(cs.clone());
+                        membership_touched = true;
+                    }
+                    member_replies.push((entry.context.to_vec(), outcome.map(|_| ())));
+                }
                 if is_command {
                     match command::decode(&entry.data) {
                         Ok(cmd) => {
+                            membership_touched |= matches!(
+                                cmd.kind,
+                                Some(symcluster_proto::cluster::v1::command::Kind::MembersSeen(_))
+                            );
                             let applied = applier.apply(&cmd)?;
                             changes.push((entry.context.to_vec(), cmd, applied));
                         }
@@ -499,6 +704,22 @@ impl Node {
         }
         txn.commit().map_err(crate::index::db)?;
         self.applied = last_index;
+        if let Some(cs) = conf_state {
+            tracing::info!(voters = ?cs.voters, learners = ?cs.learners, outgoing = ?cs.voters_outgoing, "membership changed");
+            self.raw.mut_store().set_conf_state(cs.clone());
+            self.conf_state = cs;
+        }
+        if membership_touched {
+            self.refresh_membership()?;
+        }
+        for (context, outcome) in member_replies {
+            let Ok(id) = <[u8; 8]>::try_from(context.as_slice()) else {
+                continue;
+            };
+            if let Some(reply) = self.member_waiters.remove(&u64::from_le_bytes(id)) {
+                let _ = reply.send(outcome.map_err(ProposeError::Membership));
+            }
+        }
         metrics::RAFT_WRITES
             .with_label_values(&[if checkpoint { "fsync" } else { "none" }])
             .inc();
@@ -539,12 +760,84 @@ impl Node {
         Ok(())
     }
 
+    /// Applies the membership change in `entry` to raft-rs and to the index's membership
+    /// record (in `applier`'s transaction): the new configuration, or why raft-rs refused it
+    /// (the same on every master; nothing changes).
+    fn apply_conf_change(
+        &mut self,
+        entry: &Entry,
+        applier: &mut Applier<'_>,
+    ) -> Result<Result<ConfState, String>, IndexError> {
+        use prost011::Message as _;
+        let change: Result<ConfChangeV2, String> = match entry.get_entry_type() {
+            EntryType::EntryConfChangeV2 => {
+                ConfChangeV2::decode(entry.data.as_slice()).map_err(|e| e.to_string())
+            }
+            // A version-1 change (never proposed here): one change, as raft-rs reads it.
+            _ => ConfChange::decode(entry.data.as_slice())
+                .map(|cc| ConfChangeV2 {
+                    changes: vec![ConfChangeSingle {
+                        change_type: cc.change_type,
+                        node_id: cc.node_id,
+                    }],
+                    context: cc.context,
+                    ..ConfChangeV2::default()
+                })
+                .map_err(|e| e.to_string()),
+        };
+        // raft-rs may append a second "leave the joint configuration" entry before the first
+        // is applied (it checks when `advance` is called, before this apply): once the first
+        // left it, the second has nothing to do, on every master alike.
+        if let Ok(cc) = &change
+            && cc.changes.is_empty()
+            && !membership::is_joint(&self.raw.raft.prs().conf().to_conf_state())
+        {
+            tracing::debug!(
+                index = entry.index,
+                "a second request to leave the joint configuration; nothing to do"
+            );
+            return Ok(Err("not in a joint configuration".into()));
+        }
+        let applied = change.and_then(|cc| {
+            self.raw
+                .apply_conf_change(&cc)
+                .map(|cs| (cc, cs))
+                .map_err(|e| e.to_string())
+        });
+        match applied {
+            Ok((cc, cs)) => {
+                let before = applier.membership()?;
+                let after =
+                    membership::after_change(before.as_ref(), &cc, &cs, &self.membership.known);
+                applier.set_membership(&after)?;
+                Ok(Ok(cs))
+            }
+            Err(reason) => {
+                tracing::warn!(index = entry.index, %reason, "membership change not applied");
+                Ok(Err(format!(
+                    "the membership change was not applied: {reason}"
+                )))
+            }
+        }
+    }
+
     fn publish_status(&mut self) {
         let raft = self.raw.raft.clone_status();
         let mut status = self.status.write().unwrap_or_else(|e| e.into_inner());
         *status = raft;
         status.applied = self.applied;
-        status.leader_address = self.addresses.get(&self.leader_id).cloned();
+        status.leader_address = self.membership.members.address(self.leader_id);
+        status.membership = self.membership.current.clone();
+        status.outgoing = self.conf_state.voters_outgoing.clone();
+        status.changing = self.raw.raft.has_pending_conf()
+            || membership::is_joint(&self.conf_state)
+            || !self.conf_state.learners.is_empty();
+        status.last_contact_ms = self
+            .last_contact
+            .iter()
+            .map(|(id, at)| (*id, at.elapsed().as_millis() as u64))
+            .collect();
+        status.last_contact_ms.sort_unstable();
         metrics::RAFT_TERM.set(status.term as i64);
         metrics::RAFT_COMMIT_INDEX.set(status.commit as i64);
         metrics::RAFT_APPLIED_INDEX.set(status.applied as i64);
@@ -575,6 +868,7 @@ impl CloneStatus for raft::Raft<RaftStorage> {
             applied: 0,
             last_index,
             progress,
+            ..RaftStatus::default()
         }
     }
 }

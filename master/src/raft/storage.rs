@@ -88,10 +88,12 @@ fn storage_err(e: IndexError) -> raft::Error {
 }
 
 impl RaftStorage {
-    /// Opens the log in `dir` (moving an older version's log out of `index`'s database first);
-    /// a new group starts with `voters`. Errors: the file system's, a corrupt log
-    /// ([`IndexError::Log`]), the database's.
-    pub fn open(index: Index, dir: &Path, voters: &[u64]) -> Result<Self, IndexError> {
+    /// Opens the log in `dir` (moving an older version's log out of `index`'s database first).
+    /// The membership (raft-rs's `ConfState`) is the index's, as of its applied index
+    /// ([`Index::membership`]); an index without one (before membership changes) takes the
+    /// log's, and a log without one `bootstrap` (empty for a master joining a group). Errors:
+    /// the file system's, a corrupt log ([`IndexError::Log`]), the database's.
+    pub fn open(index: Index, dir: &Path, bootstrap: &ConfState) -> Result<Self, IndexError> {
         move_old_log(&index, dir)?;
         let (mut log, replayed) = SegmentLog::open(dir)?;
         let mut hard_state = replayed.hard_state.unwrap_or_default();
@@ -101,9 +103,16 @@ impl RaftStorage {
         let (applied, applied_term) = index.applied()?;
         hard_state.commit = hard_state.commit.max(applied);
         let mut compacted = replayed.compacted.unwrap_or_default();
-        let conf_state = match compacted.conf_state.as_ref() {
-            Some(cs) if !cs.voters.is_empty() => cs.clone(),
-            _ => ConfState::from((voters.to_vec(), Vec::<u64>::new())),
+        let conf_state = match (
+            index
+                .membership()?
+                .as_ref()
+                .and_then(super::membership::conf_state),
+            compacted.conf_state.as_ref(),
+        ) {
+            (Some(cs), _) => cs,
+            (None, Some(cs)) if !cs.voters.is_empty() => cs.clone(),
+            _ => bootstrap.clone(),
         };
         let mut at: VecDeque<EntryAt> = replayed.entries.into_values().collect();
         let last = compacted.index + at.len() as u64;
@@ -257,8 +266,18 @@ impl RaftStorage {
     /// its oldest entries down to three quarters of it, never past `applied -
     /// KEEP_AFTER_COMPACTION` nor `durable` (the index's last durable applied index: a restart
     /// replays from there); deletes the segments it passed. Returns whether it compacted.
+    ///
+    /// The group's first entry is dropped as soon as the index holds it durably, whatever the
+    /// retention: a member whose log is empty (a new member, `--join`) then always starts from
+    /// a snapshot, which carries the group's membership, rather than from entry 1, which would
+    /// replay the membership changes without the first membership (it came from `--peers`,
+    /// not from the log).
     pub fn maybe_compact(&mut self, applied: u64, durable: u64) -> Result<bool, IndexError> {
-        if self.retained_bytes <= self.retain_bytes && self.at.len() <= MAX_RETAINED_ENTRIES {
+        let first_entry = self.compacted.index == 0 && durable >= 1 && self.last() >= 1;
+        if !first_entry
+            && self.retained_bytes <= self.retain_bytes
+            && self.at.len() <= MAX_RETAINED_ENTRIES
+        {
             return Ok(false);
         }
         let limit = applied
@@ -268,6 +287,11 @@ impl RaftStorage {
         let (bytes_goal, count_goal) = (self.retain_bytes / 4 * 3, MAX_RETAINED_ENTRIES / 4 * 3);
         let mut to = self.compacted.index;
         let (mut bytes, mut count) = (self.retained_bytes, self.at.len());
+        if first_entry {
+            bytes -= u64::from(self.at[0].len);
+            count -= 1;
+            to = 1;
+        }
         while to < limit && (bytes > bytes_goal || count > count_goal) {
             bytes -= u64::from(self.at[(to + 1 - self.first()) as usize].len);
             count -= 1;
@@ -299,6 +323,12 @@ impl RaftStorage {
         self.log.flush(true)?;
         self.log.remove_through(to)?;
         Ok(true)
+    }
+
+    /// The membership raft-rs gave after a membership change was applied (written to the
+    /// index by the caller, in the same transaction as the applied index).
+    pub fn set_conf_state(&mut self, conf_state: ConfState) {
+        self.conf_state = conf_state;
     }
 
     /// Installs a snapshot's metadata: the log restarts after it (older segments deleted). The
@@ -477,6 +507,13 @@ impl raft::Storage for RaftStorage {
                 StorageError::SnapshotTemporarilyUnavailable,
             ));
         }
+        // The membership of the snapshot's own applied index.
+        let conf_state = source
+            .membership()
+            .map_err(storage_err)?
+            .as_ref()
+            .and_then(super::membership::conf_state)
+            .unwrap_or_else(|| self.conf_state.clone());
         self.outbox.put(to, source);
         let mut snapshot = Snapshot {
             data: MARKER.to_vec(),
@@ -485,7 +522,7 @@ impl raft::Storage for RaftStorage {
         let meta = snapshot.mut_metadata();
         meta.index = index;
         meta.term = term;
-        meta.set_conf_state(self.conf_state.clone());
+        meta.set_conf_state(conf_state);
         Ok(snapshot)
     }
 }
@@ -510,7 +547,12 @@ mod tests {
 
     fn open(dir: &Path) -> RaftStorage {
         let index = Index::open(Index::open_database(&dir.join("master.redb")).unwrap()).unwrap();
-        RaftStorage::open(index, &dir.join("raft-log"), &[1, 2, 3]).unwrap()
+        RaftStorage::open(
+            index,
+            &dir.join("raft-log"),
+            &ConfState::from((vec![1, 2, 3], vec![])),
+        )
+        .unwrap()
     }
 
     fn check_reopened(storage: &RaftStorage) {
@@ -586,10 +628,14 @@ mod tests {
         let database = Index::open_database(&dir.path().join("master.redb")).unwrap();
         set_applied(&database, 200, 1);
         let index = Index::open(database).unwrap();
-        let error = RaftStorage::open(index, &dir.path().join("raft-log"), &[1])
-            .err()
-            .unwrap()
-            .to_string();
+        let error = RaftStorage::open(
+            index,
+            &dir.path().join("raft-log"),
+            &ConfState::from((vec![1], vec![])),
+        )
+        .err()
+        .unwrap()
+        .to_string();
         assert!(
             error.contains("applied up to 200") && error.contains("starts after 500"),
             "{error}"
@@ -667,6 +713,61 @@ mod tests {
             .max(1);
         assert_eq!(limited, expected[..fits]);
         assert_eq!(all(&storage, 3111, Some(0)), expected[..1]);
+    }
+
+    #[test]
+    fn the_first_entry_is_compacted_once_durable_so_an_empty_follower_gets_a_snapshot() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut storage = open(dir.path());
+        storage.append(&[entry(1, 1), entry(2, 1), entry(3, 1)]);
+        storage.persist(true).unwrap();
+        // Nothing durable in the index yet: the log keeps entry 1.
+        assert!(!storage.maybe_compact(3, 0).unwrap());
+        assert_eq!(storage.first_index().unwrap(), 1);
+        // Entry 1 durable: it goes, whatever the retention, and only it.
+        set_applied(storage.index.database(), 3, 1);
+        assert!(storage.maybe_compact(3, 3).unwrap());
+        assert_eq!(
+            (
+                storage.first_index().unwrap(),
+                storage.last_index().unwrap()
+            ),
+            (2, 3)
+        );
+        assert_eq!(
+            storage.entries(1, 4, None, GetEntriesContext::empty(false)),
+            Err(raft::Error::Store(StorageError::Compacted))
+        );
+        assert!(!storage.maybe_compact(3, 3).unwrap());
+    }
+
+    #[test]
+    fn the_membership_is_the_index_s_when_it_holds_one() {
+        let dir = tempfile::tempdir().unwrap();
+        let index =
+            Index::open(Index::open_database(&dir.path().join("master.redb")).unwrap()).unwrap();
+        let mut membership = crate::raft::membership::bootstrap(
+            &[(1, "http://a:1".to_owned()), (4, "http://d:4".to_owned())]
+                .into_iter()
+                .collect(),
+        );
+        membership.members[1].learner = true;
+        membership.conf_state = {
+            use prost011::Message as _;
+            ConfState::from((vec![1], vec![4])).encode_to_vec()
+        };
+        index.seed_membership(&membership).unwrap();
+        let storage = RaftStorage::open(
+            index,
+            &dir.path().join("raft-log"),
+            &ConfState::from((vec![1, 2, 3], vec![])),
+        )
+        .unwrap();
+        let state = storage.initial_state().unwrap();
+        assert_eq!(
+            (state.conf_state.voters, state.conf_state.learners),
+            (vec![1], vec![4])
+        );
     }
 
     #[test]

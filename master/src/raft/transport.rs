@@ -12,7 +12,7 @@
 //! message and hands each batch to the node's channel; a snapshot is written to a file and
 //! checked before its message is handed over.
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::path::PathBuf;
 use std::sync::mpsc::Sender;
 use std::time::{Duration, Instant};
@@ -27,6 +27,7 @@ use tonic::service::interceptor::InterceptedService;
 use tonic::transport::{Channel, Endpoint};
 use tonic::{Request, Response, Status, Streaming};
 
+use super::membership::Members;
 use super::snapshot::{self, Outbox};
 use super::{Input, RaftConfig};
 use crate::metrics;
@@ -35,60 +36,95 @@ use crate::metrics;
 /// message; a streaming master's messages are far smaller).
 pub const MAX_MESSAGE_BYTES: usize = 1 << 30;
 
-/// The sending side: a queue per peer.
+/// The sending side: a queue per peer, and what it takes to start one for a member that
+/// joins.
 pub struct Transport {
     peers: HashMap<u64, mpsc::UnboundedSender<Message>>,
+    addresses: BTreeMap<u64, String>,
+    id: u64,
+    token: Option<BearerToken>,
+    tls: symcluster_client::Tls,
+    node: Sender<Input>,
+    outbox: Outbox,
+    chunk_bytes: usize,
+    runtime: tokio::runtime::Handle,
 }
 
 impl Transport {
-    /// Starts one sending task per peer on `runtime`; snapshots are taken from `outbox`.
+    /// Starts one sending task per member of `addresses` but this one, on `runtime`; snapshots
+    /// are taken from `outbox`.
     pub fn start(
         config: &RaftConfig,
+        addresses: &BTreeMap<u64, String>,
         node: Sender<Input>,
         outbox: Outbox,
         runtime: &tokio::runtime::Handle,
     ) -> Self {
-        let mut peers = HashMap::new();
-        let token = BearerToken::new(&config.token).ok();
-        for (&id, address) in &config.members {
-            if id == config.id {
+        let mut transport = Transport {
+            peers: HashMap::new(),
+            addresses: BTreeMap::new(),
+            id: config.id,
+            token: BearerToken::new(&config.token).ok(),
+            tls: config.tls.clone(),
+            node,
+            outbox,
+            chunk_bytes: config.snapshot_chunk_bytes,
+            runtime: runtime.clone(),
+        };
+        transport.set_members(addresses);
+        transport
+    }
+
+    /// Follows a membership change: a sending task for each new member (or one whose address
+    /// changed), none any more for a member that left (its queue is dropped, which ends its
+    /// task).
+    pub fn set_members(&mut self, addresses: &BTreeMap<u64, String>) {
+        self.peers
+            .retain(|id, _| addresses.get(id) == self.addresses.get(id));
+        for (&id, address) in addresses {
+            if id == self.id || self.peers.contains_key(&id) {
                 continue;
             }
-            let (tx, rx) = mpsc::unbounded_channel();
-            peers.insert(id, tx);
-            let endpoint = Endpoint::from_shared(address.clone())
-                .ok()
-                .and_then(|e| config.tls.apply(e, address).ok());
-            let (node, token, from) = (node.clone(), token.clone(), config.id);
-            let snapshots = SnapshotSender {
-                from,
-                to: id,
-                outbox: outbox.clone(),
-                chunk_bytes: config.snapshot_chunk_bytes,
-            };
-            match (endpoint, token) {
-                (Some(endpoint), Some(token)) => {
-                    let _guard = runtime.enter();
-                    let channel = endpoint
-                        .connect_timeout(Duration::from_millis(500))
-                        .tcp_nodelay(true)
-                        .http2_keep_alive_interval(Duration::from_secs(1))
-                        .keep_alive_timeout(Duration::from_secs(2))
-                        .keep_alive_while_idle(true)
-                        .connect_lazy();
-                    let client = PeerClient::new(InterceptedService::new(channel, token))
-                        .max_decoding_message_size(MAX_MESSAGE_BYTES)
-                        .max_encoding_message_size(MAX_MESSAGE_BYTES);
-                    runtime.spawn(send_loop(client, rx, node, snapshots));
-                }
-                _ => tracing::error!(
-                    peer = id,
-                    address,
-                    "invalid peer address, TLS settings or token; not sending to it"
-                ),
+            if let Some(queue) = self.connect(id, address) {
+                self.peers.insert(id, queue);
             }
         }
-        Transport { peers }
+        self.addresses = addresses.clone();
+    }
+
+    fn connect(&self, id: u64, address: &str) -> Option<mpsc::UnboundedSender<Message>> {
+        let endpoint = Endpoint::from_shared(address.to_owned())
+            .ok()
+            .and_then(|e| self.tls.apply(e, address).ok());
+        let (Some(endpoint), Some(token)) = (endpoint, self.token.clone()) else {
+            tracing::error!(
+                peer = id,
+                address,
+                "invalid peer address, TLS settings or token; not sending to it"
+            );
+            return None;
+        };
+        let (tx, rx) = mpsc::unbounded_channel();
+        let snapshots = SnapshotSender {
+            from: self.id,
+            to: id,
+            outbox: self.outbox.clone(),
+            chunk_bytes: self.chunk_bytes,
+        };
+        let _guard = self.runtime.enter();
+        let channel = endpoint
+            .connect_timeout(Duration::from_millis(500))
+            .tcp_nodelay(true)
+            .http2_keep_alive_interval(Duration::from_secs(1))
+            .keep_alive_timeout(Duration::from_secs(2))
+            .keep_alive_while_idle(true)
+            .connect_lazy();
+        let client = PeerClient::new(InterceptedService::new(channel, token))
+            .max_decoding_message_size(MAX_MESSAGE_BYTES)
+            .max_encoding_message_size(MAX_MESSAGE_BYTES);
+        self.runtime
+            .spawn(send_loop(client, rx, self.node.clone(), snapshots));
+        Some(tx)
     }
 
     /// Queues `messages` for their peers.
@@ -96,6 +132,13 @@ impl Transport {
         for m in messages {
             if let Some(peer) = self.peers.get(&m.to) {
                 let _ = peer.send(m);
+            } else if m.get_msg_type() == MessageType::MsgSnapshot {
+                // Nobody to send it to: raft-rs would wait for it for good.
+                drop(self.outbox.take(m.to));
+                let _ = self.node.send(Input::SnapshotSent {
+                    peer: m.to,
+                    ok: false,
+                });
             }
         }
     }
@@ -294,14 +337,14 @@ impl SnapshotSender {
 /// The receiving side: `symcluster.cluster.v1.Peer`.
 pub struct PeerService {
     node: std::sync::Mutex<Sender<Input>>,
-    members: Vec<u64>,
+    members: Members,
     snapshot_dir: PathBuf,
 }
 
 impl PeerService {
-    /// Hands received batches to the node's channel; accepts only `members`; writes received
-    /// snapshots into `snapshot_dir`.
-    pub fn new(node: Sender<Input>, members: Vec<u64>, snapshot_dir: PathBuf) -> Self {
+    /// Hands received batches to the node's channel; accepts only `members` (as they are when
+    /// a batch arrives); writes received snapshots into `snapshot_dir`.
+    pub fn new(node: Sender<Input>, members: Members, snapshot_dir: PathBuf) -> Self {
         PeerService {
             node: std::sync::Mutex::new(node),
             members,
@@ -352,7 +395,7 @@ impl Peer for PeerService {
 impl PeerService {
     /// The batch's messages, once its sender is known to be a member.
     fn decode(&self, batch: &pb::RaftBatch) -> Result<Vec<Message>, Status> {
-        if !self.members.contains(&batch.from) {
+        if !self.members.contains(batch.from) {
             return Err(Status::permission_denied(format!(
                 "member {} is not in this group",
                 batch.from

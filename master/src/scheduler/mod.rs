@@ -818,8 +818,9 @@ impl Scheduler {
         let masters = self
             .raft
             .members
-            .iter()
-            .map(|(&id, address)| {
+            .addresses()
+            .into_iter()
+            .map(|(id, address)| {
                 let mut m = v1::MasterStatus {
                     id,
                     address: address.clone(),
@@ -984,7 +985,7 @@ impl Hooks for Scheduler {
                 }
                 Kind::Complete(pb) => self.finished(&mut core, &pb.job_id, changed),
                 Kind::Fail(pb) => self.finished(&mut core, &pb.job_id, changed),
-                Kind::Purge(_) => {}
+                Kind::Purge(_) | Kind::MembersSeen(_) => {}
             }
             if let Applied::Changed { job_id, .. } = applied {
                 self.watchers.changed(job_id);

@@ -9,7 +9,7 @@ use symcluster_proto::v1::{self, admin_server::Admin};
 use tokio_stream::Stream;
 use tonic::{Request, Response, Status};
 
-use super::index_status;
+use super::{index_status, members};
 use crate::auth;
 use crate::scheduler::Scheduler;
 
@@ -18,14 +18,18 @@ pub struct AdminService {
     scheduler: Arc<Scheduler>,
     /// Bytes per chunk of a backup.
     chunk_bytes: usize,
+    /// Whether the masters serve TLS (an address added without a scheme is `https://`).
+    tls: bool,
 }
 
 impl AdminService {
-    /// Serves `scheduler`; backups go in chunks of `chunk_bytes`.
-    pub fn new(scheduler: Arc<Scheduler>, chunk_bytes: usize) -> Self {
+    /// Serves `scheduler`; backups go in chunks of `chunk_bytes`; `tls`: whether the masters
+    /// serve TLS.
+    pub fn new(scheduler: Arc<Scheduler>, chunk_bytes: usize, tls: bool) -> Self {
         AdminService {
             scheduler,
             chunk_bytes,
+            tls,
         }
     }
 }
@@ -100,6 +104,46 @@ impl Admin for AdminService {
         Ok(Response::new(
             self.scheduler.status().map_err(index_status)?,
         ))
+    }
+
+    async fn list_members(
+        &self,
+        request: Request<v1::ListMembersRequest>,
+    ) -> Result<Response<v1::ListMembersResponse>, Status> {
+        auth::require(&request, auth::ADMIN_ROLES, "the group's members")?;
+        Ok(Response::new(members::list(self.scheduler.raft())))
+    }
+
+    async fn add_member(
+        &self,
+        request: Request<v1::AddMemberRequest>,
+    ) -> Result<Response<v1::ListMembersResponse>, Status> {
+        auth::require(&request, auth::ADMIN_ROLES, "a membership change")?;
+        let request = request.into_inner();
+        let address = members::normalize_address(&request.address, self.tls);
+        tracing::info!(id = request.id, %address, "adding a member");
+        let change = crate::raft::MemberChange::Add {
+            id: request.id,
+            address,
+        };
+        members::change(self.scheduler.raft(), change)
+            .await
+            .map(Response::new)
+    }
+
+    async fn remove_member(
+        &self,
+        request: Request<v1::RemoveMemberRequest>,
+    ) -> Result<Response<v1::ListMembersResponse>, Status> {
+        auth::require(&request, auth::ADMIN_ROLES, "a membership change")?;
+        let ids = request.into_inner().ids;
+        tracing::info!(?ids, "removing members");
+        members::change(
+            self.scheduler.raft(),
+            crate::raft::MemberChange::Remove { ids },
+        )
+        .await
+        .map(Response::new)
     }
 
     async fn index_digest(

@@ -9,6 +9,7 @@
 
 mod admin;
 mod ingest;
+pub mod members;
 mod submit_stream;
 mod worker_api;
 
@@ -64,6 +65,9 @@ fn schedule_status(e: ScheduleError) -> Status {
     match e {
         ScheduleError::Propose(ProposeError::NotLeader { leader }) => not_leader(leader),
         ScheduleError::Propose(e @ ProposeError::Storage(_)) => Status::unavailable(e.to_string()),
+        ScheduleError::Propose(e @ ProposeError::Membership(_)) => {
+            Status::failed_precondition(e.to_string())
+        }
         ScheduleError::Index(e) => index_status(e),
     }
 }

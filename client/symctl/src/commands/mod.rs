@@ -2,6 +2,7 @@
 
 mod backup;
 mod cluster;
+mod members;
 mod output;
 mod restore_js;
 mod submit_dir;
@@ -22,6 +23,7 @@ pub fn run(command: Command) -> anyhow::Result<()> {
         Command::Missing(args) => block_on(cluster::missing(args)),
         Command::Status(args) => block_on(cluster::status(args)),
         Command::Admin(crate::cli::AdminCommand::Backup(args)) => block_on(backup::run(args)),
+        Command::Admin(crate::cli::AdminCommand::Members(args)) => block_on(members::run(args)),
         Command::Completions(args) => {
             let mut command = <crate::cli::Cli as clap::CommandFactory>::command();
             clap_complete::generate(args.shell, &mut command, "symctl", &mut std::io::stdout());

@@ -1,0 +1,159 @@
+//! `symctl admin members [add ID ADDRESS | remove ID...]`: the master group's membership.
+
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, bail};
+use symcluster_client::api;
+use symcluster_client::api::admin_client::AdminClient;
+
+use crate::cli::{MembersArgs, MembersChange, Output};
+
+/// Lists the members, or makes the change and lists them after it (on the leader, followed
+/// through failovers); `add --wait` then waits until the new member is a voter.
+pub async fn run(args: MembersArgs) -> anyhow::Result<()> {
+    let client = super::cluster::connect(&args.master).await?;
+    let members = match &args.change {
+        None => list(&client).await?,
+        Some(MembersChange::Add { id, address, wait }) => {
+            let added = client
+                .on_leader(|channel| {
+                    let request = api::AddMemberRequest {
+                        id: *id,
+                        address: address.clone(),
+                    };
+                    async move {
+                        AdminClient::new(channel)
+                            .add_member(request)
+                            .await
+                            .map(|response| response.into_inner())
+                    }
+                })
+                .await
+                .with_context(|| format!("member {id} was not added"))?;
+            eprintln!("member {id} added as a learner; the leader promotes it once it caught up");
+            match wait {
+                Some(within) => wait_for_voter(&client, *id, *within).await?,
+                None => added,
+            }
+        }
+        Some(MembersChange::Remove { ids }) => {
+            let removed = client
+                .on_leader(|channel| {
+                    let request = api::RemoveMemberRequest { ids: ids.clone() };
+                    async move {
+                        AdminClient::new(channel)
+                            .remove_member(request)
+                            .await
+                            .map(|response| response.into_inner())
+                    }
+                })
+                .await
+                .context("the members were not removed")?;
+            eprintln!("removed {ids:?}; stop those masters now");
+            removed
+        }
+    };
+    print(&members, args.output)
+}
+
+/// The members, as the leader lists them.
+async fn list(client: &symcluster_client::Client) -> anyhow::Result<api::ListMembersResponse> {
+    client
+        .on_leader(|channel| async move {
+            AdminClient::new(channel)
+                .list_members(api::ListMembersRequest {})
+                .await
+                .map(|response| response.into_inner())
+        })
+        .await
+        .context("cannot list the members")
+}
+
+/// Polls the leader until member `id` is a voter; its last view after `within`, as an error.
+async fn wait_for_voter(
+    client: &symcluster_client::Client,
+    id: u64,
+    within: Duration,
+) -> anyhow::Result<api::ListMembersResponse> {
+    let deadline = Instant::now() + within;
+    loop {
+        let members = list(client).await?;
+        let member = members.members.iter().find(|m| m.id == id);
+        match member {
+            Some(m) if m.role == "voter" => {
+                eprintln!("member {id} is a voter");
+                return Ok(members);
+            }
+            None => bail!("member {id} is no longer in the group"),
+            Some(m) if Instant::now() >= deadline => bail!(
+                "member {id} is still a {} after {within:?} (match index {}, {} entries behind)",
+                m.role,
+                m.match_index,
+                m.lag
+            ),
+            Some(_) => tokio::time::sleep(Duration::from_millis(500)).await,
+        }
+    }
+}
+
+fn print(members: &api::ListMembersResponse, output: Output) -> anyhow::Result<()> {
+    match output {
+        Output::Json => {
+            let rows: Vec<serde_json::Value> = members
+                .members
+                .iter()
+                .map(|m| {
+                    serde_json::json!({
+                        "id": m.id,
+                        "address": m.address,
+                        "role": m.role,
+                        "leader": m.leader,
+                        "match_index": m.match_index,
+                        "lag": m.lag,
+                        "last_contact_ms_ago": m.last_contact_ms_ago,
+                        "seen": m.seen,
+                    })
+                })
+                .collect();
+            let doc = serde_json::json!({
+                "members": rows,
+                "leader_id": members.leader_id,
+                "term": members.term,
+                "commit_index": members.commit_index,
+                "answered_by": members.answered_by,
+                "changing": members.changing,
+            });
+            println!("{}", serde_json::to_string_pretty(&doc)?);
+        }
+        Output::Table => {
+            println!(
+                "{:<4} {:<32} {:<9} {:<7} {:>12} {:>8} {:>13}",
+                "ID", "ADDRESS", "ROLE", "LEADER", "MATCH", "LAG", "LAST CONTACT"
+            );
+            for m in &members.members {
+                println!(
+                    "{:<4} {:<32} {:<9} {:<7} {:>12} {:>8} {:>13}",
+                    m.id,
+                    m.address,
+                    m.role,
+                    if m.leader { "yes" } else { "" },
+                    m.match_index,
+                    m.lag,
+                    m.last_contact_ms_ago
+                        .map_or_else(|| "-".to_owned(), |ms| format!("{ms} ms")),
+                );
+            }
+            println!(
+                "term {}, commit index {}{}",
+                members.term,
+                members.commit_index,
+                if members.changing {
+                    "; a membership change is in progress"
+                } else {
+                    ""
+                }
+            );
+        }
+    }
+    Ok(())
+}
