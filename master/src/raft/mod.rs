@@ -350,6 +350,17 @@ pub fn raft_settings(
     }
 }
 
+/// How the node sends Raft messages to the other members: the tonic transport
+/// ([`transport::Transport`]) in a master, a simulated network in the simulation test
+/// (`master/tests/raft_simulation.rs`).
+pub trait Outbound: Send {
+    /// Queues `messages` for their members (`Message.to`). A `MsgSnapshot` takes its index from
+    /// the [`snapshot::Outbox`]; its outcome is reported back as [`Input::SnapshotSent`].
+    fn send(&mut self, messages: Vec<Message>);
+    /// Follows a membership change: the members and their addresses now.
+    fn set_members(&mut self, addresses: &BTreeMap<u64, String>);
+}
+
 /// Starts the node thread over `index`, with Raft's log in `log_dir`. A single-member group
 /// elects itself at once.
 pub fn start(
@@ -361,6 +372,51 @@ pub fn start(
     hooks: Arc<dyn Hooks>,
     runtime: tokio::runtime::Handle,
 ) -> Result<std::thread::JoinHandle<()>, IndexError> {
+    let node = open(
+        config,
+        index,
+        log_dir,
+        handle,
+        inputs,
+        hooks,
+        |addresses, outbox| {
+            Box::new(transport::Transport::start(
+                config,
+                addresses,
+                handle.inputs(),
+                outbox,
+                &runtime,
+            ))
+        },
+    )?;
+    std::thread::Builder::new()
+        .name(format!("raft-{}", config.id))
+        .spawn(move || {
+            // raft-rs panics on a storage error it cannot handle (an unreadable log segment): a
+            // master whose Raft member is gone must not go on serving a stale index.
+            if std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| node.run())).is_err() {
+                tracing::error!("the raft node failed; this master exits");
+                std::process::exit(70);
+            }
+        })
+        .map_err(|e| IndexError::Corrupt(format!("cannot start the raft thread: {e}")))
+}
+
+/// The node over `index` and the log in `log_dir`, not started: [`start`] runs it on its
+/// thread ([`node::Node::run`]); the simulation test drives it turn by turn
+/// ([`node::Node::turn`]). `outbound` makes its sending side from the members' addresses and
+/// the snapshot outbox. Errors: the snapshot directory cannot be emptied, the index or the log
+/// cannot be read, raft-rs refuses the settings.
+#[allow(clippy::type_complexity)]
+pub fn open(
+    config: &RaftConfig,
+    index: Index,
+    log_dir: &std::path::Path,
+    handle: &RaftHandle,
+    inputs: std::sync::mpsc::Receiver<Input>,
+    hooks: Arc<dyn Hooks>,
+    outbound: impl FnOnce(&BTreeMap<u64, String>, snapshot::Outbox) -> Box<dyn Outbound>,
+) -> Result<node::Node, IndexError> {
     snapshot::clear_dir(&config.snapshot_dir).map_err(|e| {
         IndexError::Corrupt(format!(
             "cannot empty the snapshot directory {}: {e}",
@@ -407,14 +463,8 @@ pub fn start(
         // Nobody else to wait for.
         let _ = raw.campaign();
     }
-    let transport = transport::Transport::start(
-        config,
-        &handle.members.addresses(),
-        handle.inputs(),
-        outbox,
-        &runtime,
-    );
-    let node = node::Node::new(
+    let transport = outbound(&handle.members.addresses(), outbox);
+    Ok(node::Node::new(
         raw,
         index,
         applied,
@@ -428,16 +478,5 @@ pub fn start(
             current,
         },
         config.snapshot_dir.clone(),
-    );
-    std::thread::Builder::new()
-        .name(format!("raft-{}", config.id))
-        .spawn(move || {
-            // raft-rs panics on a storage error it cannot handle (an unreadable log segment): a
-            // master whose Raft member is gone must not go on serving a stale index.
-            if std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| node.run())).is_err() {
-                tracing::error!("the raft node failed; this master exits");
-                std::process::exit(70);
-            }
-        })
-        .map_err(|e| IndexError::Corrupt(format!("cannot start the raft thread: {e}")))
+    ))
 }

@@ -34,8 +34,7 @@ use tokio::sync::oneshot;
 use super::membership::{self, Members};
 use super::snapshot;
 use super::storage::RaftStorage;
-use super::transport::Transport;
-use super::{Hooks, Input, MemberChange, ProposeError, RaftStatus};
+use super::{Hooks, Input, MemberChange, Outbound, ProposeError, RaftStatus};
 use crate::index::apply::{Applied, Applier};
 use crate::index::{Command, Index, IndexError, command};
 use crate::metrics;
@@ -67,10 +66,13 @@ pub struct Node {
     raw: RawNode<RaftStorage>,
     index: Index,
     inputs: Receiver<Input>,
-    transport: Transport,
+    transport: Box<dyn Outbound>,
     hooks: Arc<dyn Hooks>,
     status: Arc<RwLock<RaftStatus>>,
     waiters: HashMap<u64, Waiter>,
+    /// This member's id and a number of this start: the first bytes of its proposals'
+    /// contexts.
+    proposer: [u8; PROPOSER_BYTES],
     next_proposal: u64,
     role: StateRole,
     leader_id: u64,
@@ -86,13 +88,16 @@ pub struct Node {
     seen_proposed: HashMap<u64, Instant>,
     /// Committed entries a follower has not applied yet: see [`Node::apply_or_defer`].
     deferred: Vec<Entry>,
-    deferred_since: Option<Instant>,
     /// The last applied index written durably to the index (a restart starts from there).
     durable_applied: u64,
     last_checkpoint: Instant,
     /// Where received snapshots wait to be restored ([`snapshot::ready_path`]).
     snapshot_dir: std::path::PathBuf,
 }
+
+/// Bytes of a proposal's context that name its proposer: member id and start nonce (u64
+/// little-endian each); the proposal id follows.
+const PROPOSER_BYTES: usize = 16;
 
 /// At most this many committed entries wait on a follower to be applied together.
 const MAX_DEFERRED: usize = 1024;
@@ -111,18 +116,22 @@ impl Node {
         index: Index,
         applied: u64,
         inputs: Receiver<Input>,
-        transport: Transport,
+        transport: Box<dyn Outbound>,
         hooks: Arc<dyn Hooks>,
         status: Arc<RwLock<RaftStatus>>,
         membership: Membership,
         snapshot_dir: std::path::PathBuf,
     ) -> Self {
         let conf_state = raw.raft.prs().conf().to_conf_state();
-        // Proposal ids only need to be unique within this process's life and never equal an
-        // id still in an old log entry: start from the clock.
-        let next_proposal = std::time::SystemTime::now()
+        // A proposal's context names this process's member and start (`PROPOSER_BYTES`), so
+        // that a new leader never answers its own waiters with entries another member (or an
+        // earlier run of this one) proposed under the same number.
+        let nonce = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
-            .map_or(1, |d| d.as_nanos() as u64);
+            .map_or(0, |d| d.as_nanos() as u64);
+        let mut proposer = [0u8; PROPOSER_BYTES];
+        proposer[..8].copy_from_slice(&raw.raft.id.to_le_bytes());
+        proposer[8..].copy_from_slice(&nonce.to_le_bytes());
         Node {
             raw,
             index,
@@ -131,7 +140,8 @@ impl Node {
             hooks,
             status,
             waiters: HashMap::new(),
-            next_proposal,
+            proposer,
+            next_proposal: 1,
             role: StateRole::Follower,
             leader_id: 0,
             applied,
@@ -141,58 +151,70 @@ impl Node {
             last_contact: HashMap::new(),
             seen_proposed: HashMap::new(),
             deferred: Vec::new(),
-            deferred_since: None,
             durable_applied: applied,
             last_checkpoint: Instant::now(),
             snapshot_dir,
         }
     }
 
-    /// Runs until [`Input::Stop`] or until every sender is gone.
+    /// Runs until [`Input::Stop`] or until every sender is gone: waits for an input or the next
+    /// tick ([`TICK`]), then takes a [`Node::turn`].
     pub fn run(mut self) {
         let mut last_tick = Instant::now();
         loop {
-            // Wake for the next tick, or when entries a follower let wait are due.
-            let wait = TICK.saturating_sub(last_tick.elapsed()).min(
-                self.deferred_since
-                    .map_or(TICK, |since| TICK.saturating_sub(since.elapsed())),
-            );
-            match self.inputs.recv_timeout(wait) {
+            match self
+                .inputs
+                .recv_timeout(TICK.saturating_sub(last_tick.elapsed()))
+            {
                 Ok(Input::Stop) => return self.stop(),
                 Ok(input) => self.handle(input),
                 Err(RecvTimeoutError::Timeout) => {}
                 Err(RecvTimeoutError::Disconnected) => return,
             }
-            // Group commit: take everything that is waiting before the next Ready.
-            while let Ok(input) = self.inputs.try_recv() {
-                if matches!(input, Input::Stop) {
-                    return self.stop();
-                }
-                self.handle(input);
-            }
-            if last_tick.elapsed() >= TICK {
-                self.raw.tick();
-                self.leader_duties();
+            let tick = last_tick.elapsed() >= TICK;
+            if tick {
                 last_tick = Instant::now();
             }
-            let overdue = self
-                .deferred_since
-                .is_some_and(|since| since.elapsed() >= TICK);
-            let result = self.on_ready().and_then(|()| {
-                if overdue {
-                    self.apply_deferred()
-                } else {
-                    Ok(())
+            match self.turn(tick) {
+                Ok(true) => {}
+                Ok(false) => return self.stop(),
+                Err(e) => {
+                    // The log cannot be written: stop taking part rather than diverge.
+                    tracing::error!(error = %e, "raft storage failed; this master stops replicating");
+                    self.fail_waiters(ProposeError::Storage(e.to_string()));
+                    return;
                 }
-            });
-            if let Err(e) = result {
-                // The log cannot be written: stop taking part rather than diverge.
-                tracing::error!(error = %e, "raft storage failed; this master stops replicating");
-                self.fail_waiters(ProposeError::Storage(e.to_string()));
-                return;
             }
-            self.publish_status();
         }
+    }
+
+    /// One turn of the loop: takes every input waiting in the channel (group commit: many
+    /// proposals share one Ready), ticks raft-rs when `tick` (and does the leader's membership
+    /// duties), handles the Ready, applies the entries a follower let wait when `tick` (they
+    /// wait at most one tick), and publishes the status. `Ok(false)` once [`Input::Stop`] was
+    /// taken (the caller then stops); errors: the log or the index cannot be written.
+    pub fn turn(&mut self, tick: bool) -> Result<bool, IndexError> {
+        while let Ok(input) = self.inputs.try_recv() {
+            if matches!(input, Input::Stop) {
+                return Ok(false);
+            }
+            self.handle(input);
+        }
+        if tick {
+            self.raw.tick();
+            self.leader_duties();
+        }
+        self.on_ready()?;
+        if tick {
+            self.apply_deferred()?;
+        }
+        self.publish_status();
+        Ok(true)
+    }
+
+    /// This member's raft-rs state (read-only; the simulation test checks it).
+    pub fn raft(&self) -> &raft::Raft<RaftStorage> {
+        &self.raw.raft
     }
 
     fn handle(&mut self, input: Input) {
@@ -213,6 +235,20 @@ impl Node {
                 let now = Instant::now();
                 for m in messages {
                     self.last_contact.insert(m.from, now);
+                    // A joining member takes the group's state from a snapshot, never the log
+                    // from its first entry: that log does not hold the group's first membership
+                    // (it came from `--peers`), so replaying it would give a wrong one.
+                    if self.membership.current.is_none()
+                        && m.get_msg_type() == raft::prelude::MessageType::MsgAppend
+                        && m.index == 0
+                        && !m.entries.is_empty()
+                    {
+                        tracing::warn!(
+                            from = m.from,
+                            "the log from its first entry offered to a joining member; dropped"
+                        );
+                        continue;
+                    }
                     // A streamed snapshot's message is handed over only with its file, by the
                     // snapshot receiver; one without it (a stray or replayed message) would make
                     // Raft install an index this master does not have.
@@ -297,7 +333,7 @@ impl Node {
         let id = self.next_proposal;
         self.next_proposal += 1;
         let context = if reply.is_some() {
-            id.to_le_bytes().to_vec()
+            self.context(id)
         } else {
             Vec::new()
         };
@@ -321,6 +357,22 @@ impl Node {
                 }
             }
         }
+    }
+
+    /// The context of this member's proposal `id`: [`Node::proposer`], then `id`.
+    fn context(&self, id: u64) -> Vec<u8> {
+        let mut context = self.proposer.to_vec();
+        context.extend_from_slice(&id.to_le_bytes());
+        context
+    }
+
+    /// The proposal id in `context` when this member proposed it in this run.
+    fn proposal_id(&self, context: &[u8]) -> Option<u64> {
+        let (proposer, id) = context.split_at_checked(PROPOSER_BYTES)?;
+        if proposer != self.proposer {
+            return None;
+        }
+        Some(u64::from_le_bytes(id.try_into().ok()?))
     }
 
     fn not_leader(&self) -> ProposeError {
@@ -372,10 +424,7 @@ impl Node {
         }
         let id = self.next_proposal;
         self.next_proposal += 1;
-        match self
-            .raw
-            .propose_conf_change(id.to_le_bytes().to_vec(), change_v2)
-        {
+        match self.raw.propose_conf_change(self.context(id), change_v2) {
             Ok(()) => {
                 tracing::info!(?change, "membership change proposed");
                 self.member_waiters.insert(id, reply);
@@ -545,7 +594,6 @@ impl Node {
         );
         // The snapshot holds everything up to its index, deferred entries included.
         self.deferred.clear();
-        self.deferred_since = None;
         let started = Instant::now();
         if snapshot.data.as_slice() == snapshot::MARKER {
             snapshot::restore(&self.index, &self.snapshot_dir, meta)?;
@@ -611,13 +659,11 @@ impl Node {
         if self.role == StateRole::Leader || self.deferred.len() >= MAX_DEFERRED {
             return self.apply_deferred();
         }
-        self.deferred_since.get_or_insert_with(Instant::now);
         Ok(())
     }
 
     /// Applies what [`Node::apply_or_defer`] let wait.
     fn apply_deferred(&mut self) -> Result<(), IndexError> {
-        self.deferred_since = None;
         if self.deferred.is_empty() {
             return Ok(());
         }
@@ -655,7 +701,11 @@ impl Node {
             return Ok(());
         };
         let last_index = last.index;
-        let checkpoint = last_index - self.durable_applied >= CHECKPOINT_ENTRIES
+        // The first apply is durable at once: the log's first entry is then compacted
+        // (`RaftStorage::maybe_compact`), so that a member joining with an empty log gets a
+        // snapshot (which carries the membership) rather than the log from entry 1.
+        let checkpoint = self.durable_applied == 0
+            || last_index - self.durable_applied >= CHECKPOINT_ENTRIES
             || self.last_checkpoint.elapsed() >= CHECKPOINT_INTERVAL;
         let db = self.index.database().clone();
         let mut txn = db.begin_write().map_err(crate::index::db)?;
@@ -713,10 +763,10 @@ impl Node {
             self.refresh_membership()?;
         }
         for (context, outcome) in member_replies {
-            let Ok(id) = <[u8; 8]>::try_from(context.as_slice()) else {
+            let Some(id) = self.proposal_id(&context) else {
                 continue;
             };
-            if let Some(reply) = self.member_waiters.remove(&u64::from_le_bytes(id)) {
+            if let Some(reply) = self.member_waiters.remove(&id) {
                 let _ = reply.send(outcome.map_err(ProposeError::Membership));
             }
         }
@@ -748,10 +798,10 @@ impl Node {
                 .unzip();
             self.hooks.applied(&applied, is_leader);
             for (ctx, (_, result)) in contexts.iter().zip(applied) {
-                let Ok(id) = <[u8; 8]>::try_from(ctx.as_slice()) else {
+                let Some(id) = self.proposal_id(ctx) else {
                     continue;
                 };
-                if let Some(waiter) = self.waiters.remove(&u64::from_le_bytes(id)) {
+                if let Some(waiter) = self.waiters.remove(&id) {
                     metrics::RAFT_COMMIT_SECONDS.observe(waiter.proposed.elapsed().as_secs_f64());
                     let _ = waiter.reply.send(Ok(result));
                 }

@@ -144,6 +144,16 @@ impl Transport {
     }
 }
 
+impl super::Outbound for Transport {
+    fn send(&mut self, messages: Vec<Message>) {
+        Transport::send(self, messages);
+    }
+
+    fn set_members(&mut self, addresses: &BTreeMap<u64, String>) {
+        Transport::set_members(self, addresses);
+    }
+}
+
 type Client = PeerClient<InterceptedService<Channel, BearerToken>>;
 
 /// Batches wanted in flight on a stream before the sender waits (HTTP/2 flow control bounds
