@@ -9,7 +9,7 @@
 //! - [`scheduler`]: queue, leases, placement and the worker registry, on the leader;
 //! - request checks and routing keys live in `symcluster-admission` (`master/admission/`);
 //! - [`service`]: the gRPC services (Ingest, WorkerApi, Admin), auth, leader redirects;
-//! - [`metrics`]: Prometheus metrics over HTTP.
+//! - [`metrics`]: the Prometheus metrics (statics only); [`scrape`]: `/metrics` over HTTP.
 
 #![deny(missing_docs)]
 
@@ -21,6 +21,7 @@ pub mod missing_check;
 pub mod raft;
 pub mod restore;
 pub mod scheduler;
+pub mod scrape;
 pub mod service;
 
 use std::sync::Arc;
@@ -174,7 +175,7 @@ pub async fn run(
     let metrics = scheduler.clone();
     let metrics_addr = config.metrics_listen;
     tokio::spawn(async move {
-        if let Err(e) = metrics::serve(metrics_addr, metrics).await {
+        if let Err(e) = scrape::serve(metrics_addr, metrics).await {
             tracing::error!(error = %e, "metrics endpoint failed");
         }
     });

@@ -1,15 +1,12 @@
 //! Prometheus metrics, served over HTTP at `/metrics`.
 
-use std::net::SocketAddr;
-use std::sync::{Arc, LazyLock};
+use std::sync::LazyLock;
 
 use prometheus::{
     GaugeVec, Histogram, HistogramOpts, IntCounter, IntCounterVec, IntGauge, IntGaugeVec, Opts,
     Registry,
 };
 use symcluster_proto::v1::JobKind;
-
-use crate::scheduler::Scheduler;
 
 /// The master's registry.
 pub static REGISTRY: LazyLock<Registry> = LazyLock::new(Registry::new);
@@ -144,16 +141,18 @@ fn gauge_vec(name: &str, help: &str, labels: &[&str]) -> IntGaugeVec {
 }
 
 /// The job kinds, as `kind` label values.
-const KINDS: [(JobKind, &str); 2] = [(JobKind::Native, "native"), (JobKind::Js, "js")];
+pub const KINDS: [(JobKind, &str); 2] = [(JobKind::Native, "native"), (JobKind::Js, "js")];
 
-static QUEUE_DEPTH: LazyLock<IntGaugeVec> = LazyLock::new(|| {
+/// Jobs waiting for a slot, by kind (set at each scrape).
+pub static QUEUE_DEPTH: LazyLock<IntGaugeVec> = LazyLock::new(|| {
     gauge_vec(
         "symcluster_queue_depth",
         "Jobs waiting for a worker slot, by kind (the leader's count; 0 on followers)",
         &["kind"],
     )
 });
-static QUEUE_OLDEST_AGE: LazyLock<GaugeVec> = LazyLock::new(|| {
+/// Age of the oldest queued job by kind, seconds (set at each scrape).
+pub static QUEUE_OLDEST_AGE: LazyLock<GaugeVec> = LazyLock::new(|| {
     let g = GaugeVec::new(
         Opts::new(
             "symcluster_queue_oldest_age_seconds",
@@ -165,7 +164,8 @@ static QUEUE_OLDEST_AGE: LazyLock<GaugeVec> = LazyLock::new(|| {
     .expect("valid metric");
     symcluster_telemetry::register(&REGISTRY, g)
 });
-static WORKER_SLOTS: LazyLock<IntGaugeVec> = LazyLock::new(|| {
+/// Slots of the connected workers, busy or free (set at each scrape).
+pub static WORKER_SLOTS: LazyLock<IntGaugeVec> = LazyLock::new(|| {
     gauge_vec(
         "symcluster_cluster_slots",
         "Job slots of the connected workers that take leases (draining ones excluded), busy or \
@@ -174,17 +174,21 @@ static WORKER_SLOTS: LazyLock<IntGaugeVec> = LazyLock::new(|| {
         &["state"],
     )
 });
-static WORKERS_DRAINING: LazyLock<IntGauge> = LazyLock::new(|| {
+/// Workers draining (set at each scrape).
+pub static WORKERS_DRAINING: LazyLock<IntGauge> = LazyLock::new(|| {
     gauge(
         "symcluster_workers_draining",
         "Workers stopping: they finish or hand back their jobs and get no new ones",
     )
 });
-static JOBS_RUNNING: LazyLock<IntGauge> =
+/// Jobs leased (set at each scrape).
+pub static JOBS_RUNNING: LazyLock<IntGauge> =
     LazyLock::new(|| gauge("symcluster_jobs_running", "Jobs leased to workers"));
-static JOBS_FAILED: LazyLock<IntGauge> =
+/// Jobs failed for good (set at each scrape).
+pub static JOBS_FAILED: LazyLock<IntGauge> =
     LazyLock::new(|| gauge("symcluster_jobs_failed", "Jobs failed for good"));
-static WORKERS: LazyLock<IntGauge> = LazyLock::new(|| {
+/// Workers with an open lease stream (set at each scrape).
+pub static WORKERS: LazyLock<IntGauge> = LazyLock::new(|| {
     gauge(
         "symcluster_workers_connected",
         "Workers with an open lease stream",
@@ -205,13 +209,15 @@ pub static AFFINE_LEASES: LazyLock<IntCounter> = LazyLock::new(|| {
     )
 });
 
-static MISSING_FILES: LazyLock<IntGauge> = LazyLock::new(|| {
+/// Files finished jobs lack (set at each scrape).
+pub static MISSING_FILES: LazyLock<IntGauge> = LazyLock::new(|| {
     gauge(
         "symcluster_missing_files",
         "Debug files and source maps (per project) that finished jobs lack",
     )
 });
-static MISSING_FILE_JOBS: LazyLock<IntGauge> = LazyLock::new(|| {
+/// Finished jobs lacking a file, once per file (set at each scrape).
+pub static MISSING_FILE_JOBS: LazyLock<IntGauge> = LazyLock::new(|| {
     gauge(
         "symcluster_missing_file_jobs",
         "Finished jobs lacking a file, counted once per file they lack",
@@ -225,8 +231,9 @@ pub static JOBS_RESYMBOLICATED: LazyLock<IntCounter> = LazyLock::new(|| {
     )
 });
 
-/// Serves `/metrics` on `addr` until the process ends.
-pub async fn serve(addr: SocketAddr, scheduler: Arc<Scheduler>) -> anyhow::Result<()> {
+/// Registers every metric that is only set now and then, so that a scrape shows it (at 0)
+/// from the start.
+pub fn register_all() {
     LazyLock::force(&JOBS_SUBMITTED);
     LazyLock::force(&JOBS_COMPLETED);
     LazyLock::force(&JOBS_RESYMBOLICATED);
@@ -250,45 +257,4 @@ pub async fn serve(addr: SocketAddr, scheduler: Arc<Scheduler>) -> anyhow::Resul
             RAFT_SNAPSHOTS.with_label_values(&[direction, outcome]);
         }
     }
-    let app = axum::Router::new().route(
-        "/metrics",
-        axum::routing::get(move || {
-            let scheduler = scheduler.clone();
-            async move {
-                let Ok(status) = scheduler.status() else {
-                    return (
-                        axum::http::StatusCode::SERVICE_UNAVAILABLE,
-                        [("content-type", "text/plain".to_owned())],
-                        b"index unreadable\n".to_vec(),
-                    );
-                };
-                let queue = scheduler.queue_stats();
-                for (kind, label) in KINDS {
-                    let (depth, oldest_ms) = queue.queued.get(&kind).copied().unwrap_or_default();
-                    QUEUE_DEPTH.with_label_values(&[label]).set(depth as i64);
-                    QUEUE_OLDEST_AGE
-                        .with_label_values(&[label])
-                        .set(oldest_ms as f64 / 1000.0);
-                }
-                WORKER_SLOTS
-                    .with_label_values(&["busy"])
-                    .set(queue.busy_slots as i64);
-                WORKER_SLOTS
-                    .with_label_values(&["free"])
-                    .set(queue.free_slots as i64);
-                WORKERS_DRAINING.set(queue.draining_workers as i64);
-                JOBS_RUNNING.set(status.jobs_running as i64);
-                JOBS_FAILED.set(status.jobs_failed as i64);
-                WORKERS.set(status.workers.iter().filter(|w| w.connected).count() as i64);
-                if let Ok(missing) = scheduler.index().missing_files(usize::MAX, |_| true) {
-                    MISSING_FILES.set(missing.len() as i64);
-                    MISSING_FILE_JOBS.set(missing.iter().map(|m| m.jobs).sum::<u64>() as i64);
-                }
-                symcluster_telemetry::exposition(&REGISTRY)
-            }
-        }),
-    );
-    let listener = tokio::net::TcpListener::bind(addr).await?;
-    symcluster_telemetry::serve(listener, app).await;
-    Ok(())
 }

@@ -33,11 +33,11 @@ static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
-use symcluster_client::api::NativeJob;
 use symcluster_client::report::report_bytes;
 use symcluster_engine::{
     LocalSymCaches, Modules, parse_report_with, referenced_images, symbolicate_owned,
 };
+use symcluster_proto::v1::NativeJob;
 use symcluster_worker::runner::{Prefetched, completed_native, result_zstd};
 
 /// Timed rounds over every report; the best round's mean is printed.

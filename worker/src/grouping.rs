@@ -19,7 +19,7 @@ use symcluster_engine::ReportKind;
 use symcluster_engine::js::{JsFrameStatus, JsRestoreResult};
 use symcluster_engine::result::{FrameStatus, SymbolicationResult};
 
-use symcluster_client::api::CrashGroupKey as GroupKey;
+use symcluster_proto::v1::CrashGroupKey as GroupKey;
 
 /// Frames in a fingerprint and key stack.
 pub const KEY_FRAMES: usize = 5;
@@ -245,7 +245,7 @@ pub fn js(result: &JsRestoreResult) -> Option<GroupKey> {
 /// Flat, parents first (`CallTreeNode.parent`, -1 at the top). Empty for other results, and for
 /// a tree of more than `MAX_CALL_TREE_NODES` nodes (the result keeps it whole; the group does
 /// not sum it).
-pub fn call_tree(result: &SymbolicationResult) -> Vec<symcluster_client::api::CallTreeNode> {
+pub fn call_tree(result: &SymbolicationResult) -> Vec<symcluster_proto::v1::CallTreeNode> {
     let tree = named_tree(result);
     if tree.len() > symcluster_client::result_limits::MAX_CALL_TREE_NODES {
         tracing::warn!(
@@ -257,9 +257,9 @@ pub fn call_tree(result: &SymbolicationResult) -> Vec<symcluster_client::api::Ca
     tree
 }
 
-fn named_tree(result: &SymbolicationResult) -> Vec<symcluster_client::api::CallTreeNode> {
+fn named_tree(result: &SymbolicationResult) -> Vec<symcluster_proto::v1::CallTreeNode> {
     use std::collections::HashMap;
-    let mut out: Vec<symcluster_client::api::CallTreeNode> = Vec::new();
+    let mut out: Vec<symcluster_proto::v1::CallTreeNode> = Vec::new();
     let mut by_path: HashMap<(i64, String), usize> = HashMap::new();
     // Where each result node's innermost level landed.
     let mut landed: Vec<Option<usize>> = Vec::with_capacity(result.call_tree.len());
@@ -282,7 +282,7 @@ fn named_tree(result: &SymbolicationResult) -> Vec<symcluster_client::api::CallT
         for level in node.frames.iter().rev() {
             let name = frame_name(level);
             let at = *by_path.entry((parent, name.clone())).or_insert_with(|| {
-                out.push(symcluster_client::api::CallTreeNode {
+                out.push(symcluster_proto::v1::CallTreeNode {
                     name,
                     hits: 0,
                     parent,

@@ -26,6 +26,7 @@ pub mod metrics;
 mod outcomes;
 mod reconnect;
 pub mod runner;
+pub mod scrape;
 pub mod session;
 pub mod shutdown;
 
@@ -101,7 +102,7 @@ pub async fn run_until(
     let metrics_listener = tokio::net::TcpListener::bind(config.metrics_listen)
         .await
         .map_err(|e| anyhow::anyhow!("cannot listen on {}: {e}", config.metrics_listen))?;
-    tokio::spawn(metrics::serve(
+    tokio::spawn(scrape::serve(
         metrics_listener,
         caches.clone(),
         jobs.clone(),

@@ -4,15 +4,12 @@
 //! `/ready` answers 200 while the worker has an open lease stream to the leader and is not
 //! draining, 503 otherwise: what an orchestrator's readiness probe asks.
 
+use std::sync::LazyLock;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, LazyLock};
 
 use prometheus::{
     HistogramOpts, HistogramVec, IntCounter, IntCounterVec, IntGauge, IntGaugeVec, Opts, Registry,
 };
-
-use crate::caches::Caches;
-use crate::session::Jobs;
 
 /// The worker's registry.
 pub static REGISTRY: LazyLock<Registry> = LazyLock::new(Registry::new);
@@ -50,7 +47,8 @@ pub static JOB_SECONDS: LazyLock<HistogramVec> = LazyLock::new(|| {
     )
 });
 
-static SLOTS: LazyLock<IntGaugeVec> = LazyLock::new(|| {
+/// Job slots, busy or free (set at each scrape).
+pub static SLOTS: LazyLock<IntGaugeVec> = LazyLock::new(|| {
     register(
         IntGaugeVec::new(
             Opts::new(
@@ -160,7 +158,8 @@ impl Drop for Converting {
     }
 }
 
-static CACHE_BYTES: LazyLock<IntGaugeVec> = LazyLock::new(|| {
+/// Bytes held by the memory and disk caches (set at each scrape).
+pub static CACHE_BYTES: LazyLock<IntGaugeVec> = LazyLock::new(|| {
     register(
         IntGaugeVec::new(
             Opts::new(
@@ -184,9 +183,9 @@ static READY: LazyLock<IntGauge> = LazyLock::new(|| {
 });
 
 /// The job kind label of a lease's spec.
-pub fn kind_label(spec: &symcluster_client::api::JobSpec) -> &'static str {
+pub fn kind_label(spec: &symcluster_proto::v1::JobSpec) -> &'static str {
     match spec.payload {
-        Some(symcluster_client::api::job_spec::Payload::Js(_)) => "js",
+        Some(symcluster_proto::v1::job_spec::Payload::Js(_)) => "js",
         _ => "native",
     }
 }
@@ -208,13 +207,9 @@ impl Readiness {
     }
 }
 
-/// Serves `/metrics` and `/ready` on `listener` until the process ends.
-pub async fn serve(
-    listener: tokio::net::TcpListener,
-    caches: Arc<Caches>,
-    jobs: Jobs,
-    ready: Arc<Readiness>,
-) {
+/// Registers every metric that is only set now and then, so that a scrape shows it from the
+/// start.
+pub fn register_all() {
     LazyLock::force(&JOBS);
     LazyLock::force(&JOB_SECONDS);
     LazyLock::force(&READY);
@@ -222,43 +217,4 @@ pub async fn serve(
     LazyLock::force(&STEP_SECONDS);
     LazyLock::force(&DOWNLOADED_BYTES);
     LazyLock::force(&CONVERSIONS_IN_FLIGHT);
-    let app = axum::Router::new()
-        .route(
-            "/metrics",
-            axum::routing::get(move || {
-                let (caches, jobs) = (caches.clone(), jobs.clone());
-                async move {
-                    let busy = i64::from(jobs.busy_slots());
-                    let slots = i64::from(jobs.slots());
-                    SLOTS.with_label_values(&["busy"]).set(busy);
-                    SLOTS
-                        .with_label_values(&["free"])
-                        .set((slots - busy).max(0));
-                    CACHE_BYTES
-                        .with_label_values(&["memory"])
-                        .set(caches.memory_bytes() as i64);
-                    CACHE_BYTES
-                        .with_label_values(&["disk"])
-                        .set(caches.disk_bytes() as i64);
-                    symcluster_telemetry::exposition(&REGISTRY)
-                }
-            }),
-        )
-        .route(
-            "/ready",
-            axum::routing::get(move || {
-                let ready = ready.get();
-                async move {
-                    if ready {
-                        (axum::http::StatusCode::OK, "ready\n")
-                    } else {
-                        (
-                            axum::http::StatusCode::SERVICE_UNAVAILABLE,
-                            "not connected to the leader, or draining\n",
-                        )
-                    }
-                }
-            }),
-        );
-    symcluster_telemetry::serve(listener, app).await;
 }

@@ -12,7 +12,6 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use symbolic_common::DebugId;
-use symcluster_client::api::{self, job_spec::Payload};
 use symcluster_client::missing;
 use symcluster_engine::js::{parse_stack, restore};
 use symcluster_engine::model::Image;
@@ -20,6 +19,7 @@ use symcluster_engine::result::{ModuleStatus, SymbolicationResult};
 use symcluster_engine::{
     ModuleLoad, Modules, SymCacheSource, parse_report_with, referenced_images, symbolicate_owned,
 };
+use symcluster_proto::v1::{self as api, job_spec::Payload};
 
 use symcluster_sources::{Scope, layout};
 

@@ -21,7 +21,8 @@ use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use symcluster_client::{Client, api};
+use symcluster_client::Client;
+use symcluster_proto::v1 as api;
 use symcluster_telemetry::trace_context;
 use tokio::sync::{Notify, Semaphore};
 use tokio::task::AbortHandle;

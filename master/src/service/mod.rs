@@ -10,7 +10,9 @@
 mod admin;
 mod ingest;
 pub mod members;
+mod submit;
 mod submit_stream;
+mod watch;
 mod worker_api;
 
 pub use admin::AdminService;

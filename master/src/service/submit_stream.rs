@@ -17,7 +17,8 @@ use tokio_stream::wrappers::ReceiverStream;
 use tonic::{Code, Status, Streaming};
 use tracing::Instrument as _;
 
-use super::ingest::{Until, may_read, next_change, result_form, submit_span, submit_spec};
+use super::submit::{may_read, submit_span, submit_spec};
+use super::watch::{Until, next_change, result_form};
 use super::{job_to_proto, not_leader};
 use crate::auth::Caller;
 use crate::index::{is_terminal, keys};

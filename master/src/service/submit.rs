@@ -1,0 +1,100 @@
+//! Checking and submitting one job spec for a caller, as `Ingest/Submit` and each submit of a
+//! `SubmitStream` do.
+
+use prost::Message;
+use symcluster_admission::{Checked, check};
+use symcluster_proto::v1;
+use tonic::Status;
+
+use super::{job_to_proto, schedule_status};
+use crate::auth;
+use crate::index::keys;
+use crate::scheduler::Scheduler;
+
+/// [`check`]s `spec`; a native report without a routing key (decompressing and reading up to
+/// 16 MiB) is read on the blocking pool, so that it never holds up the async threads that
+/// serve every other request. The spec is handed back; `Err` (INTERNAL) only when the reading
+/// task itself ended abnormally.
+async fn check_off_runtime(
+    spec: v1::JobSpec,
+) -> Result<(Result<Checked, String>, v1::JobSpec), Status> {
+    let reads_report = matches!(
+        &spec.payload,
+        Some(v1::job_spec::Payload::Native(native)) if native.routing_key.is_empty()
+    );
+    if !reads_report {
+        return Ok((check(&spec), spec));
+    }
+    // As many reads at once as there are cores: more would only add blocking-pool threads
+    // (each with its own allocator heap: the leader's RSS went from 160 to 287 MiB without
+    // this bound under the load test).
+    // The permit goes into the blocking task, so that a caller who gives up (a short deadline,
+    // a reset stream) does not free a place while its read still runs.
+    static READERS: std::sync::LazyLock<std::sync::Arc<tokio::sync::Semaphore>> =
+        std::sync::LazyLock::new(|| {
+            std::sync::Arc::new(tokio::sync::Semaphore::new(
+                std::thread::available_parallelism().map_or(2, |n| n.get()),
+            ))
+        });
+    let Ok(permit) = READERS.clone().acquire_owned().await else {
+        return Ok((check(&spec), spec));
+    };
+    tokio::task::spawn_blocking(move || {
+        let checked = check(&spec);
+        drop(permit);
+        (checked, spec)
+    })
+    .await
+    .map_err(|e| Status::internal(format!("the report reader stopped: {e}")))
+}
+
+/// The span a submit runs in: `submit_job`, its `job_id` (the index key) recorded by
+/// [`submit_spec`] once known.
+pub(super) fn submit_span() -> tracing::Span {
+    tracing::info_span!("submit_job", job_id = tracing::field::Empty)
+}
+
+/// Checks and submits `spec` on this master (the leader) for `caller` (in a [`submit_span`]):
+/// the answer `Submit` gives. The job goes to the project the spec names (or the caller's, see
+/// [`auth::Caller::project_for`]) under its index key ([`keys`]): the stored spec carries that
+/// key as its `job_id`, which is the id workers complete it by, and the resolved `project`. A
+/// caller that may not read (a `device` token) gets the job without its result.
+pub(super) async fn submit_spec(
+    scheduler: &Scheduler,
+    mut spec: v1::JobSpec,
+    caller: &auth::Caller,
+) -> Result<v1::SubmitResponse, Status> {
+    let (checked, returned) = check_off_runtime(spec).await?;
+    spec = returned;
+    let checked = checked.map_err(Status::invalid_argument)?;
+    spec.project = caller.project_for(&spec.project)?;
+    spec.job_id = keys::job_key(&spec.project, &spec.job_id);
+    tracing::Span::current().record("job_id", spec.job_id.as_str());
+    let encoded = spec.encode_to_vec();
+    let key = spec.job_id.as_str();
+    let outcome = match checked {
+        Checked::Runnable { kind, routing_key } => {
+            scheduler.submit(key, kind, encoded, &routing_key).await
+        }
+        Checked::Unreadable { kind, error } => {
+            scheduler.submit_failed(key, kind, encoded, &error).await
+        }
+    };
+    let (job, created) = outcome.map_err(schedule_status)?;
+    crate::metrics::JOBS_SUBMITTED.inc_by(u64::from(created));
+    tracing::debug!(job_id = %job.record.job_id, created, "job submitted");
+    let mut job = job_to_proto(job);
+    if !may_read(caller) {
+        // A resubmitted id must not hand a device the stored result of a finished job.
+        job.result_json.clear();
+    }
+    Ok(v1::SubmitResponse {
+        job: Some(job),
+        created,
+    })
+}
+
+/// Whether `caller` may read jobs and results (not a `device` token).
+pub(super) fn may_read(caller: &auth::Caller) -> bool {
+    auth::READ_ROLES.contains(&caller.role)
+}

@@ -1,0 +1,58 @@
+//! The worker's `/metrics` and `/ready` endpoint: at each scrape, the gauges of its slots and
+//! caches are set from them ([`crate::metrics`] holds the metrics and depends on nothing of the
+//! worker's).
+
+use std::sync::Arc;
+
+use crate::caches::Caches;
+use crate::metrics::{CACHE_BYTES, REGISTRY, Readiness, SLOTS, register_all};
+use crate::session::Jobs;
+
+/// Serves `/metrics` and `/ready` on `listener` until the process ends.
+pub async fn serve(
+    listener: tokio::net::TcpListener,
+    caches: Arc<Caches>,
+    jobs: Jobs,
+    ready: Arc<Readiness>,
+) {
+    register_all();
+    let app = axum::Router::new()
+        .route(
+            "/metrics",
+            axum::routing::get(move || {
+                let (caches, jobs) = (caches.clone(), jobs.clone());
+                async move {
+                    let busy = i64::from(jobs.busy_slots());
+                    let slots = i64::from(jobs.slots());
+                    SLOTS.with_label_values(&["busy"]).set(busy);
+                    SLOTS
+                        .with_label_values(&["free"])
+                        .set((slots - busy).max(0));
+                    CACHE_BYTES
+                        .with_label_values(&["memory"])
+                        .set(caches.memory_bytes() as i64);
+                    CACHE_BYTES
+                        .with_label_values(&["disk"])
+                        .set(caches.disk_bytes() as i64);
+                    symcluster_telemetry::exposition(&REGISTRY)
+                }
+            }),
+        )
+        .route(
+            "/ready",
+            axum::routing::get(move || {
+                let ready = ready.get();
+                async move {
+                    if ready {
+                        (axum::http::StatusCode::OK, "ready\n")
+                    } else {
+                        (
+                            axum::http::StatusCode::SERVICE_UNAVAILABLE,
+                            "not connected to the leader, or draining\n",
+                        )
+                    }
+                }
+            }),
+        );
+    symcluster_telemetry::serve(listener, app).await;
+}
