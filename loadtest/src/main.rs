@@ -21,7 +21,7 @@ use std::time::{Duration, Instant};
 
 use clap::Parser;
 use hdrhistogram::Histogram;
-use symcluster_client::api;
+use symcluster_client::{Client, api};
 use symcluster_engine::reports::routing::routing_image;
 use symcluster_loadtest::cluster::{Cluster, MasterOptions, WorkerOptions, repo};
 use symcluster_loadtest::{builds, cold_start, images, procstat};
@@ -82,6 +82,11 @@ struct Args {
     /// it caught up from the log or from a snapshot (and the snapshot's bytes).
     #[arg(long)]
     kill_follower_after: Option<usize>,
+    /// Start a new master with `--join` after this many acknowledged submits and add it to the
+    /// group (`Admin/AddMember`), and print how long it took to become a voter (it receives a
+    /// snapshot of the index, catches up from the log, and the leader promotes it).
+    #[arg(long)]
+    add_master_after: Option<usize>,
     /// How long a follower killed by `--kill-follower-after` stays down (`10s`, `500ms`).
     #[arg(long, value_parser = symcluster_telemetry::flags::duration, default_value = "10s")]
     follower_down: Duration,
@@ -392,6 +397,88 @@ impl FollowerDown {
     }
 }
 
+/// `--add-master-after`: a new master joined under load, timed until it votes.
+#[derive(Default)]
+struct AddMaster {
+    /// The new member, and the task that adds it and waits until it is a voter (its time).
+    added: Option<(u64, tokio::task::JoinHandle<anyhow::Result<Duration>>)>,
+}
+
+impl AddMaster {
+    /// Starts the new master and its `AddMember` once `acknowledged` reaches the flag.
+    fn step(&mut self, cluster: &mut Cluster, acknowledged: usize, args: &Args, client: &Client) {
+        if self.added.is_some() || args.add_master_after.is_none_or(|k| acknowledged < k) {
+            return;
+        }
+        let id = cluster.join_master();
+        let address = cluster.member_address(id);
+        let client = client.clone();
+        let task = tokio::spawn(async move {
+            let started = Instant::now();
+            client
+                .on_leader(|channel| {
+                    let request = api::AddMemberRequest {
+                        id,
+                        address: address.clone(),
+                    };
+                    async move {
+                        api::admin_client::AdminClient::new(channel)
+                            .add_member(request)
+                            .await
+                    }
+                })
+                .await?;
+            loop {
+                let members = client
+                    .on_leader(|channel| async move {
+                        api::admin_client::AdminClient::new(channel)
+                            .list_members(api::ListMembersRequest {})
+                            .await
+                            .map(|r| r.into_inner())
+                    })
+                    .await?;
+                if members
+                    .members
+                    .iter()
+                    .any(|m| m.id == id && m.role == "voter")
+                {
+                    return Ok(started.elapsed());
+                }
+                anyhow::ensure!(
+                    started.elapsed() < Duration::from_secs(600),
+                    "member {id} is not a voter after 10 minutes"
+                );
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
+        });
+        self.added = Some((id, task));
+    }
+
+    /// After the load: prints how long the new member took to become a voter, and the
+    /// snapshot it received.
+    async fn finish(&mut self, cluster: &Cluster) {
+        let Some((id, task)) = self.added.take() else {
+            return;
+        };
+        let took = task.await;
+        let bytes = master_metric(
+            cluster,
+            id,
+            "symcluster_raft_snapshot_bytes_total{direction=\"received\"}",
+        )
+        .await;
+        match took {
+            Ok(Ok(took)) => eprintln!(
+                "new member {id}: a voter {:.1} s after AddMember, from a snapshot of {:.1} MiB",
+                took.as_secs_f64(),
+                bytes / f64::from(1 << 20)
+            ),
+            Ok(Err(e)) => eprintln!("new member {id}: {e}"),
+            Err(e) => eprintln!("new member {id}: the task failed: {e}"),
+        }
+    }
+}
+
 /// The fsync histogram's (sum, count) from a master's metrics.
 async fn fsync_counts(metrics_port: u16) -> (f64, f64) {
     let text = procstat::http_get(&format!("127.0.0.1:{metrics_port}"), "/metrics")
@@ -500,6 +587,7 @@ async fn run(
     let mut tasks = Vec::with_capacity(args.jobs);
     let mut killed_at = None;
     let mut follower_down = FollowerDown::default();
+    let mut add_master = AddMaster::default();
     for i in 0..args.jobs {
         let permit = gate.clone().acquire_owned().await?;
         follower_down.step(
@@ -508,6 +596,7 @@ async fn run(
             acknowledged.lock().await.len(),
             args,
         );
+        add_master.step(&mut cluster, acknowledged.lock().await.len(), args, &client);
         if let Some(k) = args.kill_leader_after
             && killed_at.is_none()
             && acknowledged.lock().await.len() >= k
@@ -576,6 +665,7 @@ async fn run(
     let elapsed = started.elapsed();
     let final_leader = cluster.wait_for_leader().await;
     follower_down.finish(&mut cluster, final_leader).await;
+    add_master.finish(&cluster).await;
     let live_followers: Vec<u64> = followers
         .iter()
         .copied()
