@@ -264,6 +264,14 @@ async fn the_group_grows_from_three_to_five_and_shrinks_back_under_load() {
         );
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
+    // Asked again (as after a failover): nothing to do, and it says so without an error.
+    members(
+        &cluster,
+        &["remove", &removed[0].to_string(), &removed[1].to_string()],
+    );
+    let mut listed = roles(&cluster);
+    listed.sort();
+    assert_eq!(listed, voters(&[3, 4, 5]));
     for id in removed {
         cluster.forget_master(id);
     }

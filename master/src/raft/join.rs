@@ -5,8 +5,9 @@
 //!
 //! Before its Raft member starts, such a master asks the other masters it knows
 //! (`Admin/ListMembers`, with the admin token, [`ASK_TIMEOUT`] each, all at once) what group
-//! they hold. Members that do not answer are not counted: when none answers, it starts (a new
-//! group whose other members are not up yet). The residual risk — every other member down at
+//! they hold. Members that cannot be reached are not counted: when none answers, it starts (a
+//! new group whose other members are not up yet). One that runs but answers an error (an
+//! earlier version without `ListMembers`, another token) makes it refuse: it cannot tell. The residual risk — every other member down at
 //! the moment a wiped voter starts — is written in the README's "Replace a dead master".
 
 use std::collections::BTreeMap;
@@ -36,10 +37,20 @@ pub async fn check_empty_start(
         .map(|(&peer, address)| async move { (peer, ask(address, token, tls).await) });
     let answers = futures::future::join_all(asks).await;
     for (peer, answer) in answers {
-        let Some(group) = answer else {
-            continue;
-        };
         let address = addresses.get(&peer).cloned().unwrap_or_default();
+        let group = match answer {
+            Answer::Group(group) => group,
+            Answer::Unreachable => continue,
+            // It runs, but does not say: an earlier version (no ListMembers), another token,
+            // TLS refused. Starting could let a wiped voter vote again: refuse.
+            Answer::Refused(status) => {
+                return Err(format!(
+                    "this master's data dir is empty and master {peer} at {address} does not                      say whether member {id} took part in the group ({:?}: {}); a master with an                      empty data dir starts only when the other masters that run answer                      Admin/ListMembers (the same admin token, this version or later)",
+                    status.code(),
+                    status.message()
+                ));
+            }
+        };
         let me = group.members.iter().find(|m| m.id == id);
         if me.is_some_and(|m| m.seen) {
             return Err(format!(
@@ -65,27 +76,43 @@ pub async fn check_empty_start(
     Ok(())
 }
 
-/// `Admin/ListMembers` of the master at `address`; `None` when it does not answer in time.
-async fn ask(
-    address: &str,
-    token: &str,
-    tls: &symcluster_client::Tls,
-) -> Option<v1::ListMembersResponse> {
-    let endpoint = Endpoint::from_shared(address.to_owned()).ok()?;
-    let endpoint = tls
-        .apply(endpoint, address)
-        .ok()?
-        .connect_timeout(ASK_TIMEOUT)
-        .timeout(ASK_TIMEOUT);
-    let call = async {
-        let channel = endpoint.connect().await.ok()?;
-        let token = BearerToken::new(token).ok()?;
-        let mut client = AdminClient::new(InterceptedService::new(channel, token));
-        client
-            .list_members(v1::ListMembersRequest {})
-            .await
-            .ok()
-            .map(tonic::Response::into_inner)
+/// What a master answered.
+enum Answer {
+    /// Its group.
+    Group(v1::ListMembersResponse),
+    /// Nothing: not running, not reachable, or not in time.
+    Unreachable,
+    /// An error status: it runs but did not say.
+    Refused(tonic::Status),
+}
+
+/// `Admin/ListMembers` of the master at `address`.
+async fn ask(address: &str, token: &str, tls: &symcluster_client::Tls) -> Answer {
+    let refused = |message: String| Answer::Refused(tonic::Status::invalid_argument(message));
+    let endpoint = match Endpoint::from_shared(address.to_owned()) {
+        Ok(endpoint) => endpoint,
+        Err(e) => return refused(format!("not an address: {e}")),
     };
-    tokio::time::timeout(ASK_TIMEOUT, call).await.ok().flatten()
+    let endpoint = match tls.apply(endpoint, address) {
+        Ok(endpoint) => endpoint.connect_timeout(ASK_TIMEOUT).timeout(ASK_TIMEOUT),
+        Err(e) => return refused(format!("TLS settings: {e}")),
+    };
+    let Ok(token) = BearerToken::new(token) else {
+        return refused("the admin token is not a valid header value".into());
+    };
+    let call = async {
+        let Ok(channel) = endpoint.connect().await else {
+            return Answer::Unreachable;
+        };
+        let mut client = AdminClient::new(InterceptedService::new(channel, token));
+        match client.list_members(v1::ListMembersRequest {}).await {
+            Ok(response) => Answer::Group(response.into_inner()),
+            Err(status) if status.code() == tonic::Code::Unavailable => Answer::Unreachable,
+            Err(status) if status.code() == tonic::Code::DeadlineExceeded => Answer::Unreachable,
+            Err(status) => Answer::Refused(status),
+        }
+    };
+    tokio::time::timeout(ASK_TIMEOUT, call)
+        .await
+        .unwrap_or(Answer::Unreachable)
 }

@@ -292,10 +292,11 @@ impl Node {
         self.step_down_avoiding(&[]);
     }
 
-    /// [`Node::step_down`] to a follower not in `avoid` (members being removed).
-    fn step_down_avoiding(&mut self, avoid: &[u64]) {
+    /// [`Node::step_down`] to a follower not in `avoid` (members being removed); whether a
+    /// transfer started.
+    fn step_down_avoiding(&mut self, avoid: &[u64]) -> bool {
         if self.role != StateRole::Leader {
-            return;
+            return false;
         }
         let me = self.raw.raft.id;
         let best = self
@@ -316,7 +317,9 @@ impl Node {
         if let Some(transferee) = best {
             tracing::info!(transferee, "stepping down: handing leadership over");
             self.raw.transfer_leader(transferee);
+            return true;
         }
+        false
     }
 
     fn propose(
@@ -397,6 +400,33 @@ impl Node {
             )));
             return;
         }
+        // Asked again (a retry after a failover, when the first ask was applied): done.
+        let change = match change {
+            MemberChange::Add { id, address } => {
+                let same =
+                    self.membership.current.as_ref().is_some_and(|m| {
+                        m.members.iter().any(|r| r.id == id && r.address == address)
+                    });
+                if same {
+                    let _ = reply.send(Ok(()));
+                    return;
+                }
+                MemberChange::Add { id, address }
+            }
+            MemberChange::Remove { ids } => {
+                let cs = &self.conf_state;
+                let present: Vec<u64> = ids
+                    .iter()
+                    .copied()
+                    .filter(|id| cs.voters.contains(id) || cs.learners.contains(id))
+                    .collect();
+                if present.is_empty() && !ids.is_empty() {
+                    let _ = reply.send(Ok(()));
+                    return;
+                }
+                MemberChange::Remove { ids: present }
+            }
+        };
         let checked = match &change {
             MemberChange::Add { id, address } => {
                 membership::check_add(&self.conf_state, *id, address)
@@ -416,10 +446,18 @@ impl Node {
         if matches!(&change, MemberChange::Remove { ids } if ids.contains(&self.raw.raft.id)) {
             // A leader does not remove itself: it hands leadership to a member that stays,
             // and the new leader is asked.
-            if let MemberChange::Remove { ids } = &change {
-                self.step_down_avoiding(ids);
-            }
-            let _ = reply.send(Err(ProposeError::NotLeader { leader: None }));
+            let handed_over = match &change {
+                MemberChange::Remove { ids } => self.step_down_avoiding(ids),
+                MemberChange::Add { .. } => false,
+            };
+            let _ = reply.send(Err(if handed_over {
+                ProposeError::NotLeader { leader: None }
+            } else {
+                ProposeError::Membership(
+                    "this master leads the group and no member that stays is up to take                      leadership over; bring one up, then ask again"
+                        .into(),
+                )
+            }));
             return;
         }
         let id = self.next_proposal;
@@ -476,6 +514,20 @@ impl Node {
             return;
         }
         if membership::is_joint(&self.conf_state) {
+            if !self.conf_state.voters.contains(&self.raw.raft.id) {
+                // Being removed: a member that stays leads and leaves it.
+                let outgoing_only: Vec<u64> = self
+                    .conf_state
+                    .voters_outgoing
+                    .iter()
+                    .copied()
+                    .filter(|v| !self.conf_state.voters.contains(v))
+                    .collect();
+                if self.raw.raft.lead_transferee.is_none() {
+                    self.step_down_avoiding(&outgoing_only);
+                }
+                return;
+            }
             tracing::info!("leaving the joint configuration a former leader entered");
             let _ = self
                 .raw
@@ -655,8 +707,13 @@ impl Node {
         if committed.is_empty() {
             return Ok(());
         }
+        // A membership change is applied at once: raft-rs counts entries handed over as applied
+        // and must not campaign (a leader transfer) with a configuration it has not applied.
+        let conf_change = committed
+            .iter()
+            .any(|e| e.get_entry_type() != EntryType::EntryNormal);
         self.deferred.extend(committed);
-        if self.role == StateRole::Leader || self.deferred.len() >= MAX_DEFERRED {
+        if self.role == StateRole::Leader || conf_change || self.deferred.len() >= MAX_DEFERRED {
             return self.apply_deferred();
         }
         Ok(())
@@ -757,7 +814,20 @@ impl Node {
         if let Some(cs) = conf_state {
             tracing::info!(voters = ?cs.voters, learners = ?cs.learners, outgoing = ?cs.voters_outgoing, "membership changed");
             self.raw.mut_store().set_conf_state(cs.clone());
+            let me = self.raw.raft.id;
+            let leaving = self.role == StateRole::Leader && !cs.voters.contains(&me);
+            let outgoing_only: Vec<u64> = cs
+                .voters_outgoing
+                .iter()
+                .copied()
+                .filter(|v| !cs.voters.contains(v))
+                .collect();
             self.conf_state = cs;
+            if leaving {
+                // A leader that is not in the configuration being entered (elected while a
+                // joint configuration removed it) hands leadership to a member that stays.
+                self.step_down_avoiding(&outgoing_only);
+            }
         }
         if membership_touched {
             self.refresh_membership()?;
