@@ -314,6 +314,19 @@ pub struct MasterProc {
 }
 
 impl MasterProc {
+    /// Member `id` of the group, not started, on free ports; `join`: started with `--join`.
+    fn new(id: u64, scheme: &'static str, join: bool) -> Self {
+        MasterProc {
+            id,
+            proc: None,
+            scheme,
+            port: free_port(),
+            metrics_port: free_port(),
+            in_group: true,
+            join,
+        }
+    }
+
     /// `http://127.0.0.1:port`.
     pub fn endpoint(&self) -> String {
         format!("{}://127.0.0.1:{}", self.scheme, self.port)
@@ -386,15 +399,7 @@ impl Cluster {
             "http"
         };
         let masters: Vec<MasterProc> = (1..=options.masters.max(1) as u64)
-            .map(|id| MasterProc {
-                id,
-                proc: None,
-                scheme,
-                port: free_port(),
-                metrics_port: free_port(),
-                in_group: true,
-                join: false,
-            })
+            .map(|id| MasterProc::new(id, scheme, false))
             .collect();
         let mut cluster = Cluster {
             endpoint: masters
@@ -510,15 +515,7 @@ impl Cluster {
     fn new_master(&mut self, join: bool) -> u64 {
         let id = self.masters.len() as u64 + 1;
         let scheme = self.masters[0].scheme;
-        self.masters.push(MasterProc {
-            id,
-            proc: None,
-            scheme,
-            port: free_port(),
-            metrics_port: free_port(),
-            in_group: true,
-            join,
-        });
+        self.masters.push(MasterProc::new(id, scheme, join));
         self.endpoint = format!(
             "{},{}",
             self.endpoint,

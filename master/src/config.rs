@@ -167,12 +167,10 @@ impl MasterConfig {
             members.insert(self.id, format!("{scheme}://{}", self.listen));
         } else {
             for (id, address) in &self.peers {
-                let address = if address.contains("://") {
-                    address.clone()
-                } else {
-                    format!("{scheme}://{address}")
-                };
-                if members.insert(*id, address).is_some() {
+                if members
+                    .insert(*id, with_scheme(address, self.tls()))
+                    .is_some()
+                {
                     return Err(format!("--peers names member {id} twice"));
                 }
             }
@@ -181,6 +179,17 @@ impl MasterConfig {
             return Err(format!("--id {} is not one of --peers", self.id));
         }
         Ok(members)
+    }
+}
+
+/// A master's gRPC address with its scheme: `host:port` → `http://host:port`
+/// (`https://` when the masters serve TLS); an address with a scheme as it is.
+pub fn with_scheme(address: &str, tls: bool) -> String {
+    let address = address.trim();
+    if address.contains("://") {
+        address.to_owned()
+    } else {
+        format!("{}://{address}", if tls { "https" } else { "http" })
     }
 }
 

@@ -209,6 +209,9 @@ impl Node {
             self.apply_deferred()?;
         }
         self.publish_status();
+        if tick {
+            self.publish_membership();
+        }
         Ok(true)
     }
 
@@ -529,9 +532,12 @@ impl Node {
                 return;
             }
             tracing::info!("leaving the joint configuration a former leader entered");
-            let _ = self
+            if let Err(e) = self
                 .raw
-                .propose_conf_change(Vec::new(), membership::leave_joint());
+                .propose_conf_change(Vec::new(), membership::leave_joint())
+            {
+                tracing::warn!(error = %e, "leaving the joint configuration was not proposed");
+            }
             return;
         }
         let last = self.raw.raft.raft_log.last_index();
@@ -542,9 +548,12 @@ impl Node {
         });
         if let Some(id) = caught_up {
             tracing::info!(member = id, "learner caught up; promoting it to voter");
-            let _ = self
+            if let Err(e) = self
                 .raw
-                .propose_conf_change(Vec::new(), membership::promote(id));
+                .propose_conf_change(Vec::new(), membership::promote(id))
+            {
+                tracing::warn!(member = id, error = %e, "the promotion was not proposed");
+            }
         }
     }
 
@@ -562,6 +571,7 @@ impl Node {
         self.transport.set_members(&addresses);
         self.membership.members.set(addresses);
         self.membership.current = current;
+        self.publish_membership();
         Ok(())
     }
 
@@ -941,23 +951,37 @@ impl Node {
         }
     }
 
-    fn publish_status(&mut self) {
-        let raft = self.raw.raft.clone_status();
+    /// Publishes the membership view of [`RaftStatus`] (once per tick, and after a membership
+    /// change): the membership, outgoing voters, whether a change is in progress, and how long
+    /// ago each member was heard from.
+    fn publish_membership(&mut self) {
+        let mut last_contact_ms: Vec<(u64, u64)> = self
+            .last_contact
+            .iter()
+            .map(|(id, at)| (*id, at.elapsed().as_millis() as u64))
+            .collect();
+        last_contact_ms.sort_unstable();
         let mut status = self.status.write().unwrap_or_else(|e| e.into_inner());
-        *status = raft;
-        status.applied = self.applied;
-        status.leader_address = self.membership.members.address(self.leader_id);
         status.membership = self.membership.current.clone();
         status.outgoing = self.conf_state.voters_outgoing.clone();
         status.changing = self.raw.raft.has_pending_conf()
             || membership::is_joint(&self.conf_state)
             || !self.conf_state.learners.is_empty();
-        status.last_contact_ms = self
-            .last_contact
-            .iter()
-            .map(|(id, at)| (*id, at.elapsed().as_millis() as u64))
-            .collect();
-        status.last_contact_ms.sort_unstable();
+        status.last_contact_ms = last_contact_ms;
+    }
+
+    fn publish_status(&mut self) {
+        let raft = self.raw.raft.clone_status();
+        let mut status = self.status.write().unwrap_or_else(|e| e.into_inner());
+        let kept = std::mem::replace(&mut *status, raft);
+        status.applied = self.applied;
+        status.leader_address = self.membership.members.address(self.leader_id);
+        // The membership view is kept (moved, not copied): it changes at a tick or a
+        // membership change only (`Node::publish_membership`).
+        status.membership = kept.membership;
+        status.outgoing = kept.outgoing;
+        status.last_contact_ms = kept.last_contact_ms;
+        status.changing = kept.changing;
         metrics::RAFT_TERM.set(status.term as i64);
         metrics::RAFT_COMMIT_INDEX.set(status.commit as i64);
         metrics::RAFT_APPLIED_INDEX.set(status.applied as i64);

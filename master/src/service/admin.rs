@@ -120,7 +120,7 @@ impl Admin for AdminService {
     ) -> Result<Response<v1::ListMembersResponse>, Status> {
         auth::require(&request, auth::ADMIN_ROLES, "a membership change")?;
         let request = request.into_inner();
-        let address = members::normalize_address(&request.address, self.tls);
+        let address = crate::config::with_scheme(&request.address, self.tls);
         tracing::info!(id = request.id, %address, "adding a member");
         let change = crate::raft::MemberChange::Add {
             id: request.id,

@@ -86,16 +86,6 @@ fn view(status: &RaftStatus, raft: &RaftHandle) -> v1::ListMembersResponse {
     }
 }
 
-/// `host:port` → `scheme://host:port` (the masters' scheme); an address with a scheme as it is.
-pub fn normalize_address(address: &str, tls: bool) -> String {
-    let address = address.trim();
-    if address.contains("://") {
-        address.to_owned()
-    } else {
-        format!("{}://{address}", if tls { "https" } else { "http" })
-    }
-}
-
 /// Makes `change` through `raft`; the members after it. Errors: UNAVAILABLE (with the leader)
 /// on a follower, or on a leader asked to remove itself (it hands leadership over);
 /// FAILED_PRECONDITION with the reason a change cannot be made now.

@@ -97,63 +97,60 @@ async fn wait_for_voter(
 }
 
 fn print(members: &api::ListMembersResponse, output: Output) -> anyhow::Result<()> {
-    match output {
-        Output::Json => {
-            let rows: Vec<serde_json::Value> = members
-                .members
-                .iter()
-                .map(|m| {
-                    serde_json::json!({
-                        "id": m.id,
-                        "address": m.address,
-                        "role": m.role,
-                        "leader": m.leader,
-                        "match_index": m.match_index,
-                        "lag": m.lag,
-                        "last_contact_ms_ago": m.last_contact_ms_ago,
-                        "seen": m.seen,
-                    })
+    use super::output::{align_right, print_json, print_table, table};
+    if output == Output::Json {
+        let rows: Vec<serde_json::Value> = members
+            .members
+            .iter()
+            .map(|m| {
+                serde_json::json!({
+                    "id": m.id, "address": m.address, "role": m.role, "leader": m.leader,
+                    "match_index": m.match_index, "lag": m.lag,
+                    "last_contact_ms_ago": m.last_contact_ms_ago, "seen": m.seen,
                 })
-                .collect();
-            let doc = serde_json::json!({
-                "members": rows,
-                "leader_id": members.leader_id,
-                "term": members.term,
-                "commit_index": members.commit_index,
-                "answered_by": members.answered_by,
-                "changing": members.changing,
-            });
-            println!("{}", serde_json::to_string_pretty(&doc)?);
-        }
-        Output::Table => {
-            println!(
-                "{:<4} {:<32} {:<9} {:<7} {:>12} {:>8} {:>13}",
-                "ID", "ADDRESS", "ROLE", "LEADER", "MATCH", "LAG", "LAST CONTACT"
-            );
-            for m in &members.members {
-                println!(
-                    "{:<4} {:<32} {:<9} {:<7} {:>12} {:>8} {:>13}",
-                    m.id,
-                    m.address,
-                    m.role,
-                    if m.leader { "yes" } else { "" },
-                    m.match_index,
-                    m.lag,
-                    m.last_contact_ms_ago
-                        .map_or_else(|| "-".to_owned(), |ms| format!("{ms} ms")),
-                );
-            }
-            println!(
-                "term {}, commit index {}{}",
-                members.term,
-                members.commit_index,
-                if members.changing {
-                    "; a membership change is in progress"
-                } else {
-                    ""
-                }
-            );
-        }
+            })
+            .collect();
+        return print_json(&serde_json::json!({
+            "members": rows,
+            "leader_id": members.leader_id,
+            "term": members.term,
+            "commit_index": members.commit_index,
+            "answered_by": members.answered_by,
+            "changing": members.changing,
+        }));
     }
+    let mut rows = table(&[
+        "ID",
+        "ADDRESS",
+        "ROLE",
+        "LEADER",
+        "MATCH",
+        "LAG",
+        "LAST CONTACT",
+    ]);
+    for m in &members.members {
+        rows.add_row(vec![
+            m.id.to_string(),
+            m.address.clone(),
+            m.role.clone(),
+            if m.leader { "yes" } else { "" }.to_owned(),
+            m.match_index.to_string(),
+            m.lag.to_string(),
+            m.last_contact_ms_ago
+                .map_or_else(|| "-".to_owned(), |ms| format!("{ms} ms")),
+        ]);
+    }
+    align_right(&mut rows, &[0, 4, 5, 6]);
+    print_table(&rows);
+    println!(
+        "term {}, commit index {}{}",
+        members.term,
+        members.commit_index,
+        if members.changing {
+            "; a membership change is in progress"
+        } else {
+            ""
+        }
+    );
     Ok(())
 }
