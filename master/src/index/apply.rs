@@ -25,19 +25,21 @@ use symcluster_proto::cluster::v1 as pb;
 use symcluster_proto::v1;
 
 use super::{
-    BY_SEQUENCE, GROUPS, IndexError, JOBS, JobState, META, OPEN, RESULTS, SPECS, compress, db,
-    decode_record, is_terminal, keys, members, meta, missing::MissingTables, tree,
+    BY_SEQUENCE, GROUPS, IndexError, JOBS, JobState, JobSummary, META, OPEN, RESULTS, SPECS,
+    compress, db, decode_record, is_terminal, keys, members, meta, missing::MissingTables, tree,
 };
 
 /// What applying one command changed.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Applied {
-    /// Job `job_id` changed; it is now in `state`.
+    /// A job changed: its record after the change. The scheduler's projection is made of
+    /// these alone (`scheduler/projection.rs`); it never reads the index back.
     Changed {
-        /// The job.
-        job_id: String,
-        /// Its new state.
-        state: JobState,
+        /// The job's scheduling fields after the change.
+        job: JobSummary,
+        /// For a `Lease`, the job's spec (an encoded `v1::JobSpec`, as submitted) that the
+        /// worker gets with the lease; `None` for other commands.
+        spec: Option<Vec<u8>>,
     },
     /// A purge deleted this many jobs.
     Purged(u64),
@@ -122,15 +124,25 @@ impl<'t> Applier<'t> {
         };
         match kind {
             Kind::Submit(c) => self.submit(c),
-            Kind::Lease(c) => self.update(&c.job_id, true, |job| {
-                if job.state != JobState::Queued as i32 || c.attempt != job.attempts + 1 {
-                    return false;
+            Kind::Lease(c) => {
+                let mut applied = self.update(&c.job_id, true, |job| {
+                    if job.state != JobState::Queued as i32 || c.attempt != job.attempts + 1 {
+                        return false;
+                    }
+                    job.state = JobState::Running as i32;
+                    job.attempts = c.attempt;
+                    job.worker_id = c.worker_id.clone();
+                    true
+                })?;
+                if let Applied::Changed { spec, .. } = &mut applied {
+                    *spec = self
+                        .specs
+                        .get(c.job_id.as_str())
+                        .map_err(db)?
+                        .map(|v| v.value().to_vec());
                 }
-                job.state = JobState::Running as i32;
-                job.attempts = c.attempt;
-                job.worker_id = c.worker_id.clone();
-                true
-            }),
+                Ok(applied)
+            }
             Kind::Requeue(c) => self.update(&c.job_id, true, |job| {
                 if job.state != JobState::Running as i32 || c.attempt != job.attempts {
                     return false;
@@ -203,8 +215,8 @@ impl<'t> Applier<'t> {
             self.meta_add(key, 1)?;
         }
         Ok(Applied::Changed {
-            job_id: c.job_id.clone(),
-            state,
+            job: JobSummary::of(&record),
+            spec: None,
         })
     }
 
@@ -475,8 +487,8 @@ impl<'t> Applier<'t> {
             }
         }
         Ok(Applied::Changed {
-            job_id: job_id.to_owned(),
-            state: after,
+            job: JobSummary::of(&record),
+            spec: None,
         })
     }
 
@@ -555,6 +567,68 @@ mod tests {
         };
         txn.commit().unwrap();
         out
+    }
+
+    /// Each command's job and state after it, `None` when it changed nothing.
+    fn outcomes(applied: &[Applied]) -> Vec<Option<(&str, JobState)>> {
+        applied
+            .iter()
+            .map(|a| match a {
+                Applied::Changed { job, .. } => Some((job.job_id.as_str(), job.state)),
+                _ => None,
+            })
+            .collect()
+    }
+
+    #[test]
+    fn each_change_returns_the_record_after_it_and_a_lease_its_spec() {
+        let (_dir, index) = index();
+        let applied = apply_all(
+            &index,
+            &[
+                command::submit("p/a", v1::JobKind::Js, vec![9, 9], "key", 5),
+                command::lease("p/a", "w1", 1, 6),
+                command::requeue_unstarted("p/a", 1, "gone", 7),
+                command::lease("p/a", "w2", 2, 8),
+                command::complete("p/a", 2, "w2", b"{}".to_vec(), None, 9),
+            ],
+        );
+        type After<'a> = (JobState, u32, u32, Option<&'a str>, Option<&'a [u8]>);
+        let summaries: Vec<After<'_>> = applied
+            .iter()
+            .map(|a| match a {
+                Applied::Changed { job, spec } => (
+                    job.state,
+                    job.attempts,
+                    job.uncounted_attempts,
+                    job.running_on.as_deref(),
+                    spec.as_deref(),
+                ),
+                other => panic!("{other:?}"),
+            })
+            .collect();
+        assert_eq!(
+            summaries,
+            vec![
+                (JobState::Queued, 0, 0, None, None),
+                (JobState::Running, 1, 0, Some("w1"), Some(&[9u8, 9][..])),
+                (JobState::Queued, 1, 1, None, None),
+                (JobState::Running, 2, 1, Some("w2"), Some(&[9u8, 9][..])),
+                (JobState::Completed, 2, 1, None, None),
+            ]
+        );
+        let Applied::Changed { job, .. } = &applied[0] else {
+            unreachable!()
+        };
+        assert_eq!(
+            (
+                job.routing_key.as_str(),
+                job.kind,
+                job.queued_since_ms,
+                job.revision
+            ),
+            ("key", v1::JobKind::Js as i32, 5, 1)
+        );
     }
 
     fn group(fingerprint: &str) -> v1::CrashGroupKey {
@@ -644,15 +718,8 @@ mod tests {
             ],
         );
         assert_eq!(
-            applied,
-            vec![
-                Applied::Changed {
-                    job_id: key.into(),
-                    state: JobState::Queued
-                },
-                Applied::Ignored,
-                Applied::Ignored
-            ]
+            outcomes(&applied),
+            vec![Some((key, JobState::Queued)), None, None]
         );
         let job = index.job(key, false).unwrap().unwrap();
         assert_eq!(
@@ -821,14 +888,8 @@ mod tests {
             ],
         );
         assert_eq!(
-            applied,
-            vec![
-                Applied::Changed {
-                    job_id: "a".into(),
-                    state: JobState::Queued
-                },
-                Applied::Ignored
-            ]
+            outcomes(&applied),
+            vec![Some(("a", JobState::Queued)), None]
         );
         let job = index.job("a", false).unwrap().unwrap();
         assert_eq!(job.record.submitted_at_ms, 1);
@@ -883,13 +944,7 @@ mod tests {
                 7,
             )],
         );
-        assert_eq!(
-            applied,
-            vec![Applied::Changed {
-                job_id: "a".into(),
-                state: JobState::Failed
-            }]
-        );
+        assert_eq!(outcomes(&applied), vec![Some(("a", JobState::Failed))]);
         let job = index.job("a", false).unwrap().unwrap();
         assert_eq!(job.state(), JobState::Failed);
         assert_eq!(job.record.error, "unrecognized report format");

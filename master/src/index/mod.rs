@@ -159,17 +159,22 @@ pub struct Counts {
     pub failed: u64,
 }
 
-/// An unfinished job, as the scheduler needs it after a restart or a change of leader.
+/// A job's scheduling fields, as its record holds them after a change: what applying a command
+/// that changed the job returns ([`apply::Applied::Changed`]), and what the scheduler's
+/// projection (`scheduler/projection.rs`) is rebuilt from after a restart or a snapshot
+/// ([`Index::open_jobs`]).
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct OpenJob {
+pub struct JobSummary {
     /// The job.
     pub job_id: String,
+    /// Its state after the change.
+    pub state: JobState,
     /// Cache-affinity routing key.
     pub routing_key: String,
-    /// Leases granted so far.
+    /// Leases granted so far (the current attempt's number, 1-based; 0 before the first).
     pub attempts: u32,
     /// Of those, how many do not count against `max_attempts` (earlier revisions' attempts,
-    /// leases that never started).
+    /// leases that never started); never more than `attempts`.
     pub uncounted_attempts: u32,
     /// The worker holding the current lease, when running.
     pub running_on: Option<String>,
@@ -180,6 +185,24 @@ pub struct OpenJob {
     /// When it was submitted, or queued again for a file that arrived: ms since the epoch, by
     /// the leader's clock at the time.
     pub queued_since_ms: u64,
+}
+
+impl JobSummary {
+    /// The scheduling fields of `record`.
+    pub fn of(record: &pb::JobRecord) -> Self {
+        let state = JobState::try_from(record.state).unwrap_or(JobState::Unspecified);
+        JobSummary {
+            job_id: record.job_id.clone(),
+            state,
+            routing_key: record.routing_key.clone(),
+            attempts: record.attempts,
+            uncounted_attempts: record.uncounted_attempts.min(record.attempts),
+            running_on: (state == JobState::Running).then(|| record.worker_id.clone()),
+            revision: record.revision.max(1),
+            kind: record.kind,
+            queued_since_ms: record.resymbolicated_at_ms.max(record.submitted_at_ms),
+        }
+    }
 }
 
 /// The index over the master's `redb` database (Raft's log is in segment files beside it).
@@ -345,7 +368,7 @@ impl Index {
     }
 
     /// Queued and running jobs, oldest first.
-    pub fn open_jobs(&self) -> Result<Vec<OpenJob>, IndexError> {
+    pub fn open_jobs(&self) -> Result<Vec<JobSummary>, IndexError> {
         let read = self.db.begin_read().map_err(db)?;
         let open = read.open_table(OPEN).map_err(db)?;
         let jobs = read.open_table(JOBS).map_err(db)?;
@@ -355,18 +378,7 @@ impl Index {
             let Some(bytes) = jobs.get(id.value()).map_err(db)? else {
                 continue;
             };
-            let record = decode_record(id.value(), bytes.value())?;
-            out.push(OpenJob {
-                running_on: (record.state == JobState::Running as i32)
-                    .then(|| record.worker_id.clone()),
-                job_id: record.job_id,
-                routing_key: record.routing_key,
-                attempts: record.attempts,
-                uncounted_attempts: record.uncounted_attempts.min(record.attempts),
-                revision: record.revision.max(1),
-                kind: record.kind,
-                queued_since_ms: record.resymbolicated_at_ms.max(record.submitted_at_ms),
-            });
+            out.push(JobSummary::of(&decode_record(id.value(), bytes.value())?));
         }
         Ok(out)
     }
