@@ -19,6 +19,7 @@ pub mod index;
 pub mod metrics;
 pub mod missing_check;
 pub mod raft;
+pub mod replica;
 pub mod restore;
 pub mod scheduler;
 pub mod scrape;
@@ -112,13 +113,14 @@ pub async fn run(
         },
     )?);
     let (applied, _) = index.applied()?;
+    let log_dir = config.data_dir.join("raft-log");
+    raft::storage::move_old_log(index.database(), &log_dir)?;
     let node = raft::start(
         &raft_config,
-        index,
-        &config.data_dir.join("raft-log"),
+        Arc::new(replica::IndexMachine::new(index, scheduler.clone())),
+        &log_dir,
         &raft_handle,
         inputs,
-        scheduler.clone(),
         tokio::runtime::Handle::current(),
     )?;
     tracing::info!(id = config.id, members = ?members, applied, listen = %config.listen, "master starting");
@@ -212,7 +214,7 @@ pub async fn run(
     let (stopping_tx, stopping_rx) = tokio::sync::oneshot::channel::<()>();
     let stepping_down = (raft_handle.clone(), scheduler.leadership());
     let peer = PeerServer::new(PeerService::new(
-        raft_handle.inputs(),
+        raft_handle.inbox(),
         raft_handle.members.clone(),
         raft_config.snapshot_dir.clone(),
     ))
@@ -283,7 +285,7 @@ pub const STEP_DOWN_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// A stopping master that leads a group of several hands leadership over first, so that
 /// clients and workers move to the new leader at once instead of after an election timeout.
-async fn step_down(raft: raft::RaftHandle, mut leading: tokio::sync::watch::Receiver<bool>) {
+async fn step_down(raft: replica::RaftHandle, mut leading: tokio::sync::watch::Receiver<bool>) {
     if raft.members.len() < 2 || !*leading.borrow() {
         return;
     }

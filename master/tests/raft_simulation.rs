@@ -29,8 +29,9 @@ use symcluster_master::index::{Command, Index, command};
 use symcluster_master::raft::node::Node;
 use symcluster_master::raft::snapshot::{self, Outbox};
 use symcluster_master::raft::{
-    self as mraft, Hooks, Input, MemberChange, Outbound, ProposeError, RaftConfig, RaftHandle,
+    self as mraft, Input, MemberChange, Outbound, ProposeError, RaftConfig, RaftHandle,
 };
+use symcluster_master::replica::{Hooks, IndexMachine};
 use symcluster_proto::v1;
 use tokio::sync::oneshot;
 
@@ -76,8 +77,8 @@ impl Outbound for SimOutbound {
 }
 
 struct Running {
-    node: Node,
-    handle: RaftHandle,
+    node: Node<IndexMachine>,
+    handle: RaftHandle<Applied>,
     index: Index,
     outbox: Outbox,
 }
@@ -135,11 +136,10 @@ impl Member {
         let slot = outbox_slot.clone();
         let node = mraft::open(
             &config,
-            index.clone(),
+            Arc::new(IndexMachine::new(index.clone(), Arc::new(NoHooks))),
             &self.dir.join("raft-log"),
             &handle,
             inputs,
-            Arc::new(NoHooks),
             move |_, outbox| {
                 *slot.lock().unwrap() = Some(outbox);
                 Box::new(SimOutbound { sent })
@@ -161,7 +161,7 @@ impl Member {
         self.sent.lock().unwrap().clear();
     }
 
-    fn deliver(&self, input: Input) {
+    fn deliver(&self, input: Input<Applied>) {
         if let Some(r) = &self.running {
             let _ = r.handle.inputs().send(input);
         }
@@ -256,7 +256,7 @@ impl Sim {
         let cmd = command::submit_unreadable(&job_id, v1::JobKind::Native, padding, "sim", 1);
         let (reply, rx) = oneshot::channel();
         self.member(leader).unwrap().deliver(Input::Propose {
-            command: Box::new(cmd),
+            command: command::encode(&cmd),
             reply: Some(reply),
             then: Vec::new(),
         });
@@ -337,7 +337,7 @@ impl Sim {
             .and_then(|r| r.outbox.take(to));
         let meta = m.get_snapshot().get_metadata();
         let delivered = match source {
-            Some(source) if !cut && up && source.index == meta.index => {
+            Some(source) if !cut && up && source.index() == meta.index => {
                 let dir = self.member(to).unwrap().dir.join("snapshots");
                 std::fs::create_dir_all(&dir).unwrap();
                 let path = snapshot::ready_path(&dir, meta.index, meta.term);

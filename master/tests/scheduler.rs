@@ -10,7 +10,8 @@ use std::time::{Duration, Instant};
 use prost::Message as _;
 use raft::prelude::Message;
 use symcluster_master::index::{Index, JobState};
-use symcluster_master::raft::{self as mraft, Outbound, RaftConfig, RaftHandle};
+use symcluster_master::raft::{self as mraft, Outbound, RaftConfig};
+use symcluster_master::replica::{IndexMachine, RaftHandle};
 use symcluster_master::scheduler::{Completion, Scheduler, SchedulerConfig};
 use symcluster_proto::v1;
 use tokio::sync::mpsc;
@@ -71,11 +72,10 @@ async fn master(lease_ms: u64) -> Master {
     );
     let node = mraft::open(
         &config,
-        index,
+        Arc::new(IndexMachine::new(index, scheduler.clone())),
         &dir.path().join("raft-log"),
         &raft,
         inputs,
-        scheduler.clone(),
         |_, _| Box::new(Alone),
     )
     .unwrap();

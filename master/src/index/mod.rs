@@ -90,9 +90,6 @@ pub enum IndexError {
     /// A stored Raft record does not decode.
     #[error("index store: {0}")]
     Corrupt(String),
-    /// Raft's log files cannot be read, written or trusted.
-    #[error(transparent)]
-    Log(Box<crate::raft::segment_log::LogError>),
     /// A stored result does not decompress.
     #[error("index store: the result of job {job_id} does not decompress: {reason}")]
     Decompress {

@@ -1,5 +1,8 @@
 //! Replication of the index across masters with Raft (raft-rs 0.7).
 //!
+//! - [`state_machine`]: what Raft replicates into (the index implements it: `crate::replica`);
+//!   commands are bytes here, snapshots a stream;
+//! - [`error`]: Raft's own errors;
 //! - [`node`]: the one owner of `RawNode` and its storage, a thread fed by one channel;
 //! - [`storage`]: raft-rs's `Storage` over the log, HardState and ConfState;
 //! - [`segment_log`]: the log's append-only segment files;
@@ -9,17 +12,20 @@
 //! - [`transport`]: Raft messages between masters over tonic (`symcluster.cluster.v1.Peer`);
 //! - [`logger`]: raft-rs's `slog` records into `tracing`.
 //!
-//! A command is [`RaftHandle::propose`]d on the leader, appended to the log, replicated to a
-//! majority, committed, and applied to the index on every master in log order; the proposer's
-//! future resolves with what applying it did. Only the leader accepts proposals; the others
-//! answer [`ProposeError::NotLeader`] with the leader's address.
+//! A command (bytes) is [`RaftHandle::propose_bytes`]d on the leader, appended to the log,
+//! replicated to a majority, committed, and applied to the [`StateMachine`] on every master in
+//! log order; the proposer's future resolves with what applying it gave
+//! ([`StateMachine::Output`]). Only the leader accepts proposals; the others answer
+//! [`ProposeError::NotLeader`] with the leader's address.
 
+pub mod error;
 pub mod join;
 pub mod logger;
 pub mod membership;
 pub mod node;
 pub mod segment_log;
 pub mod snapshot;
+pub mod state_machine;
 pub mod storage;
 pub mod transport;
 
@@ -31,20 +37,21 @@ use raft::prelude::Message;
 use raft::{RawNode, StateRole};
 use tokio::sync::oneshot;
 
-use crate::index::apply::Applied;
-use crate::index::{Command, Index, IndexError};
+pub use error::RaftError;
+pub use state_machine::StateMachine;
 
-/// What the node thread takes from its one channel.
-pub enum Input {
+/// What the node thread takes from its one channel; `O`: what applying a command gives
+/// ([`StateMachine::Output`]).
+pub enum Input<O> {
     /// A command to append (leader only). `reply` receives what applying it did.
     Propose {
-        /// The command (boxed: commands are large, the other inputs small).
-        command: Box<Command>,
+        /// The command, encoded by its proposer.
+        command: Vec<u8>,
         /// Where to say what happened; `None` for fire-and-forget proposals.
-        reply: Option<oneshot::Sender<Result<Applied, ProposeError>>>,
+        reply: Option<oneshot::Sender<Result<O, ProposeError>>>,
         /// Fire-and-forget commands proposed right after it, so that they share its Ready (one
         /// fsync, one message per follower): the next lease of the worker that completed it.
-        then: Vec<Command>,
+        then: Vec<Vec<u8>>,
     },
     /// Raft messages from another master.
     Step(Vec<Message>),
@@ -69,6 +76,50 @@ pub enum Input {
     },
     /// Ends the node thread.
     Stop,
+}
+
+/// What the transport hands the node: Raft messages from other masters, and how its own
+/// sends went.
+#[derive(Debug)]
+pub enum Network {
+    /// Raft messages from another master.
+    Step(Vec<Message>),
+    /// A peer could not be reached.
+    Unreachable(u64),
+    /// A snapshot was delivered to `peer` (or not).
+    SnapshotSent {
+        /// The peer.
+        peer: u64,
+        /// Whether it arrived.
+        ok: bool,
+    },
+}
+
+impl<O> From<Network> for Input<O> {
+    fn from(n: Network) -> Self {
+        match n {
+            Network::Step(messages) => Input::Step(messages),
+            Network::Unreachable(peer) => Input::Unreachable(peer),
+            Network::SnapshotSent { peer, ok } => Input::SnapshotSent { peer, ok },
+        }
+    }
+}
+
+/// The node's channel as the transport sees it ([`Network`] inputs only), whatever the state
+/// machine's output type.
+#[derive(Clone)]
+pub struct Inbox(Arc<dyn Fn(Network) -> Result<(), NodeStopped> + Send + Sync>);
+
+/// The node thread is gone.
+#[derive(Debug, Clone, Copy, thiserror::Error)]
+#[error("the raft node stopped")]
+pub struct NodeStopped;
+
+impl Inbox {
+    /// Hands `input` to the node. Errors: the node stopped.
+    pub fn send(&self, input: Network) -> Result<(), NodeStopped> {
+        (self.0)(input)
+    }
 }
 
 /// A membership change asked for by an operator ([`membership`]).
@@ -104,18 +155,6 @@ pub enum ProposeError {
     /// A membership change that cannot be made now (one in progress, an id taken or unknown).
     #[error("{0}")]
     Membership(String),
-}
-
-/// What the rest of the master learns from the node thread. Called on the node thread: keep
-/// them short and never block on a proposal.
-pub trait Hooks: Send + Sync {
-    /// Commands applied to the index (in log order), with what each did. `is_leader`: whether
-    /// this master leads now.
-    fn applied(&self, changes: &[(Command, Applied)], is_leader: bool);
-    /// This master became the leader (`true`) or stopped being it (`false`).
-    fn role_changed(&self, is_leader: bool);
-    /// The index was replaced by a snapshot from the leader.
-    fn restored(&self);
 }
 
 /// The node's state as last published by the node thread.
@@ -172,10 +211,10 @@ impl Default for RaftStatus {
     }
 }
 
-/// How to reach the node thread.
-#[derive(Clone)]
-pub struct RaftHandle {
-    inputs: Sender<Input>,
+/// How to reach the node thread; `O`: what applying a command gives
+/// ([`StateMachine::Output`]).
+pub struct RaftHandle<O> {
+    inputs: Sender<Input<O>>,
     status: Arc<RwLock<RaftStatus>>,
     /// Member id → gRPC address (`http://host:port`), this master included, as the group's
     /// membership gives them now.
@@ -184,23 +223,29 @@ pub struct RaftHandle {
     pub id: u64,
 }
 
-impl RaftHandle {
-    /// Proposes `command`; resolves once it is applied here (or refused).
-    pub async fn propose(&self, command: Command) -> Result<Applied, ProposeError> {
-        self.propose_then(command, Vec::new()).await
+impl<O> Clone for RaftHandle<O> {
+    fn clone(&self) -> Self {
+        RaftHandle {
+            inputs: self.inputs.clone(),
+            status: self.status.clone(),
+            members: self.members.clone(),
+            id: self.id,
+        }
     }
+}
 
-    /// Proposes `command`, then `then` (fire and forget) in the same Ready; resolves once
-    /// `command` is applied here (or refused).
-    pub async fn propose_then(
+impl<O: Send + 'static> RaftHandle<O> {
+    /// Proposes the encoded `command`, then `then` (fire and forget) in the same Ready;
+    /// resolves once `command` is applied here (or refused).
+    pub async fn propose_bytes(
         &self,
-        command: Command,
-        then: Vec<Command>,
-    ) -> Result<Applied, ProposeError> {
+        command: Vec<u8>,
+        then: Vec<Vec<u8>>,
+    ) -> Result<O, ProposeError> {
         let (reply, rx) = oneshot::channel();
         self.inputs
             .send(Input::Propose {
-                command: Box::new(command),
+                command,
                 reply: Some(reply),
                 then,
             })
@@ -209,11 +254,11 @@ impl RaftHandle {
             .unwrap_or_else(|_| Err(ProposeError::Storage("the raft node stopped".into())))
     }
 
-    /// Proposes `command` without waiting (lease grants, expiries): the scheduler learns the
-    /// outcome when it is applied.
-    pub fn propose_nowait(&self, command: Command) {
+    /// Proposes the encoded `command` without waiting: the state machine learns the outcome
+    /// when it is applied.
+    pub fn propose_bytes_nowait(&self, command: Vec<u8>) {
         let _ = self.inputs.send(Input::Propose {
-            command: Box::new(command),
+            command,
             reply: None,
             then: Vec::new(),
         });
@@ -237,9 +282,21 @@ impl RaftHandle {
         self.status().leader_address
     }
 
-    /// A sender into the node's channel (for the transport's receiving side).
-    pub fn inputs(&self) -> Sender<Input> {
+    /// A sender into the node's channel (the simulation test delivers every input by it).
+    pub fn inputs(&self) -> Sender<Input<O>> {
         self.inputs.clone()
+    }
+
+    /// The node's channel for the transport ([`Network`] inputs).
+    pub fn inbox(&self) -> Inbox {
+        let inputs = std::sync::Mutex::new(self.inputs.clone());
+        Inbox(Arc::new(move |input| {
+            inputs
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .send(input.into())
+                .map_err(|_| NodeStopped)
+        }))
     }
 
     /// Asks the node to hand leadership to its most up-to-date follower (raft-rs leader
@@ -297,7 +354,8 @@ pub struct RaftConfig {
 }
 
 /// The node's channel, made before the node so that the scheduler can hold the handle.
-pub fn channel(config: &RaftConfig) -> (RaftHandle, std::sync::mpsc::Receiver<Input>) {
+#[allow(clippy::type_complexity)]
+pub fn channel<O>(config: &RaftConfig) -> (RaftHandle<O>, std::sync::mpsc::Receiver<Input<O>>) {
     let (tx, rx) = std::sync::mpsc::channel();
     (
         RaftHandle {
@@ -361,29 +419,27 @@ pub trait Outbound: Send {
     fn set_members(&mut self, addresses: &BTreeMap<u64, String>);
 }
 
-/// Starts the node thread over `index`, with Raft's log in `log_dir`. A single-member group
+/// Starts the node thread over `machine`, with Raft's log in `log_dir`. A single-member group
 /// elects itself at once.
-pub fn start(
+pub fn start<S: StateMachine>(
     config: &RaftConfig,
-    index: Index,
+    machine: Arc<S>,
     log_dir: &std::path::Path,
-    handle: &RaftHandle,
-    inputs: std::sync::mpsc::Receiver<Input>,
-    hooks: Arc<dyn Hooks>,
+    handle: &RaftHandle<S::Output>,
+    inputs: std::sync::mpsc::Receiver<Input<S::Output>>,
     runtime: tokio::runtime::Handle,
-) -> Result<std::thread::JoinHandle<()>, IndexError> {
+) -> Result<std::thread::JoinHandle<()>, RaftError> {
     let node = open(
         config,
-        index,
+        machine,
         log_dir,
         handle,
         inputs,
-        hooks,
         |addresses, outbox| {
             Box::new(transport::Transport::start(
                 config,
                 addresses,
-                handle.inputs(),
+                handle.inbox(),
                 outbox,
                 &runtime,
             ))
@@ -399,37 +455,39 @@ pub fn start(
                 std::process::exit(70);
             }
         })
-        .map_err(|e| IndexError::Corrupt(format!("cannot start the raft thread: {e}")))
+        .map_err(RaftError::Thread)
 }
 
-/// The node over `index` and the log in `log_dir`, not started: [`start`] runs it on its
+/// The node over `machine` and the log in `log_dir`, not started: [`start`] runs it on its
 /// thread ([`node::Node::run`]); the simulation test drives it turn by turn
 /// ([`node::Node::turn`]). `outbound` makes its sending side from the members' addresses and
-/// the snapshot outbox. Errors: the snapshot directory cannot be emptied, the index or the log
-/// cannot be read, raft-rs refuses the settings.
+/// the snapshot outbox. Errors: the snapshot directory cannot be emptied, the state machine or
+/// the log cannot be read, raft-rs refuses the settings.
 #[allow(clippy::type_complexity)]
-pub fn open(
+pub fn open<S: StateMachine>(
     config: &RaftConfig,
-    index: Index,
+    machine: Arc<S>,
     log_dir: &std::path::Path,
-    handle: &RaftHandle,
-    inputs: std::sync::mpsc::Receiver<Input>,
-    hooks: Arc<dyn Hooks>,
+    handle: &RaftHandle<S::Output>,
+    inputs: std::sync::mpsc::Receiver<Input<S::Output>>,
     outbound: impl FnOnce(&BTreeMap<u64, String>, snapshot::Outbox) -> Box<dyn Outbound>,
-) -> Result<node::Node, IndexError> {
-    snapshot::clear_dir(&config.snapshot_dir).map_err(|e| {
-        IndexError::Corrupt(format!(
-            "cannot empty the snapshot directory {}: {e}",
+) -> Result<node::Node<S>, RaftError> {
+    snapshot::clear_dir(&config.snapshot_dir).map_err(|source| RaftError::Io {
+        what: format!(
+            "cannot empty the snapshot directory {}",
             config.snapshot_dir.display()
-        ))
+        ),
+        source,
     })?;
     // A new group's first membership is `--peers`; a joining master has none until the
     // leader's snapshot brings it.
-    let (applied, _) = index.applied()?;
+    let (applied, _) = machine.applied().map_err(RaftError::StateMachine)?;
     if !config.join || applied > 0 {
-        index.seed_membership(&membership::bootstrap(&config.members))?;
+        machine
+            .seed_membership(&membership::bootstrap(&config.members))
+            .map_err(RaftError::StateMachine)?;
     }
-    let current = index.membership()?;
+    let current = machine.membership().map_err(RaftError::StateMachine)?;
     handle
         .members
         .set(membership::addresses(current.as_ref(), &config.members));
@@ -441,7 +499,8 @@ pub fn open(
             Vec::<u64>::new(),
         ))
     };
-    let storage = storage::RaftStorage::open(index.clone(), log_dir, &bootstrap)?
+    let view: Arc<dyn state_machine::StateView> = machine.clone();
+    let storage = storage::RaftStorage::open(view, log_dir, &bootstrap)?
         .with_retention(config.log_retain_bytes);
     let outbox = storage.outbox();
     let voters = raft::Storage::initial_state(&storage)
@@ -453,12 +512,9 @@ pub fn open(
         config.heartbeat_tick,
         applied,
     );
-    raft_config
-        .validate()
-        .map_err(|e| IndexError::Corrupt(format!("raft configuration: {e}")))?;
+    raft_config.validate()?;
     let logger = logger::logger(config.id);
-    let mut raw = RawNode::new(&raft_config, storage, &logger)
-        .map_err(|e| IndexError::Corrupt(format!("raft node: {e}")))?;
+    let mut raw = RawNode::new(&raft_config, storage, &logger)?;
     if voters == [config.id] {
         // Nobody else to wait for.
         let _ = raw.campaign();
@@ -466,11 +522,10 @@ pub fn open(
     let transport = outbound(&handle.members.addresses(), outbox);
     Ok(node::Node::new(
         raw,
-        index,
+        machine,
         applied,
         inputs,
         transport,
-        hooks,
         handle.status.clone(),
         node::Membership {
             members: handle.members.clone(),

@@ -9,14 +9,19 @@
 //! proposals share one Ready; its new entries and HardState are one append to the log's
 //! segment files, fsynced when raft-rs says the Ready must be synced (new entries, a new term
 //! or vote); a commit index alone is not written ([`Node::persist`]). The committed entries of
-//! the Ready and of its light ready are applied in one `redb` write transaction. That one is
-//! written without fsync except at a checkpoint (every [`CHECKPOINT_ENTRIES`] entries or
-//! [`CHECKPOINT_INTERVAL`]): what it loses in a crash is replayed from the durable log, which
-//! compaction (by size, `--raft-log-retain`) keeps back to the last checkpoint, and the applied index is stored in the same
-//! transaction as its effects. A follower lets committed entries wait (at most one tick or
-//! [`MAX_DEFERRED`] entries) and applies many appends' worth at once
-//! ([`Node::apply_or_defer`]); `symcluster_raft_write_transactions_total{durability}` counts
-//! the index's write transactions, checkpoints (`fsync`) and the others (`none`).
+//! the Ready and of its light ready are one [`Batch`] for the [`StateMachine`] (the index: one
+//! `redb` write transaction). It is made durable only at a checkpoint (every
+//! [`CHECKPOINT_ENTRIES`] entries or [`CHECKPOINT_INTERVAL`]): what it loses in a crash is
+//! replayed from the durable log, which compaction (by size, `--raft-log-retain`) keeps back to
+//! the last checkpoint, and the applied index is stored in the same transaction as its effects.
+//! A follower lets committed entries wait (at most one tick or [`MAX_DEFERRED`] entries) and
+//! applies many appends' worth at once ([`Node::apply_or_defer`]);
+//! `symcluster_raft_write_transactions_total{durability}` counts the state machine's write
+//! transactions, checkpoints (`fsync`) and the others (`none`).
+//!
+//! The node knows nothing of what it replicates: commands are bytes, membership changes are
+//! applied to raft-rs here and handed to the state machine as a [`MembershipChange`], and its
+//! errors are [`RaftError`]s.
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::mpsc::{Receiver, RecvTimeoutError};
@@ -28,22 +33,21 @@ use raft::prelude::{
     ConfChange, ConfChangeSingle, ConfChangeV2, ConfState, Entry, EntryType, Message, Snapshot,
 };
 use raft::{RawNode, StateRole};
-use redb::Durability;
 use tokio::sync::oneshot;
 
+use super::error::RaftError;
 use super::membership::{self, Members};
 use super::snapshot;
+use super::state_machine::{Applying, Batch, MembershipChange, StateMachine};
 use super::storage::RaftStorage;
-use super::{Hooks, Input, MemberChange, Outbound, ProposeError, RaftStatus};
-use crate::index::apply::{Applied, Applier};
-use crate::index::{Command, Index, IndexError, command};
+use super::{Input, MemberChange, Outbound, ProposeError, RaftStatus};
 use crate::metrics;
 
 /// How often the node ticks.
 pub const TICK: Duration = Duration::from_millis(100);
 
-struct Waiter {
-    reply: oneshot::Sender<Result<Applied, ProposeError>>,
+struct Waiter<O> {
+    reply: oneshot::Sender<Result<O, ProposeError>>,
     proposed: Instant,
 }
 
@@ -61,15 +65,14 @@ pub struct Membership {
 /// proposal was lost.
 const SEEN_RETRY: Duration = Duration::from_secs(5);
 
-/// The node thread's state.
-pub struct Node {
+/// The node thread's state, over the state machine `S`.
+pub struct Node<S: StateMachine> {
     raw: RawNode<RaftStorage>,
-    index: Index,
-    inputs: Receiver<Input>,
+    machine: Arc<S>,
+    inputs: Receiver<Input<S::Output>>,
     transport: Box<dyn Outbound>,
-    hooks: Arc<dyn Hooks>,
     status: Arc<RwLock<RaftStatus>>,
-    waiters: HashMap<u64, Waiter>,
+    waiters: HashMap<u64, Waiter<S::Output>>,
     /// This member's id and a number of this start: the first bytes of its proposals'
     /// contexts.
     proposer: [u8; PROPOSER_BYTES],
@@ -102,22 +105,21 @@ const PROPOSER_BYTES: usize = 16;
 /// At most this many committed entries wait on a follower to be applied together.
 const MAX_DEFERRED: usize = 1024;
 
-/// The index is written durably (fsynced) once this many log entries were applied since the
-/// last durable write...
+/// The state machine is written durably (fsynced) once this many log entries were applied
+/// since the last durable write...
 const CHECKPOINT_ENTRIES: u64 = 1024;
 /// ...or once this long has passed since it.
 const CHECKPOINT_INTERVAL: Duration = Duration::from_secs(1);
 
-impl Node {
-    /// A node over `raw` (whose storage holds `index`'s database).
+impl<S: StateMachine> Node<S> {
+    /// A node over `raw` (whose storage reads `machine`), `applied` up to that log index.
     #[allow(clippy::too_many_arguments)]
     pub fn new(
         raw: RawNode<RaftStorage>,
-        index: Index,
+        machine: Arc<S>,
         applied: u64,
-        inputs: Receiver<Input>,
+        inputs: Receiver<Input<S::Output>>,
         transport: Box<dyn Outbound>,
-        hooks: Arc<dyn Hooks>,
         status: Arc<RwLock<RaftStatus>>,
         membership: Membership,
         snapshot_dir: std::path::PathBuf,
@@ -134,10 +136,9 @@ impl Node {
         proposer[8..].copy_from_slice(&nonce.to_le_bytes());
         Node {
             raw,
-            index,
+            machine,
             inputs,
             transport,
-            hooks,
             status,
             waiters: HashMap::new(),
             proposer,
@@ -192,8 +193,8 @@ impl Node {
     /// proposals share one Ready), ticks raft-rs when `tick` (and does the leader's membership
     /// duties), handles the Ready, applies the entries a follower let wait when `tick` (they
     /// wait at most one tick), and publishes the status. `Ok(false)` once [`Input::Stop`] was
-    /// taken (the caller then stops); errors: the log or the index cannot be written.
-    pub fn turn(&mut self, tick: bool) -> Result<bool, IndexError> {
+    /// taken (the caller then stops); errors: the log or the state machine cannot be written.
+    pub fn turn(&mut self, tick: bool) -> Result<bool, RaftError> {
         while let Ok(input) = self.inputs.try_recv() {
             if matches!(input, Input::Stop) {
                 return Ok(false);
@@ -220,14 +221,14 @@ impl Node {
         &self.raw.raft
     }
 
-    fn handle(&mut self, input: Input) {
+    fn handle(&mut self, input: Input<S::Output>) {
         match input {
             Input::Propose {
                 command,
                 reply,
                 then,
             } => {
-                self.propose(*command, reply);
+                self.propose(command, reply);
                 for command in then {
                     self.propose(command, None);
                 }
@@ -327,8 +328,8 @@ impl Node {
 
     fn propose(
         &mut self,
-        command: Command,
-        reply: Option<oneshot::Sender<Result<Applied, ProposeError>>>,
+        command: Vec<u8>,
+        reply: Option<oneshot::Sender<Result<S::Output, ProposeError>>>,
     ) {
         if self.role != StateRole::Leader {
             if let Some(reply) = reply {
@@ -343,7 +344,7 @@ impl Node {
         } else {
             Vec::new()
         };
-        match self.raw.propose(context, command::encode(&command)) {
+        match self.raw.propose(context, command) {
             Ok(()) => {
                 metrics::RAFT_PROPOSALS.inc();
                 if let Some(reply) = reply {
@@ -511,7 +512,8 @@ impl Node {
             for id in &unseen {
                 self.seen_proposed.insert(*id, now);
             }
-            self.propose(crate::index::command::members_seen(unseen), None);
+            let command = self.machine.members_seen(unseen);
+            self.propose(command, None);
         }
         if self.raw.raft.has_pending_conf() {
             return;
@@ -557,10 +559,10 @@ impl Node {
         }
     }
 
-    /// Reads the membership back from the index after it changed, and follows it: the
-    /// addresses the transport sends to and the peer service accepts.
-    fn refresh_membership(&mut self) -> Result<(), IndexError> {
-        let current = self.index.membership()?;
+    /// Reads the membership back from the state machine after it changed, and follows it:
+    /// the addresses the transport sends to and the peer service accepts.
+    fn refresh_membership(&mut self) -> Result<(), RaftError> {
+        let current = self.machine.membership().map_err(RaftError::StateMachine)?;
         let addresses = membership::addresses(current.as_ref(), &self.membership.known);
         if current.is_some() && !addresses.contains_key(&self.raw.raft.id) {
             tracing::warn!(
@@ -584,7 +586,7 @@ impl Node {
         }
     }
 
-    fn on_ready(&mut self) -> Result<(), IndexError> {
+    fn on_ready(&mut self) -> Result<(), RaftError> {
         if !self.raw.has_ready() {
             return Ok(());
         }
@@ -642,11 +644,11 @@ impl Node {
             self.seen_proposed.clear();
         }
         if was_leader != is_leader {
-            self.hooks.role_changed(is_leader);
+            self.machine.role_changed(is_leader);
         }
     }
 
-    fn restore(&mut self, snapshot: Snapshot) -> Result<(), IndexError> {
+    fn restore(&mut self, snapshot: Snapshot) -> Result<(), RaftError> {
         let meta = snapshot.get_metadata();
         tracing::info!(
             index = meta.index,
@@ -658,10 +660,12 @@ impl Node {
         self.deferred.clear();
         let started = Instant::now();
         if snapshot.data.as_slice() == snapshot::MARKER {
-            snapshot::restore(&self.index, &self.snapshot_dir, meta)?;
+            snapshot::restore(&*self.machine, &self.snapshot_dir, meta)?;
         } else {
             // A leader before streamed snapshots sent the whole index in the message.
-            self.index.restore(&snapshot.data, meta.index, meta.term)?;
+            self.machine
+                .restore_message(&snapshot.data, meta.index, meta.term)
+                .map_err(RaftError::StateMachine)?;
         }
         tracing::info!(
             index = meta.index,
@@ -673,7 +677,6 @@ impl Node {
         self.refresh_membership()?;
         self.applied = meta.index;
         self.durable_applied = meta.index;
-        self.hooks.restored();
         Ok(())
     }
 
@@ -687,7 +690,7 @@ impl Node {
         entries: &[Entry],
         hard_state: Option<&raft::prelude::HardState>,
         must_sync: bool,
-    ) -> Result<(), IndexError> {
+    ) -> Result<(), RaftError> {
         let sync = must_sync || !entries.is_empty();
         let storage = self.raw.mut_store();
         if !sync {
@@ -707,13 +710,13 @@ impl Node {
         Ok(())
     }
 
-    /// Applies `committed` to the index now on the leader (clients wait for it). A follower
+    /// Applies `committed` to the state machine now on the leader (clients wait for it). A follower
     /// lets them wait, at most [`TICK`] or [`MAX_DEFERRED`] entries, and applies many appends'
     /// worth in one write transaction: nothing waits on a follower's apply (clients are
     /// answered by the leader), the entries are durable in the log (a restart applies them
     /// again from there), and a follower that becomes leader applies them first
     /// ([`Node::on_ready`], before [`Node::role_changed`]).
-    fn apply_or_defer(&mut self, committed: Vec<Entry>) -> Result<(), IndexError> {
+    fn apply_or_defer(&mut self, committed: Vec<Entry>) -> Result<(), RaftError> {
         if committed.is_empty() {
             return Ok(());
         }
@@ -730,7 +733,7 @@ impl Node {
     }
 
     /// Applies what [`Node::apply_or_defer`] let wait.
-    fn apply_deferred(&mut self) -> Result<(), IndexError> {
+    fn apply_deferred(&mut self) -> Result<(), RaftError> {
         if self.deferred.is_empty() {
             return Ok(());
         }
@@ -738,28 +741,23 @@ impl Node {
         self.apply(&all)
     }
 
-    /// Applies what waits and writes the index durably, then ends the thread (a restart then
-    /// replays nothing).
+    /// Applies what waits and makes the state machine durable, then ends the thread (a restart
+    /// then replays nothing).
     fn stop(&mut self) {
         if let Err(e) = self.apply_deferred() {
             tracing::warn!(error = %e, "applying deferred entries at stop failed");
         }
-        let checkpoint = self
-            .index
-            .database()
-            .begin_write()
-            .map_err(redb::Error::from)
-            .and_then(|txn| txn.commit().map_err(redb::Error::from));
-        match checkpoint {
+        match self.machine.sync() {
             Ok(()) => self.durable_applied = self.applied,
             Err(e) => tracing::warn!(error = %e, "the index's last durable write failed"),
         }
     }
 
-    /// Applies `committed` to the index in one write transaction, durable only at a
+    /// Applies `committed` to the state machine in one write transaction, durable only at a
     /// checkpoint ([`CHECKPOINT_ENTRIES`], [`CHECKPOINT_INTERVAL`]): between checkpoints the
-    /// log holds what the index may lose, and compaction keeps it.
-    fn apply(&mut self, committed: &[Entry]) -> Result<(), IndexError> {
+    /// log holds what the state machine may lose, and compaction keeps it. Membership changes
+    /// are applied to raft-rs here, and stored in the same transaction.
+    fn apply(&mut self, committed: &[Entry]) -> Result<(), RaftError> {
         let committed: Vec<&Entry> = committed
             .iter()
             .filter(|e| e.index > self.applied)
@@ -767,60 +765,58 @@ impl Node {
         let Some(last) = committed.last() else {
             return Ok(());
         };
-        let last_index = last.index;
+        let (last_index, last_term) = (last.index, last.term);
         // The first apply is durable at once: the log's first entry is then compacted
         // (`RaftStorage::maybe_compact`), so that a member joining with an empty log gets a
         // snapshot (which carries the membership) rather than the log from entry 1.
         let checkpoint = self.durable_applied == 0
             || last_index - self.durable_applied >= CHECKPOINT_ENTRIES
             || self.last_checkpoint.elapsed() >= CHECKPOINT_INTERVAL;
-        let db = self.index.database().clone();
-        let mut txn = db.begin_write().map_err(crate::index::db)?;
-        if !checkpoint {
-            txn.set_durability(Durability::None)
-                .map_err(|e| IndexError::Corrupt(e.to_string()))?;
-        }
-        let mut changes = Vec::new();
+        let mut entries = Vec::new();
+        // Per entry of the batch: the proposal context of a command (`None`: a membership
+        // change).
+        let mut contexts: Vec<Option<&[u8]>> = Vec::new();
         // Membership changes applied: their proposal contexts and outcomes; the last
-        // configuration; whether the membership record changed.
+        // configuration.
         let mut member_replies = Vec::new();
         let mut conf_state = None;
-        let mut membership_touched = false;
-        {
-            let mut applier = Applier::new(&txn)?;
-            for entry in &committed {
-                let is_command =
-                    entry.get_entry_type() == EntryType::EntryNormal && !entry.data.is_empty();
-                if !is_command && entry.get_entry_type() != EntryType::EntryNormal {
-                    let outcome = self.apply_conf_change(entry, &mut applier)?;
-                    if let Ok(cs) = &outcome {
-                        conf_state = Some(cs.clone());
-                        membership_touched = true;
-                    }
-                    member_replies.push((entry.context.to_vec(), outcome.map(|_| ())));
+        for entry in &committed {
+            if entry.get_entry_type() == EntryType::EntryNormal {
+                if !entry.data.is_empty() {
+                    entries.push(Applying::Command {
+                        index: entry.index,
+                        data: &entry.data[..],
+                    });
+                    contexts.push(Some(&entry.context[..]));
                 }
-                if is_command {
-                    match command::decode(&entry.data) {
-                        Ok(cmd) => {
-                            membership_touched |= matches!(
-                                cmd.kind,
-                                Some(symcluster_proto::cluster::v1::command::Kind::MembersSeen(_))
-                            );
-                            let applied = applier.apply(&cmd)?;
-                            changes.push((entry.context.to_vec(), cmd, applied));
-                        }
-                        // A command this version cannot read is skipped the same way on every
-                        // master (they run the same decoder).
-                        Err(e) => {
-                            tracing::error!(index = entry.index, error = %e, "log entry does not decode; skipped")
-                        }
-                    }
-                }
-                applier.set_applied(entry.index, entry.term)?;
+                continue;
             }
+            let outcome = self.apply_conf_change(entry);
+            let reply = match outcome {
+                Ok((cs, change)) => {
+                    conf_state = Some(cs);
+                    entries.push(Applying::Membership {
+                        index: entry.index,
+                        change,
+                    });
+                    contexts.push(None);
+                    Ok(())
+                }
+                Err(reason) => Err(reason),
+            };
+            member_replies.push((entry.context.to_vec(), reply));
         }
-        txn.commit().map_err(crate::index::db)?;
+        let outcome = self
+            .machine
+            .apply(Batch {
+                entries,
+                applied: (last_index, last_term),
+                durable: checkpoint,
+                is_leader: self.role == StateRole::Leader,
+            })
+            .map_err(RaftError::StateMachine)?;
         self.applied = last_index;
+        let membership_touched = conf_state.is_some() || outcome.membership_changed;
         if let Some(cs) = conf_state {
             tracing::info!(voters = ?cs.voters, learners = ?cs.learners, outgoing = ?cs.voters_outgoing, "membership changed");
             self.raw.mut_store().set_conf_state(cs.clone());
@@ -870,34 +866,27 @@ impl Node {
         self.raw
             .mut_store()
             .maybe_compact(self.applied, self.durable_applied.min(sending))?;
-        if !changes.is_empty() {
-            let is_leader = self.role == StateRole::Leader;
-            let (contexts, applied): (Vec<Vec<u8>>, Vec<(Command, Applied)>) = changes
-                .into_iter()
-                .map(|(ctx, cmd, applied)| (ctx, (cmd, applied)))
-                .unzip();
-            self.hooks.applied(&applied, is_leader);
-            for (ctx, (_, result)) in contexts.iter().zip(applied) {
-                let Some(id) = self.proposal_id(ctx) else {
-                    continue;
-                };
-                if let Some(waiter) = self.waiters.remove(&id) {
-                    metrics::RAFT_COMMIT_SECONDS.observe(waiter.proposed.elapsed().as_secs_f64());
-                    let _ = waiter.reply.send(Ok(result));
-                }
+        for (context, output) in contexts.into_iter().zip(outcome.outputs) {
+            let Some(id) = context.and_then(|c| self.proposal_id(c)) else {
+                continue;
+            };
+            if let Some(waiter) = self.waiters.remove(&id) {
+                metrics::RAFT_COMMIT_SECONDS.observe(waiter.proposed.elapsed().as_secs_f64());
+                let _ = waiter.reply.send(output.ok_or_else(|| {
+                    ProposeError::Storage("the command does not decode; it was skipped".into())
+                }));
             }
         }
         Ok(())
     }
 
-    /// Applies the membership change in `entry` to raft-rs and to the index's membership
-    /// record (in `applier`'s transaction): the new configuration, or why raft-rs refused it
-    /// (the same on every master; nothing changes).
+    /// Applies the membership change in `entry` to raft-rs: the new configuration and how to
+    /// make the stored membership after it, or why raft-rs refused it (the same on every
+    /// master; nothing changes).
     fn apply_conf_change(
         &mut self,
         entry: &Entry,
-        applier: &mut Applier<'_>,
-    ) -> Result<Result<ConfState, String>, IndexError> {
+    ) -> Result<(ConfState, MembershipChange), String> {
         use prost011::Message as _;
         let change: Result<ConfChangeV2, String> = match entry.get_entry_type() {
             EntryType::EntryConfChangeV2 => {
@@ -926,7 +915,7 @@ impl Node {
                 index = entry.index,
                 "a second request to leave the joint configuration; nothing to do"
             );
-            return Ok(Err("not in a joint configuration".into()));
+            return Err("not in a joint configuration".into());
         }
         let applied = change.and_then(|cc| {
             self.raw
@@ -936,17 +925,15 @@ impl Node {
         });
         match applied {
             Ok((cc, cs)) => {
-                let before = applier.membership()?;
-                let after =
-                    membership::after_change(before.as_ref(), &cc, &cs, &self.membership.known);
-                applier.set_membership(&after)?;
-                Ok(Ok(cs))
+                let (after_cs, known) = (cs.clone(), self.membership.known.clone());
+                let change: MembershipChange = Box::new(move |before| {
+                    membership::after_change(before.as_ref(), &cc, &after_cs, &known)
+                });
+                Ok((cs, change))
             }
             Err(reason) => {
                 tracing::warn!(index = entry.index, %reason, "membership change not applied");
-                Ok(Err(format!(
-                    "the membership change was not applied: {reason}"
-                )))
+                Err(format!("the membership change was not applied: {reason}"))
             }
         }
     }

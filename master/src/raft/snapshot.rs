@@ -4,11 +4,11 @@
 //! on a `Peer/InstallSnapshot` call:
 //!
 //! 1. When raft-rs asks the leader's storage for a snapshot for a follower
-//!    (`Storage::snapshot`), the storage takes an [`index::snapshot::SnapshotSource`] (one
-//!    read transaction: the index at its applied index) and leaves it in the [`Outbox`] under
+//!    (`Storage::snapshot`), the storage takes the state machine's [`SnapshotData`] (for the
+//!    index, one read transaction at its applied index) and leaves it in the [`Outbox`] under
 //!    the follower's id; the snapshot's metadata is that applied index and its term.
 //! 2. The follower's sending task ([`super::transport`]) takes the source and streams it
-//!    ([`send`]): a thread writes the records ([`SnapshotSource::write_to`]) into chunks of
+//!    ([`send`]): a thread writes the records ([`SnapshotData::write_to`]) into chunks of
 //!    `chunk_bytes` (4 MiB by default), each with its CRC-32, into a channel of
 //!    [`CHUNKS_IN_FLIGHT`]; the last chunk carries the SHA-256 and length of the whole stream.
 //!    The leader's memory for a transfer is a few chunks, whatever the index's size.
@@ -19,11 +19,12 @@
 //!    file and leaves the index as it was; the leader is told the transfer failed and raft-rs
 //!    sends a new snapshot later.
 //! 4. The follower's node, handling the Ready that holds the snapshot, restores the index from
-//!    the file in one durable write transaction ([`Index::restore_from`]), resets its log
+//!    the file in one durable write transaction ([`StateMachine::restore_from`]), resets its log
 //!    after the snapshot's index, and deletes the file.
 //!
 //! The layout follows what etcd and TiKV do (a small snapshot message in Raft, the data sent
-//! beside it in chunks); the record format is [`index::snapshot`]'s.
+//! beside it in chunks); the record format is the state machine's (the index's:
+//! `index/snapshot.rs`).
 
 use std::collections::HashMap;
 use std::fs::{self, File};
@@ -37,8 +38,8 @@ use sha2::{Digest as _, Sha256};
 use symcluster_proto::cluster::v1 as pb;
 use tokio::sync::mpsc;
 
-use crate::index::snapshot::SnapshotSource;
-use crate::index::{Index, IndexError};
+use super::error::RaftError;
+use super::state_machine::{SnapshotData, StateMachine};
 use crate::metrics;
 
 /// The data of every `MsgSnapshot` a streaming leader sends: the index travels beside it.
@@ -55,11 +56,11 @@ pub const STALL: Duration = Duration::from_secs(30);
 
 /// Snapshot sources taken for followers, by follower id, until their sending task takes them.
 #[derive(Clone, Default)]
-pub struct Outbox(Arc<Mutex<HashMap<u64, SnapshotSource>>>);
+pub struct Outbox(Arc<Mutex<HashMap<u64, Box<dyn SnapshotData>>>>);
 
 impl Outbox {
     /// Leaves `source` for follower `to` (replacing one not sent yet).
-    pub fn put(&self, to: u64, source: SnapshotSource) {
+    pub fn put(&self, to: u64, source: Box<dyn SnapshotData>) {
         self.0
             .lock()
             .unwrap_or_else(|e| e.into_inner())
@@ -67,7 +68,7 @@ impl Outbox {
     }
 
     /// Takes the source left for follower `to`.
-    pub fn take(&self, to: u64) -> Option<SnapshotSource> {
+    pub fn take(&self, to: u64) -> Option<Box<dyn SnapshotData>> {
         self.0.lock().unwrap_or_else(|e| e.into_inner()).remove(&to)
     }
 }
@@ -114,24 +115,24 @@ pub fn is_ready(dir: &Path, message: &raft::prelude::Message) -> bool {
     ready_path(dir, meta.index, meta.term).exists()
 }
 
-/// Restores `index` from the received snapshot of `meta` in `dir`, then deletes the file.
+/// Restores `machine` from the received snapshot of `meta` in `dir`, then deletes the file.
 /// Errors: the file is missing or unreadable, does not restore, or reflects another log
 /// entry than `meta` says.
-pub fn restore(
-    index: &Index,
+pub fn restore<S: StateMachine>(
+    machine: &S,
     dir: &Path,
     meta: &raft::prelude::SnapshotMetadata,
-) -> Result<(), IndexError> {
+) -> Result<(), RaftError> {
     let path = ready_path(dir, meta.index, meta.term);
-    let file = File::open(&path).map_err(|e| {
-        IndexError::Corrupt(format!(
-            "the snapshot {} cannot be read: {e}",
-            path.display()
-        ))
+    let file = File::open(&path).map_err(|source| RaftError::Io {
+        what: format!("the snapshot {} cannot be read", path.display()),
+        source,
     })?;
-    let restored = index.restore_from(&mut BufReader::with_capacity(1 << 20, file))?;
+    let restored = machine
+        .restore_from(&mut BufReader::with_capacity(1 << 20, file))
+        .map_err(RaftError::StateMachine)?;
     if restored != (meta.index, meta.term) {
-        return Err(IndexError::Corrupt(format!(
+        return Err(RaftError::Inconsistent(format!(
             "the snapshot file reflects entry {} of term {}, not {} of term {}",
             restored.0, restored.1, meta.index, meta.term
         )));
@@ -226,7 +227,7 @@ impl Write for ChunkWriter {
 /// written, the receiving side is dropped, or no chunk was taken for [`STALL`] (the channel
 /// then closes before the last chunk). Returns the chunks' receiving side.
 pub fn send(
-    source: SnapshotSource,
+    source: Box<dyn SnapshotData>,
     from: u64,
     message: Vec<u8>,
     chunk_bytes: usize,
@@ -244,13 +245,11 @@ pub fn send(
                 sha256: Sha256::new(),
                 first: Some((from, message)),
             };
-            let written = source.write_to(&mut writer).and_then(|_| {
-                writer
-                    .send(true)
-                    .map_err(|e| IndexError::Corrupt(e.to_string()))
-            });
+            let written = source
+                .write_to(&mut writer)
+                .and_then(|()| writer.send(true).map_err(Into::into));
             if let Err(e) = written {
-                tracing::debug!(error = %e, index = source.index, "snapshot stream ended early");
+                tracing::debug!(error = %e, index = source.index(), "snapshot stream ended early");
             }
         })?;
     Ok(rx)

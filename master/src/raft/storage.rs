@@ -27,11 +27,12 @@ use std::path::Path;
 use prost011::Message as _;
 use raft::prelude::{ConfState, Entry, HardState, Snapshot, SnapshotMetadata};
 use raft::{GetEntriesContext, RaftState, StorageError};
-use redb::{ReadableDatabase, ReadableTable, TableDefinition};
+use redb::{Database, ReadableDatabase, ReadableTable, TableDefinition};
 
+use super::error::RaftError;
 use super::segment_log::{EntryAt, LogError, RECORD_OVERHEAD, SegmentLog};
 use super::snapshot::{MARKER, Outbox};
-use crate::index::{Index, IndexError, db};
+use super::state_machine::StateView;
 
 /// The log's table in the `redb` file of versions before segment files (log index → prost
 /// `Entry`); read once to move the log, then deleted.
@@ -52,7 +53,8 @@ pub const TAIL_BYTES: u64 = 64 << 20;
 /// Raft's log, HardState and ConfState.
 pub struct RaftStorage {
     log: SegmentLog,
-    index: Index,
+    /// The state machine's applied index, membership and snapshots.
+    state: std::sync::Arc<dyn StateView>,
     hard_state: HardState,
     conf_state: ConfState,
     /// Index and term of the last entry removed by compaction (or of the last snapshot).
@@ -73,39 +75,43 @@ pub struct RaftStorage {
     outbox: Outbox,
 }
 
-impl From<LogError> for IndexError {
-    fn from(e: LogError) -> Self {
-        IndexError::Log(Box::new(e))
-    }
+fn decode_err(what: &'static str, source: prost011::DecodeError) -> RaftError {
+    RaftError::Decode { what, source }
 }
 
-fn decode_err(what: &str, e: prost011::DecodeError) -> IndexError {
-    IndexError::Corrupt(format!("raft {what} does not decode: {e}"))
+fn storage_err(e: impl Into<RaftError>) -> raft::Error {
+    raft::Error::Store(StorageError::Other(Box::new(e.into())))
 }
 
-fn storage_err(e: IndexError) -> raft::Error {
-    raft::Error::Store(StorageError::Other(Box::new(e)))
+/// A redb error of the earlier versions' log tables.
+fn old_db(e: impl Into<redb::Error>) -> RaftError {
+    RaftError::OldLog(Box::new(e.into()))
 }
 
 impl RaftStorage {
-    /// Opens the log in `dir` (moving an older version's log out of `index`'s database first).
-    /// The membership (raft-rs's `ConfState`) is the index's, as of its applied index
-    /// ([`Index::membership`]); an index without one (before membership changes) takes the
-    /// log's, and a log without one `bootstrap` (empty for a master joining a group). Errors:
-    /// the file system's, a corrupt log ([`IndexError::Log`]), the database's.
-    pub fn open(index: Index, dir: &Path, bootstrap: &ConfState) -> Result<Self, IndexError> {
-        move_old_log(&index, dir)?;
+    /// Opens the log in `dir` beside the state machine `state`. The membership (raft-rs's
+    /// `ConfState`) is the state machine's, as of its applied index
+    /// ([`StateView::membership`]); one without (before membership changes) takes the log's,
+    /// and a log without one `bootstrap` (empty for a master joining a group). Errors: the file
+    /// system's, a corrupt log ([`RaftError::Log`]), the state machine's, a log that starts
+    /// after the applied index ([`RaftError::Inconsistent`]).
+    pub fn open(
+        state: std::sync::Arc<dyn StateView>,
+        dir: &Path,
+        bootstrap: &ConfState,
+    ) -> Result<Self, RaftError> {
         let (mut log, replayed) = SegmentLog::open(dir)?;
         let mut hard_state = replayed.hard_state.unwrap_or_default();
         // Entries are applied only once committed: the commit index is written only with a
         // new term, vote or entries (a commit alone stays in memory), so the stored one may be
         // behind the index's applied index, which is committed.
-        let (applied, applied_term) = index.applied()?;
+        let (applied, applied_term) = state.applied().map_err(RaftError::StateMachine)?;
         hard_state.commit = hard_state.commit.max(applied);
         let mut compacted = replayed.compacted.unwrap_or_default();
         let conf_state = match (
-            index
-                .membership()?
+            state
+                .membership()
+                .map_err(RaftError::StateMachine)?
                 .as_ref()
                 .and_then(super::membership::conf_state),
             compacted.conf_state.as_ref(),
@@ -135,7 +141,7 @@ impl RaftStorage {
             at.clear();
         }
         if applied < compacted.index {
-            return Err(IndexError::Corrupt(format!(
+            return Err(RaftError::Inconsistent(format!(
                 "the index was applied up to {applied} but the raft log starts after {}: \
                  entries in between are lost",
                 compacted.index
@@ -143,7 +149,7 @@ impl RaftStorage {
         }
         Ok(RaftStorage {
             log,
-            index,
+            state,
             hard_state,
             conf_state,
             compacted,
@@ -254,7 +260,7 @@ impl RaftStorage {
 
     /// Writes what was queued, fsynced when `sync`; starts a new segment when the active one
     /// is full.
-    pub fn persist(&mut self, sync: bool) -> Result<(), IndexError> {
+    pub fn persist(&mut self, sync: bool) -> Result<(), RaftError> {
         self.log.flush(sync)?;
         if self.log.should_rotate() {
             self.log.rotate(&self.hard_state, &self.compacted)?;
@@ -272,7 +278,7 @@ impl RaftStorage {
     /// a snapshot, which carries the group's membership, rather than from entry 1, which would
     /// replay the membership changes without the first membership (it came from `--peers`,
     /// not from the log).
-    pub fn maybe_compact(&mut self, applied: u64, durable: u64) -> Result<bool, IndexError> {
+    pub fn maybe_compact(&mut self, applied: u64, durable: u64) -> Result<bool, RaftError> {
         let first_entry = self.compacted.index == 0 && durable >= 1 && self.last() >= 1;
         if !first_entry
             && self.retained_bytes <= self.retain_bytes
@@ -333,7 +339,7 @@ impl RaftStorage {
 
     /// Installs a snapshot's metadata: the log restarts after it (older segments deleted). The
     /// index itself is restored, durably, by the caller first ([`Index::restore`]).
-    pub fn apply_snapshot(&mut self, meta: &SnapshotMetadata) -> Result<(), IndexError> {
+    pub fn apply_snapshot(&mut self, meta: &SnapshotMetadata) -> Result<(), RaftError> {
         self.at.clear();
         self.tail.clear();
         self.retained_bytes = 0;
@@ -347,17 +353,16 @@ impl RaftStorage {
     }
 }
 
-/// Moves the log of an older version, kept in `index`'s database, into segment files in
-/// `dir`: written into `dir` + `.new`, fsynced, renamed, then the old tables are deleted. A
+/// Moves the log of an older version, kept in the index's `redb` database, into segment files
+/// in `dir`: written into `dir` + `.new`, fsynced, renamed, then the old tables are deleted. A
 /// crash before the rename leaves the old tables as they were (the move starts again); after
-/// it, only the deletion is left to do.
-fn move_old_log(index: &Index, dir: &Path) -> Result<(), IndexError> {
-    let database = index.database();
-    let read = database.begin_read().map_err(db)?;
+/// it, only the deletion is left to do. Called before [`RaftStorage::open`].
+pub fn move_old_log(database: &Database, dir: &Path) -> Result<(), RaftError> {
+    let read = database.begin_read().map_err(old_db)?;
     let has_old = match read.open_table(OLD_STATE) {
         Ok(_) => true,
         Err(redb::TableError::TableDoesNotExist(_)) => false,
-        Err(e) => return Err(db(e)),
+        Err(e) => return Err(old_db(e)),
     };
     if !has_old {
         return Ok(());
@@ -371,9 +376,9 @@ fn move_old_log(index: &Index, dir: &Path) -> Result<(), IndexError> {
             })?;
         }
         let (mut log, _) = SegmentLog::open(&staging)?;
-        let state = read.open_table(OLD_STATE).map_err(db)?;
-        let get = |key: &str| -> Result<Option<Vec<u8>>, IndexError> {
-            Ok(state.get(key).map_err(db)?.map(|v| v.value().to_vec()))
+        let state = read.open_table(OLD_STATE).map_err(old_db)?;
+        let get = |key: &str| -> Result<Option<Vec<u8>>, RaftError> {
+            Ok(state.get(key).map_err(old_db)?.map(|v| v.value().to_vec()))
         };
         let mut compacted = match get("compacted")? {
             Some(b) => {
@@ -394,8 +399,8 @@ fn move_old_log(index: &Index, dir: &Path) -> Result<(), IndexError> {
         }
         let mut moved = 0u64;
         if let Ok(table) = read.open_table(OLD_LOG) {
-            for entry in table.iter().map_err(db)? {
-                let (_, bytes) = entry.map_err(db)?;
+            for entry in table.iter().map_err(old_db)? {
+                let (_, bytes) = entry.map_err(old_db)?;
                 log.push_entry(&Entry::decode(bytes.value()).map_err(|e| decode_err("entry", e))?);
                 moved += 1;
             }
@@ -412,10 +417,10 @@ fn move_old_log(index: &Index, dir: &Path) -> Result<(), IndexError> {
         tracing::info!(entries = moved, dir = %dir.display(), "raft log moved into segment files");
     }
     drop(read);
-    let txn = database.begin_write().map_err(db)?;
-    txn.delete_table(OLD_LOG).map_err(db)?;
-    txn.delete_table(OLD_STATE).map_err(db)?;
-    txn.commit().map_err(db)?;
+    let txn = database.begin_write().map_err(old_db)?;
+    txn.delete_table(OLD_LOG).map_err(old_db)?;
+    txn.delete_table(OLD_STATE).map_err(old_db)?;
+    txn.commit().map_err(old_db)?;
     Ok(())
 }
 impl raft::Storage for RaftStorage {
@@ -457,10 +462,7 @@ impl raft::Storage for RaftStorage {
                 end += 1;
             }
             let places: Vec<EntryAt> = self.at.range(from..end).copied().collect();
-            out = self
-                .log
-                .read_entries(&places)
-                .map_err(|e| storage_err(e.into()))?;
+            out = self.log.read_entries(&places).map_err(storage_err)?;
             if end < to {
                 raft::util::limit_size(&mut out, max_size);
                 return Ok(out);
@@ -500,8 +502,12 @@ impl raft::Storage for RaftStorage {
     /// itself, as one read transaction sees it, waits in the [`Outbox`] for the follower's
     /// sending task; the snapshot's data is only [`MARKER`].
     fn snapshot(&self, request_index: u64, to: u64) -> raft::Result<Snapshot> {
-        let source = self.index.snapshot_source().map_err(storage_err)?;
-        let (index, term) = (source.index, source.term);
+        let source = self
+            .state
+            .snapshot()
+            .map_err(RaftError::StateMachine)
+            .map_err(storage_err)?;
+        let (index, term) = (source.index(), source.term());
         if index < request_index || index == 0 {
             return Err(raft::Error::Store(
                 StorageError::SnapshotTemporarilyUnavailable,
@@ -510,6 +516,7 @@ impl raft::Storage for RaftStorage {
         // The membership of the snapshot's own applied index.
         let conf_state = source
             .membership()
+            .map_err(RaftError::StateMachine)
             .map_err(storage_err)?
             .as_ref()
             .and_then(super::membership::conf_state)
@@ -529,26 +536,53 @@ impl raft::Storage for RaftStorage {
 
 #[cfg(test)]
 mod tests {
+    use std::sync::Arc;
+
     use raft::Storage;
     use redb::Database;
 
     use super::*;
     use crate::raft::segment_log::tests::entry;
 
-    /// Stores, durably, that the index applied the log up to `index` (of `term`).
-    fn set_applied(database: &Database, index: u64, term: u64) {
-        let txn = database.begin_write().unwrap();
-        crate::index::apply::Applier::new(&txn)
-            .unwrap()
-            .set_applied(index, term)
-            .unwrap();
-        txn.commit().unwrap();
+    /// A state machine that holds only where it stands (and, when set, a membership).
+    #[derive(Default)]
+    struct TestState {
+        applied: std::sync::Mutex<(u64, u64)>,
+        membership: Option<symcluster_proto::cluster::v1::Membership>,
     }
 
-    fn open(dir: &Path) -> RaftStorage {
-        let index = Index::open(Index::open_database(&dir.join("master.redb")).unwrap()).unwrap();
+    impl StateView for TestState {
+        fn applied(&self) -> Result<(u64, u64), crate::raft::error::StateMachineError> {
+            Ok(*self.applied.lock().unwrap())
+        }
+
+        fn membership(
+            &self,
+        ) -> Result<
+            Option<symcluster_proto::cluster::v1::Membership>,
+            crate::raft::error::StateMachineError,
+        > {
+            Ok(self.membership.clone())
+        }
+
+        fn snapshot(
+            &self,
+        ) -> Result<
+            Box<dyn super::super::state_machine::SnapshotData>,
+            crate::raft::error::StateMachineError,
+        > {
+            Err("no snapshots in this test".into())
+        }
+    }
+
+    /// Stores that the state machine applied the log up to `index` (of `term`).
+    fn set_applied(state: &TestState, index: u64, term: u64) {
+        *state.applied.lock().unwrap() = (index, term);
+    }
+
+    fn open_with(dir: &Path, state: &Arc<TestState>) -> RaftStorage {
         RaftStorage::open(
-            index,
+            state.clone(),
             &dir.join("raft-log"),
             &ConfState::from((vec![1, 2, 3], vec![])),
         )
@@ -584,6 +618,8 @@ mod tests {
     #[test]
     fn the_log_and_hard_state_survive_reopen_and_conflicts_are_replaced() {
         let dir = tempfile::tempdir().unwrap();
+        let state = Arc::new(TestState::default());
+        let open = |dir: &Path| open_with(dir, &state);
         {
             let mut storage = open(dir.path());
             storage.append(&[entry(1, 1), entry(2, 1), entry(3, 1)]);
@@ -602,6 +638,8 @@ mod tests {
     #[test]
     fn compaction_stops_at_the_durable_index_and_survives_reopen() {
         let dir = tempfile::tempdir().unwrap();
+        let state = Arc::new(TestState::default());
+        let open = |dir: &Path| open_with(dir, &state);
         let last = 2148;
         {
             // 2,148 entries of about 120 bytes pass a retention of 100,000 bytes.
@@ -610,7 +648,7 @@ mod tests {
             storage.append(&entries);
             storage.persist(true).unwrap();
             // Applied everywhere, but durable in the index only up to 500.
-            set_applied(storage.index.database(), 500, 1);
+            set_applied(&state, 500, 1);
             assert!(storage.maybe_compact(last, 500).unwrap());
             assert_eq!(storage.first_index().unwrap(), 501);
         }
@@ -625,11 +663,9 @@ mod tests {
         assert_eq!(storage.term(500).unwrap(), 1);
         drop(storage);
         // An index behind the log's start lost entries: refused, with both indexes named.
-        let database = Index::open_database(&dir.path().join("master.redb")).unwrap();
-        set_applied(&database, 200, 1);
-        let index = Index::open(database).unwrap();
+        set_applied(&state, 200, 1);
         let error = RaftStorage::open(
-            index,
+            state.clone(),
             &dir.path().join("raft-log"),
             &ConfState::from((vec![1], vec![])),
         )
@@ -645,6 +681,8 @@ mod tests {
     #[test]
     fn the_log_is_kept_by_size_and_entries_not_in_memory_are_read_from_their_segments() {
         let dir = tempfile::tempdir().unwrap();
+        let state = Arc::new(TestState::default());
+        let open = |dir: &Path| open_with(dir, &state);
         let want =
             |range: std::ops::Range<u64>| -> Vec<Entry> { range.map(|i| entry(i, 1)).collect() };
         let retain = 64 << 10;
@@ -662,7 +700,7 @@ mod tests {
             storage.append(&want(1..3001));
             storage.persist(true).unwrap();
             assert_eq!(all(&storage, 3001, None), want(1..3001));
-            set_applied(storage.index.database(), 3000, 1);
+            set_applied(&state, 3000, 1);
             // Under the retention nothing is dropped; past it, the oldest go down to 3/4 of it.
             assert!(storage.maybe_compact(3000, 3000).unwrap());
             let kept = storage.retained_bytes();
@@ -718,14 +756,15 @@ mod tests {
     #[test]
     fn the_first_entry_is_compacted_once_durable_so_an_empty_follower_gets_a_snapshot() {
         let dir = tempfile::tempdir().unwrap();
-        let mut storage = open(dir.path());
+        let state = Arc::new(TestState::default());
+        let mut storage = open_with(dir.path(), &state);
         storage.append(&[entry(1, 1), entry(2, 1), entry(3, 1)]);
         storage.persist(true).unwrap();
         // Nothing durable in the index yet: the log keeps entry 1.
         assert!(!storage.maybe_compact(3, 0).unwrap());
         assert_eq!(storage.first_index().unwrap(), 1);
         // Entry 1 durable: it goes, whatever the retention, and only it.
-        set_applied(storage.index.database(), 3, 1);
+        set_applied(&state, 3, 1);
         assert!(storage.maybe_compact(3, 3).unwrap());
         assert_eq!(
             (
@@ -742,10 +781,8 @@ mod tests {
     }
 
     #[test]
-    fn the_membership_is_the_index_s_when_it_holds_one() {
+    fn the_membership_is_the_state_machine_s_when_it_holds_one() {
         let dir = tempfile::tempdir().unwrap();
-        let index =
-            Index::open(Index::open_database(&dir.path().join("master.redb")).unwrap()).unwrap();
         let mut membership = crate::raft::membership::bootstrap(
             &[(1, "http://a:1".to_owned()), (4, "http://d:4".to_owned())]
                 .into_iter()
@@ -756,9 +793,12 @@ mod tests {
             use prost011::Message as _;
             ConfState::from((vec![1], vec![4])).encode_to_vec()
         };
-        index.seed_membership(&membership).unwrap();
+        let state = Arc::new(TestState {
+            membership: Some(membership),
+            ..TestState::default()
+        });
         let storage = RaftStorage::open(
-            index,
+            state,
             &dir.path().join("raft-log"),
             &ConfState::from((vec![1, 2, 3], vec![])),
         )
@@ -773,12 +813,14 @@ mod tests {
     #[test]
     fn a_crash_between_a_snapshot_restore_and_the_log_reset_is_finished_at_open() {
         let dir = tempfile::tempdir().unwrap();
+        let state = Arc::new(TestState::default());
+        let open = |dir: &Path| open_with(dir, &state);
         {
             let mut storage = open(dir.path());
             storage.append(&[entry(1, 1), entry(2, 1)]);
             storage.persist(true).unwrap();
             // The index was restored (durably) to a snapshot at 90, term 3; then the crash.
-            set_applied(storage.index.database(), 90, 3);
+            set_applied(&state, 90, 3);
         }
         let storage = open(dir.path());
         assert_eq!(
@@ -825,11 +867,13 @@ mod tests {
             }
             txn.commit().unwrap();
         }
-        check_reopened(&open(dir.path()));
+        let state = Arc::new(TestState::default());
+        let database = Database::open(dir.path().join("master.redb")).unwrap();
+        move_old_log(&database, &dir.path().join("raft-log")).unwrap();
+        check_reopened(&open_with(dir.path(), &state));
         // The old tables are gone; the next open reads the segments alone.
-        let storage = open(dir.path());
-        check_reopened(&storage);
-        let database = storage.index.database();
+        move_old_log(&database, &dir.path().join("raft-log")).unwrap();
+        check_reopened(&open_with(dir.path(), &state));
         let read = database.begin_read().unwrap();
         assert!(read.open_table(OLD_LOG).is_err() && read.open_table(OLD_STATE).is_err());
     }

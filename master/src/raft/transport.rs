@@ -14,7 +14,6 @@
 
 use std::collections::{BTreeMap, HashMap};
 use std::path::PathBuf;
-use std::sync::mpsc::Sender;
 use std::time::{Duration, Instant};
 
 use prost011::Message as _;
@@ -29,7 +28,7 @@ use tonic::{Request, Response, Status, Streaming};
 
 use super::membership::Members;
 use super::snapshot::{self, Outbox};
-use super::{Input, RaftConfig};
+use super::{Inbox, Network, RaftConfig};
 use crate::metrics;
 
 /// Largest Raft batch, bytes (a snapshot of a master before streamed snapshots travels in one
@@ -44,7 +43,7 @@ pub struct Transport {
     id: u64,
     token: Option<BearerToken>,
     tls: symcluster_client::Tls,
-    node: Sender<Input>,
+    node: Inbox,
     outbox: Outbox,
     chunk_bytes: usize,
     runtime: tokio::runtime::Handle,
@@ -56,7 +55,7 @@ impl Transport {
     pub fn start(
         config: &RaftConfig,
         addresses: &BTreeMap<u64, String>,
-        node: Sender<Input>,
+        node: Inbox,
         outbox: Outbox,
         runtime: &tokio::runtime::Handle,
     ) -> Self {
@@ -135,7 +134,7 @@ impl Transport {
             } else if m.get_msg_type() == MessageType::MsgSnapshot {
                 // Nobody to send it to: raft-rs would wait for it for good.
                 drop(self.outbox.take(m.to));
-                let _ = self.node.send(Input::SnapshotSent {
+                let _ = self.node.send(Network::SnapshotSent {
                     peer: m.to,
                     ok: false,
                 });
@@ -175,7 +174,7 @@ fn entry_bytes(m: &Message) -> usize {
 async fn send_loop(
     client: Client,
     mut rx: mpsc::UnboundedReceiver<Message>,
-    node: Sender<Input>,
+    node: Inbox,
     snapshots: SnapshotSender,
 ) {
     let (from, to) = (snapshots.from, snapshots.to);
@@ -209,18 +208,18 @@ async fn send_loop(
             } else {
                 snapshots.drop_source();
             }
-            let _ = node.send(Input::SnapshotSent { peer: to, ok });
+            let _ = node.send(Network::SnapshotSent { peer: to, ok });
         }
         if !ok {
             tracing::debug!(peer = to, "raft peer unreachable");
             stream = None;
-            let _ = node.send(Input::Unreachable(to));
+            let _ = node.send(Network::Unreachable(to));
             // Raft resends what matters once the peer answers again; a snapshot dropped here is
             // reported, or raft-rs would wait for it for good.
             while let Ok(dropped) = rx.try_recv() {
                 if dropped.get_msg_type() == MessageType::MsgSnapshot {
                     snapshots.drop_source();
-                    let _ = node.send(Input::SnapshotSent {
+                    let _ = node.send(Network::SnapshotSent {
                         peer: to,
                         ok: false,
                     });
@@ -290,7 +289,7 @@ impl SnapshotSender {
     async fn send(&self, mut client: Client, message: &Message) -> bool {
         let index = message.get_snapshot().get_metadata().index;
         let source = match self.outbox.take(self.to) {
-            Some(source) if source.index == index => source,
+            Some(source) if source.index() == index => source,
             _ => {
                 tracing::warn!(
                     peer = self.to,
@@ -346,7 +345,7 @@ impl SnapshotSender {
 
 /// The receiving side: `symcluster.cluster.v1.Peer`.
 pub struct PeerService {
-    node: std::sync::Mutex<Sender<Input>>,
+    node: Inbox,
     members: Members,
     snapshot_dir: PathBuf,
 }
@@ -354,9 +353,9 @@ pub struct PeerService {
 impl PeerService {
     /// Hands received batches to the node's channel; accepts only `members` (as they are when
     /// a batch arrives); writes received snapshots into `snapshot_dir`.
-    pub fn new(node: Sender<Input>, members: Members, snapshot_dir: PathBuf) -> Self {
+    pub fn new(node: Inbox, members: Members, snapshot_dir: PathBuf) -> Self {
         PeerService {
-            node: std::sync::Mutex::new(node),
+            node,
             members,
             snapshot_dir,
         }
@@ -477,9 +476,7 @@ impl PeerService {
 
     fn deliver(&self, messages: Vec<Message>) -> Result<(), Status> {
         self.node
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .send(Input::Step(messages))
+            .send(Network::Step(messages))
             .map_err(|_| Status::unavailable("this master's raft node stopped"))
     }
 }

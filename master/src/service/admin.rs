@@ -60,7 +60,7 @@ impl Admin for AdminService {
             jobs = digest.jobs,
             "backup started"
         );
-        let chunks = crate::raft::snapshot::send(source, 0, Vec::new(), self.chunk_bytes)
+        let chunks = crate::raft::snapshot::send(Box::new(source), 0, Vec::new(), self.chunk_bytes)
             .map_err(|e| Status::internal(format!("cannot start the backup thread: {e}")))?;
         let stream = tokio_stream::StreamExt::map(
             tokio_stream::wrappers::ReceiverStream::new(chunks),

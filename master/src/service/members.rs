@@ -6,7 +6,8 @@ use symcluster_proto::v1;
 use tonic::Status;
 
 use super::not_leader;
-use crate::raft::{MemberChange, ProposeError, RaftHandle, RaftStatus};
+use crate::raft::{MemberChange, ProposeError, RaftStatus};
+use crate::replica::RaftHandle;
 
 /// The group's members as `raft` knows them now.
 pub fn list(raft: &RaftHandle) -> v1::ListMembersResponse {
