@@ -157,6 +157,7 @@ impl Scheduler {
         let commands: Vec<(String, Command)> = {
             let mut core = self.lock();
             core.workers.remove(worker_id);
+            self.owners.remove(worker_id);
             let held: Vec<(String, u32)> = core
                 .projection
                 .held_by(worker_id)

@@ -31,6 +31,8 @@ pub mod workers;
 use std::collections::{BTreeMap, HashSet};
 use std::sync::{Arc, Mutex};
 
+use dashmap::DashMap;
+
 use symcluster_proto::cluster::v1::command::Kind;
 use symcluster_proto::v1;
 use tokio::sync::mpsc;
@@ -133,6 +135,10 @@ pub struct Scheduler {
     index: Index,
     raft: RaftHandle,
     watchers: Arc<Watchers>,
+    /// Worker id → the token that registered it, as `Core::workers` holds it: read by every
+    /// worker call ([`Scheduler::worker_owner`]) without the scheduler's lock, which the Raft
+    /// thread holds while it applies. Written under that lock.
+    owners: DashMap<String, Arc<str>>,
     config: SchedulerConfig,
     /// Whether this master leads, as the Raft thread last said (for streams to end on a loss).
     leading: tokio::sync::watch::Sender<bool>,
@@ -150,6 +156,7 @@ impl Scheduler {
             index,
             raft,
             watchers: Arc::default(),
+            owners: DashMap::new(),
             config,
             leading: tokio::sync::watch::Sender::new(false),
         };
@@ -239,15 +246,16 @@ impl Scheduler {
             .or_insert_with(|| WorkerEntry::new(slots, prefetch, owner.clone()));
         entry.set_slots(slots, prefetch);
         entry.last_heartbeat = std::time::Instant::now();
-        entry.owner = owner;
+        entry.owner = owner.clone();
         entry.draining = false;
+        self.owners.insert(worker_id.to_owned(), owner);
         Self::rebuild_busy(&mut core, worker_id);
         Ok(())
     }
 
     /// The name of the token that registered `worker_id`, when it is registered here.
     pub fn worker_owner(&self, worker_id: &str) -> Option<Arc<str>> {
-        self.lock().workers.get(worker_id).map(|w| w.owner.clone())
+        self.owners.get(worker_id).map(|o| o.value().clone())
     }
 
     /// Opens a worker's lease stream; `None` when the worker is not registered. A draining
@@ -422,6 +430,7 @@ impl Hooks for Scheduler {
         } else {
             // Workers follow the leader: end their streams here.
             core.workers.clear();
+            self.owners.clear();
             tracing::info!("following: worker streams closed");
         }
     }

@@ -1,14 +1,18 @@
 //! Wakes the `WatchJob` streams of one job when that job changes, and no others.
+//!
+//! Service tasks register and drop watches (one per job of a `SubmitStream` that waits for its
+//! result) while the Raft thread wakes them at every applied change: a sharded map
+//! ([`DashMap`]) lets both go on without one lock over every job.
 
-use std::collections::HashMap;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
+use dashmap::DashMap;
 use tokio::sync::Notify;
 
 /// Job id → the `Notify` its watchers wait on.
 #[derive(Default)]
 pub struct Watchers {
-    by_job: Mutex<HashMap<String, Arc<Notify>>>,
+    by_job: DashMap<String, Arc<Notify>>,
 }
 
 /// A watcher's registration; unregisters on drop.
@@ -22,8 +26,12 @@ pub struct Watch {
 impl Watchers {
     /// Registers interest in `job_id`.
     pub fn watch(self: &Arc<Self>, job_id: &str) -> Watch {
-        let mut map = self.by_job.lock().unwrap_or_else(|e| e.into_inner());
-        let notify = map.entry(job_id.to_owned()).or_default().clone();
+        let notify = self
+            .by_job
+            .entry(job_id.to_owned())
+            .or_default()
+            .value()
+            .clone();
         Watch {
             watchers: self.clone(),
             job_id: job_id.to_owned(),
@@ -33,34 +41,62 @@ impl Watchers {
 
     /// Wakes the watchers of `job_id`.
     pub fn changed(&self, job_id: &str) {
-        let map = self.by_job.lock().unwrap_or_else(|e| e.into_inner());
-        if let Some(notify) = map.get(job_id) {
+        if let Some(notify) = self.by_job.get(job_id) {
             notify.notify_waiters();
         }
     }
 
     /// Wakes every watcher (after a snapshot replaced the index).
     pub fn all_changed(&self) {
-        let map = self.by_job.lock().unwrap_or_else(|e| e.into_inner());
-        for notify in map.values() {
+        for notify in self.by_job.iter() {
             notify.notify_waiters();
         }
+    }
+
+    /// Jobs watched now.
+    pub fn len(&self) -> usize {
+        self.by_job.len()
+    }
+
+    /// Whether no job is watched.
+    pub fn is_empty(&self) -> bool {
+        self.by_job.is_empty()
     }
 }
 
 impl Drop for Watch {
     fn drop(&mut self) {
-        let mut map = self
-            .watchers
-            .by_job
-            .lock()
-            .unwrap_or_else(|e| e.into_inner());
         // The map's reference and ours: nobody else watches this job.
-        if map
-            .get(&self.job_id)
-            .is_some_and(|n| Arc::strong_count(n) <= 2)
+        self.watchers
+            .by_job
+            .remove_if(&self.job_id, |_, n| Arc::strong_count(n) <= 2);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn a_change_wakes_the_watchers_of_its_job_only_and_the_last_drop_unregisters() {
+        let watchers = Arc::new(Watchers::default());
+        let a1 = watchers.watch("p/a");
+        let a2 = watchers.watch("p/a");
+        let b = watchers.watch("p/b");
+        assert_eq!(watchers.len(), 2);
         {
-            map.remove(&self.job_id);
+            let (woken_a, woken_b) = (a1.notify.notified(), b.notify.notified());
+            tokio::pin!(woken_a, woken_b);
+            woken_a.as_mut().enable();
+            woken_b.as_mut().enable();
+            watchers.changed("p/a");
+            assert!(futures::poll!(woken_a.as_mut()).is_ready());
+            assert!(futures::poll!(woken_b.as_mut()).is_pending());
         }
+        drop(a1);
+        assert_eq!(watchers.len(), 2, "p/a is still watched by a2");
+        drop(a2);
+        drop(b);
+        assert!(watchers.is_empty());
     }
 }
