@@ -1,14 +1,17 @@
 //! Upgrade safety of the replicated log.
 //!
-//! `tests/data/command-log-v1.bin` holds the data of Raft log entries as schema version 1 wrote
-//! them: encoded `symcluster.cluster.v1.Command` messages, each prefixed by its length as a
+//! `tests/data/command-log-v<N>.bin` holds the data of Raft log entries as schema version N
+//! wrote them: encoded `symcluster.cluster.v1.Command` messages, each prefixed by its length as a
 //! protobuf varint (prost's length-delimited encoding). A master of any later version must decode
-//! and apply such a log to the same index, or a rolling upgrade would make masters diverge.
+//! and apply such a log to the same index, or a rolling upgrade would make masters diverge
+//! (`UPGRADING.md`: a newer follower applies an older leader's entries as they applied then).
 //!
-//! The file is committed, never rewritten by a later version: it is what an old master left on
-//! disk. It was made by `write_v1_log` below (ignored; run it only to add a new version's file,
-//! under a new name):
-//! `cargo test -p symcluster-master --test command_log -- --ignored write_v1_log`.
+//! The files are committed, never rewritten by a later version: they are what an old master
+//! left on disk. Each was made by its `write_v<N>_log` below (ignored; run one only to add a new
+//! version's file, under a new name), e.g.
+//! `cargo test -p symcluster-master --test command_log -- --ignored write_v4_log`.
+//! Version 1 is the first schema; version 4 is the one masters ran when membership changes
+//! came (projects, late files and their revisions, attempts that do not count, call trees).
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -20,7 +23,25 @@ use symcluster_proto::cluster::v1 as pb;
 use symcluster_proto::v1;
 
 fn log_path() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/data/command-log-v1.bin")
+    data_path(1)
+}
+
+fn data_path(version: u32) -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join(format!("tests/data/command-log-v{version}.bin"))
+}
+
+/// The entries of a committed log file.
+fn read_log(version: u32) -> Vec<Vec<u8>> {
+    let bytes = std::fs::read(data_path(version)).expect("the committed log file");
+    let mut rest = bytes.as_slice();
+    let mut entries = Vec::new();
+    while !rest.is_empty() {
+        let len = prost::decode_length_delimiter(&mut rest).expect("length prefix");
+        let (entry, tail) = rest.split_at(len);
+        entries.push(entry.to_vec());
+        rest = tail;
+    }
+    entries
 }
 
 fn group(fingerprint: &str) -> v1::CrashGroupKey {
@@ -86,15 +107,7 @@ fn write_v1_log() {
 
 #[test]
 fn a_log_written_by_version_1_replays_to_the_same_index() {
-    let bytes = std::fs::read(log_path()).expect("tests/data/command-log-v1.bin");
-    let mut rest = bytes.as_slice();
-    let mut entries = Vec::new();
-    while !rest.is_empty() {
-        let len = prost::decode_length_delimiter(&mut rest).expect("length prefix");
-        let (entry, tail) = rest.split_at(len);
-        entries.push(entry.to_vec());
-        rest = tail;
-    }
+    let entries = read_log(1);
     assert_eq!(entries.len(), 13, "log entries in the file");
 
     let dir = tempfile::tempdir().unwrap();
@@ -174,6 +187,205 @@ fn a_log_written_by_version_1_replays_to_the_same_index() {
             running: 0,
             completed: 1,
             failed: 1,
+        }
+    );
+}
+
+fn missing(key: &str) -> v1::MissingFile {
+    v1::MissingFile {
+        key: key.into(),
+        image: "DemoApp".into(),
+        arch: "arm64".into(),
+    }
+}
+
+/// What version 4 adds to a job's life: projects, a purge, a report that cannot be read, a
+/// lease handed back unstarted, a result that lacked a file and the new revision when it
+/// arrives, a failed attempt that lacked a source map, a hang's call tree, members seen.
+fn v4_commands() -> Vec<pb::Command> {
+    let spec = |id: &str| {
+        v1::JobSpec {
+            job_id: id.into(),
+            project: "demo".into(),
+            ..Default::default()
+        }
+        .encode_to_vec()
+    };
+    vec![
+        command::submit(
+            "demo/a",
+            v1::JobKind::Native,
+            spec("demo/a"),
+            "dbg-1",
+            1_000,
+        ),
+        command::submit(
+            "demo/b",
+            v1::JobKind::Js,
+            spec("demo/b"),
+            "release-1",
+            1_010,
+        ),
+        command::submit("other/d", v1::JobKind::Native, Vec::new(), "dbg-9", 1_030),
+        command::lease("other/d", "worker-2", 1, 1_040),
+        command::complete(
+            "other/d",
+            1,
+            "worker-2",
+            br#"{"status":"completed","job":"other/d"}"#.to_vec(),
+            None,
+            1_050,
+        ),
+        command::purge(1_060, 1_065),
+        command::submit_unreadable(
+            "demo/c",
+            v1::JobKind::Native,
+            b"not a report".to_vec(),
+            "unrecognized report format",
+            1_070,
+        ),
+        command::lease("demo/a", "worker-1", 1, 1_100),
+        command::requeue_unstarted("demo/a", 1, "worker worker-1 disconnected", 1_110),
+        command::lease("demo/a", "worker-2", 2, 1_120),
+        command::with_missing(
+            command::complete(
+                "demo/a",
+                2,
+                "worker-2",
+                br#"{"status":"completed","job":"demo/a"}"#.to_vec(),
+                Some(group("raw")),
+                1_200,
+            ),
+            vec![missing("dbg-2")],
+        ),
+        command::lease("demo/b", "worker-1", 1, 1_210),
+        command::with_missing(
+            command::fail("demo/b", 1, "source map not found", 1_300),
+            vec![missing("app.bundle.map")],
+        ),
+        command::resymbolicate("demo/a", "symbolicating again: dbg-2 arrived", 1_400),
+        command::lease("demo/a", "worker-1", 3, 1_410),
+        command::with_call_tree(
+            command::complete(
+                "demo/a",
+                3,
+                "worker-1",
+                br#"{"status":"completed","job":"demo/a","revision":2}"#.to_vec(),
+                Some(group("g1")),
+                1_500,
+            ),
+            vec![v1::CallTreeNode {
+                name: "main".into(),
+                hits: 3,
+                parent: -1,
+            }],
+        ),
+        command::members_seen(vec![2, 3]),
+    ]
+}
+
+#[test]
+#[ignore = "writes the committed fixture; run only to add a new version's file"]
+fn write_v4_log() {
+    let mut out = Vec::new();
+    for cmd in v4_commands() {
+        assert_eq!(cmd.version, 4, "this writer makes the version-4 file only");
+        cmd.encode_length_delimited(&mut out).unwrap();
+    }
+    std::fs::write(data_path(4), out).unwrap();
+}
+
+#[test]
+fn a_log_written_by_version_4_replays_to_the_same_index() {
+    let entries = read_log(4);
+    assert_eq!(entries.len(), 17, "log entries in the file");
+    let dir = tempfile::tempdir().unwrap();
+    let db = Index::open_database(&dir.path().join("master.redb")).unwrap();
+    let index = Index::open(Arc::clone(&db)).unwrap();
+    let txn = db.begin_write().unwrap();
+    {
+        let mut applier = Applier::new(&txn).unwrap();
+        for (i, entry) in entries.iter().enumerate() {
+            let cmd = command::decode(entry).expect("a version-4 entry decodes");
+            assert_eq!(cmd.version, 4);
+            applier.apply(&cmd).unwrap();
+            applier.set_applied(i as u64 + 1, 2).unwrap();
+        }
+    }
+    txn.commit().unwrap();
+    assert_eq!(index.applied().unwrap(), (17, 2));
+
+    // Revision 2 of `a`: its first lease never started, so only its two real attempts counted
+    // in revision 1, and revision 2 starts its budget afresh; its result and group are the
+    // second run's; it lacks nothing now.
+    let a = index.job("demo/a", true).unwrap().unwrap();
+    assert_eq!(a.state(), JobState::Completed);
+    assert_eq!(
+        (
+            a.record.attempts,
+            a.record.uncounted_attempts,
+            a.record.revision,
+            a.record.worker_id.as_str(),
+            a.record.fingerprint.as_str()
+        ),
+        (3, 2, 2, "worker-1", "g1")
+    );
+    assert_eq!(
+        a.result_json.as_deref(),
+        Some(&br#"{"status":"completed","job":"demo/a","revision":2}"#[..])
+    );
+    assert!(a.record.missing.is_empty());
+    assert_eq!(a.record.call_tree.len(), 1);
+    assert_eq!(a.record.resymbolicated_at_ms, 1_400);
+
+    // `b` failed lacking its source map, and keeps its spec to run again when it arrives.
+    let b = index.job("demo/b", false).unwrap().unwrap();
+    assert_eq!(
+        (b.state(), b.record.error.as_str()),
+        (JobState::Failed, "source map not found")
+    );
+    assert!(index.spec("demo/b").unwrap().is_some());
+    assert_eq!(
+        index
+            .jobs_lacking(Some("demo"), &["app.bundle.map".to_owned()])
+            .unwrap()
+            .into_iter()
+            .collect::<Vec<_>>(),
+        vec!["demo/b".to_owned()]
+    );
+    assert!(
+        index
+            .jobs_lacking(Some("demo"), &["dbg-2".to_owned()])
+            .unwrap()
+            .is_empty()
+    );
+
+    // The unreadable report is failed with its reason, never queued.
+    let c = index.job("demo/c", false).unwrap().unwrap();
+    assert_eq!(
+        (c.state(), c.record.error.as_str()),
+        (JobState::Failed, "unrecognized report format")
+    );
+
+    // `other/d` finished at 1,050, before the purge's cut-off (1,060): gone; the unreadable
+    // report was submitted after it and stays.
+    assert!(index.job("other/d", false).unwrap().is_none());
+    assert!(index.open_jobs().unwrap().is_empty());
+
+    // `a` left the group "raw" for "g1" when its second revision completed.
+    let groups = index.groups(10, None, |_| true).unwrap();
+    let names: Vec<(&str, &str, u64)> = groups
+        .iter()
+        .map(|g| (g.project.as_str(), g.fingerprint.as_str(), g.count))
+        .collect();
+    assert_eq!(names, vec![("demo", "g1", 1)]);
+    assert_eq!(
+        index.counts().unwrap(),
+        Counts {
+            queued: 0,
+            running: 0,
+            completed: 1,
+            failed: 2,
         }
     );
 }

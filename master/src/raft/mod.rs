@@ -1,6 +1,6 @@
 //! Replication of the index across masters with Raft (raft-rs 0.7).
 //!
-//! - [`state_machine`]: what Raft replicates into (the index implements it: `crate::replica`);
+//! - [`state_machine`]: what Raft replicates into (the master's index implements it, in `replica.rs`);
 //!   commands are bytes here, snapshots a stream;
 //! - [`error`]: Raft's own errors;
 //! - [`node`]: the one owner of `RawNode` and its storage, a thread fed by one channel;

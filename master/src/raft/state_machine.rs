@@ -1,6 +1,6 @@
 //! What Raft replicates into: the [`StateMachine`] trait. Raft's node, storage and transport
 //! know nothing else of it: commands are bytes to them, and a snapshot is a stream of bytes
-//! ([`SnapshotData`]). The master's index implements it (`crate::replica`); the simulation
+//! ([`SnapshotData`]). The master's index implements it (`replica.rs`); the simulation
 //! test (`master/tests/raft_simulation.rs`) drives the real node over that same index.
 
 use std::io::{BufRead, Write};
