@@ -43,18 +43,7 @@ impl Drop for Master {
 /// A master of one with leases of `lease_ms`, once it leads.
 async fn master(lease_ms: u64) -> Master {
     let dir = tempfile::tempdir().unwrap();
-    let config = RaftConfig {
-        id: 1,
-        members: [(1, "http://127.0.0.1:1".to_owned())].into_iter().collect(),
-        join: false,
-        election_tick: 10,
-        heartbeat_tick: 2,
-        token: "t".into(),
-        tls: symcluster_client::Tls::default(),
-        snapshot_dir: dir.path().join("snapshots"),
-        snapshot_chunk_bytes: 1 << 20,
-        log_retain_bytes: 64 << 20,
-    };
+    let config = RaftConfig::alone(dir.path());
     let index =
         Index::open(Index::open_database(&dir.path().join("master.redb")).unwrap()).unwrap();
     let (raft, inputs) = mraft::channel(&config);

@@ -202,17 +202,3 @@ pub fn encode(command: &Command) -> Vec<u8> {
 pub fn decode(bytes: &[u8]) -> Result<Command, prost::DecodeError> {
     Command::decode(bytes)
 }
-
-/// The job `command` is about; `None` for commands about no one job (`Purge`, `MembersSeen`).
-pub fn job_id(command: &Command) -> Option<&str> {
-    use symcluster_proto::cluster::v1::command::Kind;
-    Some(match command.kind.as_ref()? {
-        Kind::Submit(c) => &c.job_id,
-        Kind::Lease(c) => &c.job_id,
-        Kind::Requeue(c) => &c.job_id,
-        Kind::Complete(c) => &c.job_id,
-        Kind::Fail(c) => &c.job_id,
-        Kind::Resymbolicate(c) => &c.job_id,
-        Kind::Purge(_) | Kind::MembersSeen(_) => return None,
-    })
-}

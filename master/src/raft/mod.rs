@@ -353,6 +353,26 @@ pub struct RaftConfig {
     pub log_retain_bytes: u64,
 }
 
+impl RaftConfig {
+    /// A group of one, member 1 at `http://127.0.0.1:1` (never dialled: it has no peer),
+    /// with received snapshots in `<dir>/snapshots`, elections after 10 ticks, heartbeats every
+    /// 2, 1 MiB snapshot chunks and 64 MiB of log kept: what the scheduler's tests run.
+    pub fn alone(dir: &std::path::Path) -> Self {
+        RaftConfig {
+            id: 1,
+            members: [(1, "http://127.0.0.1:1".to_owned())].into_iter().collect(),
+            join: false,
+            election_tick: 10,
+            heartbeat_tick: 2,
+            token: "t".into(),
+            tls: symcluster_client::Tls::default(),
+            snapshot_dir: dir.join("snapshots"),
+            snapshot_chunk_bytes: 1 << 20,
+            log_retain_bytes: 64 << 20,
+        }
+    }
+}
+
 /// The node's channel, made before the node so that the scheduler can hold the handle.
 #[allow(clippy::type_complexity)]
 pub fn channel<O>(config: &RaftConfig) -> (RaftHandle<O>, std::sync::mpsc::Receiver<Input<O>>) {

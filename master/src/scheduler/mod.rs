@@ -38,7 +38,7 @@ use symcluster_proto::v1;
 use tokio::sync::mpsc;
 
 use crate::index::apply::Applied;
-use crate::index::command::{self, now_ms};
+use crate::index::command::now_ms;
 use crate::index::{Command, Index, IndexError};
 use crate::raft::ProposeError;
 use crate::replica::{Hooks, RaftHandle};
@@ -340,6 +340,20 @@ impl Scheduler {
     }
 }
 
+/// The job whose pending proposal `command` settles, applied or ignored: the commands the
+/// scheduler marks `pending` (a lease, the end of an attempt). A submit or a new revision does
+/// not: one that changed nothing (a resubmit, a file arriving twice) must not let a second end
+/// of the same attempt be proposed while the first is in flight.
+fn settles_proposal(command: &Command) -> Option<&str> {
+    match command.kind.as_ref()? {
+        Kind::Lease(c) => Some(&c.job_id),
+        Kind::Requeue(c) => Some(&c.job_id),
+        Kind::Complete(c) => Some(&c.job_id),
+        Kind::Fail(c) => Some(&c.job_id),
+        Kind::Submit(_) | Kind::Resymbolicate(_) | Kind::Purge(_) | Kind::MembersSeen(_) => None,
+    }
+}
+
 /// Lower-case role names, as `symctl status` shows them.
 pub fn role_name(role: raft::StateRole) -> &'static str {
     match role {
@@ -356,7 +370,7 @@ impl Hooks for Scheduler {
         core.is_leader = is_leader;
         let deadline_ms = now_ms() + self.config.lease_ms;
         for (command, applied) in changes {
-            if let Some(job_id) = command::job_id(command) {
+            if let Some(job_id) = settles_proposal(command) {
                 // Its proposal (if this master made one) is settled.
                 core.pending.remove(job_id);
             }
@@ -440,5 +454,109 @@ impl Hooks for Scheduler {
             tracing::error!(error = %e, "cannot reload the scheduler after a snapshot");
         }
         self.watchers.all_changed();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::index::command;
+    use crate::index::{JobState, JobSummary};
+    use crate::raft::RaftConfig;
+
+    /// A scheduler over a Raft channel no node reads: what it proposes stays in flight.
+    fn in_flight_scheduler(
+        dir: &std::path::Path,
+    ) -> (
+        Scheduler,
+        std::sync::mpsc::Receiver<crate::raft::Input<Applied>>,
+    ) {
+        let index = Index::open(Index::open_database(&dir.join("master.redb")).unwrap()).unwrap();
+        let config = RaftConfig::alone(dir);
+        let (raft, inputs) = crate::raft::channel(&config);
+        let scheduler = Scheduler::new(
+            index,
+            raft,
+            SchedulerConfig {
+                lease_ms: 0,
+                ..SchedulerConfig::default()
+            },
+        )
+        .unwrap();
+        (scheduler, inputs)
+    }
+
+    fn changed(job_id: &str, state: JobState, attempts: u32, on: Option<&str>) -> Applied {
+        Applied::Changed {
+            job: JobSummary {
+                job_id: job_id.into(),
+                state,
+                routing_key: "k".into(),
+                attempts,
+                uncounted_attempts: 0,
+                running_on: on.map(str::to_owned),
+                revision: 2,
+                kind: v1::JobKind::Native as i32,
+                queued_since_ms: 1,
+            },
+            spec: None,
+        }
+    }
+
+    #[test]
+    fn a_resymbolicate_or_resubmit_that_changes_nothing_leaves_an_attempt_s_end_in_flight() {
+        let dir = tempfile::tempdir().unwrap();
+        let (scheduler, _inputs) = in_flight_scheduler(dir.path());
+        let job = "p/x";
+        scheduler.applied(
+            &[
+                (
+                    command::submit(job, v1::JobKind::Native, vec![1], "k", 1),
+                    changed(job, JobState::Queued, 0, None),
+                ),
+                (
+                    command::lease(job, "w1", 1, 2),
+                    changed(job, JobState::Running, 1, Some("w1")),
+                ),
+            ],
+            false,
+        );
+        // Leading now: every lease gets a fresh deadline, here of 0 ms.
+        scheduler.role_changed(true);
+        assert_eq!(
+            scheduler.expire_leases(),
+            1,
+            "the lease expired: a Requeue proposed"
+        );
+        assert_eq!(scheduler.expire_leases(), 0, "that Requeue is in flight");
+        // A second file the job lacked arrives, and a client resubmits it: both change nothing.
+        scheduler.applied(
+            &[
+                (
+                    command::resymbolicate(job, "dbg-2 arrived", 3),
+                    Applied::Ignored,
+                ),
+                (
+                    command::submit(job, v1::JobKind::Native, vec![1], "k", 4),
+                    Applied::Ignored,
+                ),
+            ],
+            true,
+        );
+        assert_eq!(
+            scheduler.expire_leases(),
+            0,
+            "the Requeue is still in flight: no second end of attempt 1"
+        );
+        // The Requeue applies: settled, and the job waits for a worker.
+        scheduler.applied(
+            &[(
+                command::requeue(job, 1, "lease expired", 5),
+                changed(job, JobState::Queued, 1, None),
+            )],
+            true,
+        );
+        assert!(!scheduler.lock().pending.contains(job));
+        assert_eq!(scheduler.lock().projection.counts(), (1, 0));
     }
 }
