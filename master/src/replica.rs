@@ -178,7 +178,7 @@ impl IndexMachine {
         let mut positions = Vec::new();
         let mut membership_changed = false;
         {
-            let mut applier = Applier::new(&txn)?;
+            let mut applier = Applier::new(&txn)?.with_lease_specs(batch.is_leader);
             for entry in batch.entries {
                 match entry {
                     Applying::Command { index, data } => match command::decode(data) {

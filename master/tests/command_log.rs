@@ -44,6 +44,31 @@ fn read_log(version: u32) -> Vec<Vec<u8>> {
     entries
 }
 
+/// The index a master of this version builds from the committed log of schema `version`:
+/// every entry decoded as the master decodes a committed entry, applied in one transaction,
+/// entry `i` (1-based) stored as applied in `term`. Checks that the file holds `expected`
+/// entries, each of `version`.
+fn replay(version: u32, expected: usize, term: u64) -> (tempfile::TempDir, Index) {
+    let entries = read_log(version);
+    assert_eq!(entries.len(), expected, "log entries in the file");
+    let dir = tempfile::tempdir().unwrap();
+    let db = Index::open_database(&dir.path().join("master.redb")).unwrap();
+    let index = Index::open(Arc::clone(&db)).unwrap();
+    let txn = db.begin_write().unwrap();
+    {
+        let mut applier = Applier::new(&txn).unwrap();
+        for (i, entry) in entries.iter().enumerate() {
+            let cmd = command::decode(entry).expect("a committed entry decodes");
+            assert_eq!(cmd.version, version);
+            applier.apply(&cmd).unwrap();
+            applier.set_applied(i as u64 + 1, term).unwrap();
+        }
+    }
+    txn.commit().unwrap();
+    assert_eq!(index.applied().unwrap(), (expected as u64, term));
+    (dir, index)
+}
+
 fn group(fingerprint: &str) -> v1::CrashGroupKey {
     v1::CrashGroupKey {
         fingerprint: fingerprint.into(),
@@ -107,26 +132,7 @@ fn write_v1_log() {
 
 #[test]
 fn a_log_written_by_version_1_replays_to_the_same_index() {
-    let entries = read_log(1);
-    assert_eq!(entries.len(), 13, "log entries in the file");
-
-    let dir = tempfile::tempdir().unwrap();
-    let db = Index::open_database(&dir.path().join("master.redb")).unwrap();
-    let index = Index::open(Arc::clone(&db)).unwrap();
-    let txn = db.begin_write().unwrap();
-    {
-        let mut applier = Applier::new(&txn).unwrap();
-        for (i, entry) in entries.iter().enumerate() {
-            // The decoder the master runs on every committed entry.
-            let cmd = command::decode(entry).expect("a version-1 entry decodes");
-            assert_eq!(cmd.version, 1);
-            applier.apply(&cmd).unwrap();
-            applier.set_applied(i as u64 + 1, 1).unwrap();
-        }
-    }
-    txn.commit().unwrap();
-
-    assert_eq!(index.applied().unwrap(), (13, 1));
+    let (_dir, index) = replay(1, 13, 1);
     // `a` finished at 1,200, before the purge's cut-off (1,250): gone.
     assert!(index.job("default/a", true).unwrap().is_none());
 
@@ -297,23 +303,7 @@ fn write_v4_log() {
 
 #[test]
 fn a_log_written_by_version_4_replays_to_the_same_index() {
-    let entries = read_log(4);
-    assert_eq!(entries.len(), 17, "log entries in the file");
-    let dir = tempfile::tempdir().unwrap();
-    let db = Index::open_database(&dir.path().join("master.redb")).unwrap();
-    let index = Index::open(Arc::clone(&db)).unwrap();
-    let txn = db.begin_write().unwrap();
-    {
-        let mut applier = Applier::new(&txn).unwrap();
-        for (i, entry) in entries.iter().enumerate() {
-            let cmd = command::decode(entry).expect("a version-4 entry decodes");
-            assert_eq!(cmd.version, 4);
-            applier.apply(&cmd).unwrap();
-            applier.set_applied(i as u64 + 1, 2).unwrap();
-        }
-    }
-    txn.commit().unwrap();
-    assert_eq!(index.applied().unwrap(), (17, 2));
+    let (_dir, index) = replay(4, 17, 2);
 
     // Revision 2 of `a`: its first lease never started, so only its two real attempts counted
     // in revision 1, and revision 2 starts its budget afresh; its result and group are the

@@ -37,8 +37,9 @@ pub enum Applied {
     Changed {
         /// The job's scheduling fields after the change.
         job: JobSummary,
-        /// For a `Lease`, the job's spec (an encoded `v1::JobSpec`, as submitted) that the
-        /// worker gets with the lease; `None` for other commands.
+        /// For a `Lease` applied by an [`Applier::with_lease_specs`] (the leader's, which sends
+        /// the lease), the job's spec (an encoded `v1::JobSpec`, as submitted) that the worker
+        /// gets with it; `None` otherwise.
         spec: Option<Vec<u8>>,
     },
     /// A purge deleted this many jobs.
@@ -58,6 +59,8 @@ pub struct Applier<'t> {
     meta: Table<'t, &'static str, u64>,
     membership: Table<'t, &'static str, &'static [u8]>,
     missing: MissingTables<'t>,
+    /// Leases return the job's spec ([`Applier::with_lease_specs`]).
+    lease_specs: bool,
 }
 
 fn state_key(state: JobState) -> Option<&'static str> {
@@ -83,7 +86,15 @@ impl<'t> Applier<'t> {
             meta: txn.open_table(META).map_err(db)?,
             membership: txn.open_table(members::MEMBERSHIP).map_err(db)?,
             missing: MissingTables::open(txn)?,
+            lease_specs: false,
         })
+    }
+
+    /// Whether an applied `Lease` returns the job's spec ([`Applied::Changed`]): on the leader
+    /// only, which sends it to the worker; a follower does not read it.
+    pub fn with_lease_specs(mut self, yes: bool) -> Self {
+        self.lease_specs = yes;
+        self
     }
 
     fn meta_get(&self, key: &str) -> Result<u64, IndexError> {
@@ -134,7 +145,9 @@ impl<'t> Applier<'t> {
                     job.worker_id = c.worker_id.clone();
                     true
                 })?;
-                if let Applied::Changed { spec, .. } = &mut applied {
+                if let Applied::Changed { spec, .. } = &mut applied
+                    && self.lease_specs
+                {
                     *spec = self
                         .specs
                         .get(c.job_id.as_str())
@@ -560,9 +573,18 @@ mod tests {
     }
 
     fn apply_all(index: &Index, commands: &[pb::Command]) -> Vec<Applied> {
+        apply_as(index, commands, false)
+    }
+
+    /// As the leader applies: leases return their spec.
+    fn apply_with_specs(index: &Index, commands: &[pb::Command]) -> Vec<Applied> {
+        apply_as(index, commands, true)
+    }
+
+    fn apply_as(index: &Index, commands: &[pb::Command], lease_specs: bool) -> Vec<Applied> {
         let txn = index.database().begin_write().unwrap();
         let out = {
-            let mut applier = Applier::new(&txn).unwrap();
+            let mut applier = Applier::new(&txn).unwrap().with_lease_specs(lease_specs);
             commands.iter().map(|c| applier.apply(c).unwrap()).collect()
         };
         txn.commit().unwrap();
@@ -583,7 +605,7 @@ mod tests {
     #[test]
     fn each_change_returns_the_record_after_it_and_a_lease_its_spec() {
         let (_dir, index) = index();
-        let applied = apply_all(
+        let applied = apply_with_specs(
             &index,
             &[
                 command::submit("p/a", v1::JobKind::Js, vec![9, 9], "key", 5),
@@ -628,6 +650,17 @@ mod tests {
                 job.revision
             ),
             ("key", v1::JobKind::Js as i32, 5, 1)
+        );
+        // A follower's lease (no one to send it to) does not read the spec.
+        let applied = apply_all(
+            &index,
+            &[
+                command::submit("p/b", v1::JobKind::Js, vec![7], "key", 10),
+                command::lease("p/b", "w1", 1, 11),
+            ],
+        );
+        assert!(
+            matches!(&applied[1], Applied::Changed { job, spec: None } if job.state == JobState::Running)
         );
     }
 
