@@ -353,6 +353,8 @@ pub struct WorkerOptions {
     pub args: Vec<String>,
     /// More environment variables (e.g. `RUST_LOG`).
     pub env: Vec<(String, String)>,
+    /// Read debug files and source maps from this directory (`--source-dir`) instead of Garage.
+    pub source_dir: Option<PathBuf>,
 }
 
 impl Default for WorkerOptions {
@@ -364,6 +366,7 @@ impl Default for WorkerOptions {
             s3_timeout_ms: 1000,
             args: Vec::new(),
             env: Vec::new(),
+            source_dir: None,
         }
     }
 }
@@ -679,8 +682,12 @@ impl Cluster {
                 "--memory-cache",
                 &format!("{}B", options.memory_cache_bytes),
             ])
-            .args(["--disk-cache", &format!("{}B", options.disk_cache_bytes)])
-            .envs(self.garage.env.iter().cloned())
+            .args(["--disk-cache", &format!("{}B", options.disk_cache_bytes)]);
+        match &options.source_dir {
+            Some(dir) => command.arg("--source-dir").arg(dir),
+            None => command.envs(self.garage.env.iter().cloned()),
+        };
+        command
             .envs(options.env.iter().cloned())
             .stdout(Stdio::null())
             .stderr(std::fs::File::create(&log).expect("log file"));

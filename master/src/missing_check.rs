@@ -25,7 +25,10 @@ pub const MAX_KEYS_PER_ROUND: usize = 1_000;
 pub fn object_keys(base: &str, project: &str, key: &str) -> Vec<String> {
     if let Some(id) = key.strip_prefix("debug-id:") {
         let prefix = Scope::Project(project).prefix(base);
-        return vec![layout::sourcemap_keys_by_debug_id(&prefix, id).0];
+        return layout::sourcemap_keys_by_debug_id(&prefix, id)
+            .map(|(map, _)| map)
+            .into_iter()
+            .collect();
     }
     if key.starts_with("release:") {
         let Some((release, dist, bundle)) = symcluster_proto::missing::split_release_key(key)
@@ -33,7 +36,10 @@ pub fn object_keys(base: &str, project: &str, key: &str) -> Vec<String> {
             return Vec::new();
         };
         let prefix = Scope::Project(project).prefix(base);
-        return vec![layout::sourcemap_keys_by_release(&prefix, &release, &dist, &bundle).0];
+        return layout::sourcemap_keys_by_release(&prefix, &release, &dist, &bundle)
+            .map(|(map, _)| map)
+            .into_iter()
+            .collect();
     }
     let Ok(debug_id) = key.parse::<symbolic_common::DebugId>() else {
         return Vec::new();

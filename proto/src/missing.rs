@@ -46,6 +46,65 @@ fn unescape(part: &str) -> String {
     part.replace("%2F", "/").replace("%25", "%")
 }
 
+/// Longest release, dist or bundle name accepted, in bytes (S3 keys end at 1,024 bytes).
+pub const MAX_KEY_PART_BYTES: usize = 256;
+
+/// Checks that `part` (a release, dist or bundle name; `what` names it in the error) can be one
+/// segment of an object key once `%` and `/` are percent-encoded: not empty, not `.` or `..`
+/// (which a directory source, or an S3 server that normalizes paths, would resolve to a parent
+/// prefix, possibly another project's), at most [`MAX_KEY_PART_BYTES`].
+pub fn check_key_part(what: &str, part: &str) -> Result<(), String> {
+    if part.is_empty() || part == "." || part == ".." {
+        return Err(format!("{what} must not be \".\", \"..\" or empty"));
+    }
+    if part.len() > MAX_KEY_PART_BYTES {
+        return Err(format!(
+            "{what} must be at most {MAX_KEY_PART_BYTES} bytes, not {}",
+            part.len()
+        ));
+    }
+    Ok(())
+}
+
+/// Parses the debug id of a JS bundle (`JsJob.debug_id`, `symctl upload sourcemap --debug-id`),
+/// which names a key: only the canonical form of a debug id is accepted, a UUID with dashes in
+/// either case, optionally followed by `-<age in hex>` (as `debugid::DebugId` prints it, and as
+/// Metro, Hermes and sentry-cli write it into bundles), so that each id has one key.
+///
+/// # Errors
+/// Anything else, in one line quoting (the start of) the input.
+pub fn js_debug_id(text: &str) -> Result<debugid::DebugId, String> {
+    text.parse::<debugid::DebugId>()
+        .ok()
+        .filter(|id| id.to_string() == text.to_ascii_lowercase())
+        .ok_or_else(|| {
+            let shown: String = text.chars().take(80).collect();
+            format!(
+                "debug_id \"{shown}\" is not a debug id \
+                 (xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx, optionally -<age in hex>)"
+            )
+        })
+}
+
+/// Checks what names a JS job's source map: a [`js_debug_id`], or a release and a bundle (and
+/// an optional dist) that each pass [`check_key_part`].
+///
+/// # Errors
+/// The first rule broken, in one line.
+pub fn check_js_source(js: &v1::JsJob) -> Result<(), String> {
+    if !js.debug_id.is_empty() {
+        return js_debug_id(&js.debug_id).map(|_| ());
+    }
+    if js.release.is_empty() || js.bundle.is_empty() {
+        return Err("a JS job needs a debug_id, or a release and a bundle".into());
+    }
+    check_key_part("release", &js.release)?;
+    if !js.dist.is_empty() {
+        check_key_part("dist", &js.dist)?;
+    }
+    check_key_part("bundle", &js.bundle)
+}
+
 /// [`js_key`] of a JS job.
 pub fn js_job_key(js: &v1::JsJob) -> String {
     js_key(&js.debug_id, &js.release, &js.dist, &js.bundle)
@@ -77,5 +136,54 @@ mod tests {
             ))
         );
         assert_eq!(split_release_key("debug-id:abc"), None);
+    }
+
+    #[test]
+    fn js_sources_name_one_key_segment_each() {
+        let id = "B2A5D2CC-3C9F-4D45-9D6A-6D1E2F0A1B3C";
+        assert_eq!(
+            js_debug_id(id).unwrap().to_string(),
+            id.to_ascii_lowercase()
+        );
+        assert_eq!(
+            js_debug_id("b2a5d2cc-3c9f-4d45-9d6a-6d1e2f0a1b3c-1f")
+                .unwrap()
+                .appendix(),
+            0x1f
+        );
+        for bad in [
+            "../../b/js/debug-id/x",
+            "b2a5d2cc3c9f4d459d6a6d1e2f0a1b3c",
+            "b2a5d2cc-3c9f-4d45-9d6a-6d1e2f0a1b3c/../x",
+            "",
+        ] {
+            assert!(js_debug_id(bad).is_err(), "{bad}");
+        }
+        let job = |release: &str, dist: &str, bundle: &str| v1::JsJob {
+            release: release.into(),
+            dist: dist.into(),
+            bundle: bundle.into(),
+            ..Default::default()
+        };
+        assert_eq!(
+            check_js_source(&job("app@1.0/beta", "", "static/main.js")),
+            Ok(())
+        );
+        assert_eq!(
+            check_js_source(&job("..", "1", "b")),
+            Err("release must not be \".\", \"..\" or empty".into())
+        );
+        assert_eq!(
+            check_js_source(&job("r", ".", "b")),
+            Err("dist must not be \".\", \"..\" or empty".into())
+        );
+        assert_eq!(
+            check_js_source(&job("r", "", "..")),
+            Err("bundle must not be \".\", \"..\" or empty".into())
+        );
+        assert_eq!(
+            check_js_source(&job("r", "", &"b".repeat(257))),
+            Err("bundle must be at most 256 bytes, not 257".into())
+        );
     }
 }

@@ -22,6 +22,12 @@
 //!   `…/minified_source`;
 //! - by release: `js/release/<release>/<dist or _>/<bundle>.map` and `…/<bundle>`, with `%` and
 //!   `/` in the release, dist and bundle percent-encoded.
+//!
+//! No key leaves its prefix: a JS debug id must be a debug id
+//! ([`symcluster_proto::missing::js_debug_id`]), a release, dist or bundle one segment
+//! ([`symcluster_proto::missing::check_key_part`]), and every [`crate::Source`] refuses a key
+//! with an empty, `.` or `..` segment ([`check_key`]) before it touches a directory or a
+//! bucket.
 
 pub use symbolic_common::DebugId;
 
@@ -72,31 +78,65 @@ pub fn symcache_key(debug_file_key: &str, format: &str, original_version: &str) 
     format!("{dir}symcache-v{format}-{original_version}")
 }
 
-/// Keys of a source map and its minified bundle under `prefix`, found by debug id.
-pub fn sourcemap_keys_by_debug_id(prefix: &str, debug_id: &str) -> (String, String) {
-    let id = debug_id.to_ascii_lowercase();
-    (
-        format!("{prefix}js/debug-id/{id}/sourcemap"),
-        format!("{prefix}js/debug-id/{id}/minified_source"),
-    )
+/// A key that would not name an object inside its prefix (one line, for the caller's error).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
+pub struct InvalidKey(pub String);
+
+/// Checks that every `/`-separated segment of `key` is a name: not empty, `.` or `..`, so that
+/// neither a directory source nor an S3 server that normalizes paths resolves it outside the
+/// prefix it was built under.
+pub fn check_key(key: &str) -> Result<(), InvalidKey> {
+    match key
+        .split('/')
+        .find(|segment| segment.is_empty() || *segment == "." || *segment == "..")
+    {
+        None => Ok(()),
+        Some(segment) => Err(InvalidKey(format!(
+            "the key {key:?} has a {segment:?} segment"
+        ))),
+    }
 }
 
-/// Keys of a source map and its minified bundle under `prefix`, found by release, dist and
-/// bundle name.
+/// Keys of a source map and its minified bundle under `prefix`, found by `debug_id` (its
+/// canonical form, [`symcluster_proto::missing::js_debug_id`]).
+///
+/// # Errors
+/// When `debug_id` is not a debug id.
+pub fn sourcemap_keys_by_debug_id(
+    prefix: &str,
+    debug_id: &str,
+) -> Result<(String, String), InvalidKey> {
+    let id = symcluster_proto::missing::js_debug_id(debug_id).map_err(InvalidKey)?;
+    Ok((
+        format!("{prefix}js/debug-id/{id}/sourcemap"),
+        format!("{prefix}js/debug-id/{id}/minified_source"),
+    ))
+}
+
+/// Keys of a source map and its minified bundle under `prefix`, found by release, dist (empty:
+/// none) and bundle name.
+///
+/// # Errors
+/// When a part is not one key segment ([`symcluster_proto::missing::check_key_part`]).
 pub fn sourcemap_keys_by_release(
     prefix: &str,
     release: &str,
     dist: &str,
     bundle: &str,
-) -> (String, String) {
+) -> Result<(String, String), InvalidKey> {
+    use symcluster_proto::missing::check_key_part;
+    check_key_part("release", release).map_err(InvalidKey)?;
     let dist = if dist.is_empty() { "_" } else { dist };
+    check_key_part("dist", dist).map_err(InvalidKey)?;
+    check_key_part("bundle", bundle).map_err(InvalidKey)?;
     let base = format!(
         "{prefix}js/release/{}/{}/{}",
         escape(release),
         escape(dist),
         escape(bundle)
     );
-    (format!("{base}.map"), base)
+    Ok((format!("{base}.map"), base))
 }
 
 fn escape(part: &str) -> String {
@@ -139,12 +179,36 @@ mod tests {
     #[test]
     fn js_layout() {
         assert_eq!(
-            sourcemap_keys_by_release("", "app@1.0/beta", "", "index.android.bundle").0,
+            sourcemap_keys_by_release("", "app@1.0/beta", "", "index.android.bundle")
+                .unwrap()
+                .0,
             "js/release/app@1.0%2Fbeta/_/index.android.bundle.map"
         );
         assert_eq!(
-            sourcemap_keys_by_debug_id("projects/x/", "ABC").0,
-            "projects/x/js/debug-id/abc/sourcemap"
+            sourcemap_keys_by_debug_id("projects/x/", "B2A5D2CC-3C9F-4D45-9D6A-6D1E2F0A1B3C")
+                .unwrap()
+                .0,
+            "projects/x/js/debug-id/b2a5d2cc-3c9f-4d45-9d6a-6d1e2f0a1b3c/sourcemap"
         );
+    }
+
+    #[test]
+    fn no_key_climbs_out_of_its_prefix() {
+        assert!(sourcemap_keys_by_debug_id("projects/a/", "../../../b/js/debug-id/x").is_err());
+        assert!(sourcemap_keys_by_release("projects/a/", "..", "..", "x").is_err());
+        assert!(sourcemap_keys_by_release("projects/a/", "r", "", ".").is_err());
+        // A `/` inside a part is encoded, so `../b` stays one segment.
+        let (map, _) = sourcemap_keys_by_release("projects/a/", "r", "", "../b").unwrap();
+        assert_eq!(map, "projects/a/js/release/r/_/..%2Fb.map");
+        assert_eq!(check_key(&map), Ok(()));
+        assert_eq!(
+            check_key("projects/a/js/debug-id/../../../b/x"),
+            Err(InvalidKey(
+                "the key \"projects/a/js/debug-id/../../../b/x\" has a \"..\" segment".into()
+            ))
+        );
+        assert!(check_key("projects//a").is_err());
+        assert!(check_key("/etc/passwd").is_err());
+        assert!(check_key("projects/./a").is_err());
     }
 }

@@ -6,6 +6,10 @@
 //! (`Err`, never cached: the next job tries again). S3 requests are retried with exponential
 //! backoff by the SDK's standard retry mode, each attempt bounded by a timeout, so a dead S3
 //! costs a job at most `attempts × timeout` plus backoff, never a hang.
+//!
+//! Every method first refuses a key with an empty, `.` or `..` segment
+//! ([`crate::layout::check_key`]): a key never names a file outside the directory, or an object
+//! outside the prefix it was built under.
 
 use std::path::PathBuf;
 use std::time::Duration;
@@ -93,6 +97,7 @@ impl Source {
 
     /// Whether `key` exists (an upload skips what is already there).
     pub async fn exists(&self, key: &str) -> Result<bool, FetchError> {
+        checked(key)?;
         let fail = |message: String| FetchError {
             key: key.to_owned(),
             message,
@@ -115,6 +120,7 @@ impl Source {
     /// digits, `-`, `_`): S3's ETag and the size in bytes; for a directory, the file's size and
     /// modification time (ns). `Ok(None)` when there is no such object. One `HEAD` request.
     pub async fn version(&self, key: &str) -> Result<Option<String>, FetchError> {
+        checked(key)?;
         let fail = |message: String| FetchError {
             key: key.to_owned(),
             message,
@@ -160,6 +166,7 @@ impl Source {
 
     /// Stores `bytes` under `key`.
     pub async fn put(&self, key: &str, bytes: Vec<u8>) -> Result<(), FetchError> {
+        checked(key)?;
         let fail = |message: String| FetchError {
             key: key.to_owned(),
             message,
@@ -190,6 +197,7 @@ impl Source {
 
     /// Fetches `key`: `Ok(None)` when it does not exist.
     pub async fn fetch(&self, key: &str) -> Result<Option<Vec<u8>>, FetchError> {
+        checked(key)?;
         let fail = |message: String| FetchError {
             key: key.to_owned(),
             message,
@@ -219,6 +227,14 @@ impl Source {
     }
 }
 
+/// [`crate::layout::check_key`] as a [`FetchError`].
+fn checked(key: &str) -> Result<(), FetchError> {
+    crate::layout::check_key(key).map_err(|e| FetchError {
+        key: key.to_owned(),
+        message: e.to_string(),
+    })
+}
+
 fn describe_sdk_error<
     E: ProvideErrorMetadata + std::error::Error + 'static,
     R: std::fmt::Debug + 'static,
@@ -238,5 +254,41 @@ fn describe_sdk_error<
             .collect(),
         // The error and its causes on one line (the SDK's own chain formatter).
         other => aws_sdk_s3::error::DisplayErrorContext(other).to_string(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn a_directory_source_reads_nothing_outside_its_keys() {
+        let dir = tempfile::tempdir().unwrap();
+        let source = Source::Dir(dir.path().join("bucket"));
+        source
+            .put("projects/b/secret", b"b's".to_vec())
+            .await
+            .unwrap();
+        source.put("projects/a/x", b"a's".to_vec()).await.unwrap();
+        assert_eq!(
+            source.fetch("projects/a/x").await.unwrap(),
+            Some(b"a's".to_vec())
+        );
+        let climb = "projects/a/../b/secret";
+        let refused = source.fetch(climb).await.unwrap_err();
+        assert_eq!(
+            refused.to_string(),
+            "fetching projects/a/../b/secret failed: \
+             the key \"projects/a/../b/secret\" has a \"..\" segment"
+        );
+        assert!(source.exists(climb).await.is_err());
+        assert!(source.version(climb).await.is_err());
+        assert!(
+            source
+                .put("projects/a/../../escaped", Vec::new())
+                .await
+                .is_err()
+        );
+        assert!(!dir.path().join("escaped").exists());
     }
 }

@@ -239,10 +239,15 @@ async fn run_js(js: api::JsJob, project: &str, caches: &Arc<Caches>, recheck: bo
     };
     let prefix = Scope::Project(project).prefix(caches.prefix());
     let prefix = prefix.as_str();
-    let (map_key, bundle_key) = if js.debug_id.is_empty() {
+    let keys = if js.debug_id.is_empty() {
         layout::sourcemap_keys_by_release(prefix, &js.release, &js.dist, &js.bundle)
     } else {
         layout::sourcemap_keys_by_debug_id(prefix, &js.debug_id)
+    };
+    // Refused at admission already; a job stored by an older master fails here.
+    let (map_key, bundle_key) = match keys {
+        Ok(keys) => keys,
+        Err(e) => return permanent(e),
     };
     let map = match caches.sourcemap(&map_key, &bundle_key, recheck).await {
         Ok(map) => map,

@@ -2,10 +2,10 @@
 //! groups and debug files are its own; the shared prefix serves every project.
 
 use symcluster_client::{Client, ClientError, api};
-use symcluster_loadtest::cluster::{Cluster, MasterOptions, repo};
+use symcluster_loadtest::cluster::repo;
 
 use crate::support::{app_frames, fixture, result, wait};
-use crate::tokens::write_tokens;
+use crate::tokens::cluster_with_tokens;
 
 const A: &str = "project-a-secret";
 const B: &str = "project-b-secret";
@@ -41,22 +41,13 @@ const DEMO_APP: &str = "4c4c443b-5555-3144-a126-3cc30cf88fdb";
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn projects_see_only_their_own_jobs_groups_and_files() {
-    let tokens = tempfile::tempdir().unwrap();
-    let path = tokens.path().join("tokens.toml");
-    write_tokens(
-        &path,
+    let (cluster, _tokens) = cluster_with_tokens(
+        1,
         &[
             ("a-svc", A, "ingest\nprojects = [\"a\"]"),
             ("b-svc", B, "ingest\nprojects = [\"b\"]"),
             ("ab-svc", AB, "ingest\nprojects = [\"a\", \"b\"]"),
         ],
-    );
-    let cluster = Cluster::start(
-        1,
-        MasterOptions {
-            tokens_file: Some(path),
-            ..MasterOptions::default()
-        },
     )
     .await;
     // DemoApp's dSYM belongs to project a only; CrashProbe's are shared by every project.
@@ -252,4 +243,94 @@ async fn projects_see_only_their_own_jobs_groups_and_files() {
         code(admin.clone().job("crash-1").await).code(),
         tonic::Code::NotFound
     );
+}
+
+/// A JS job's debug id or release names a key inside its project's prefix, never a path out of
+/// it: a worker reading a directory source (`--source-dir`) would otherwise resolve
+/// `projects/a/js/debug-id/../../../b/…` to project b's source map.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_js_key_never_leaves_its_project() {
+    let (mut cluster, _tokens) = cluster_with_tokens(
+        0,
+        &[
+            ("a-svc", A, "ingest\nprojects = [\"a\"]"),
+            ("b-svc", B, "ingest\nprojects = [\"b\"]"),
+        ],
+    )
+    .await;
+    // Each project's map by debug id (b's is the one to protect), in a directory the worker
+    // reads.
+    let sources = tempfile::tempdir().unwrap();
+    let id = "b2a5d2cc-3c9f-4d45-9d6a-6d1e2f0a1b3c";
+    let map =
+        std::fs::read(repo().join("examples/rn-demo/dist/index.android.bundle.hbc.map")).unwrap();
+    for key in [
+        format!("projects/b/js/debug-id/{id}/sourcemap"),
+        "projects/a/js/debug-id/0a1b2c3d-4e5f-4a6b-8c7d-9e0f1a2b3c4d/sourcemap".to_owned(),
+    ] {
+        std::fs::create_dir_all(sources.path().join(&key).parent().unwrap()).unwrap();
+        std::fs::write(sources.path().join(&key), &map).unwrap();
+    }
+    cluster
+        .add_worker_with(symcluster_loadtest::cluster::WorkerOptions {
+            source_dir: Some(sources.path().to_owned()),
+            ..Default::default()
+        })
+        .await;
+    let stack = std::fs::read(repo().join("examples/rn-demo/dist/stack-hermes.txt")).unwrap();
+    let js = |debug_id: &str, release: &str, dist: &str, bundle: &str| api::JsJob {
+        stack: stack.clone(),
+        debug_id: debug_id.into(),
+        release: release.into(),
+        dist: dist.into(),
+        bundle: bundle.into(),
+    };
+    let mut b = Client::connect(&cluster.endpoint, B).await.unwrap();
+    let mut a = Client::connect(&cluster.endpoint, A).await.unwrap();
+
+    // b reads its own map (the id in capitals: the same key).
+    b.submit_js("own", js(&id.to_uppercase(), "", "", ""))
+        .await
+        .unwrap();
+    let own = result(&wait(&mut b, "own").await);
+    assert_eq!(
+        own["frames"][0]["filename"],
+        "/Users/dev/DemoApp/src/pricing.js"
+    );
+
+    // a cannot reach it by a debug id that is a path, nor climb by release or dist.
+    let climbs = [
+        (
+            format!("../../../b/js/debug-id/{id}"),
+            "",
+            "",
+            "index.android.bundle",
+            format!(
+                "debug_id \"../../../b/js/debug-id/{id}\" is not a debug id \
+                 (xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx, optionally -<age in hex>)"
+            ),
+        ),
+        (
+            String::new(),
+            "..",
+            "..",
+            "x",
+            "release must not be \".\", \"..\" or empty".to_owned(),
+        ),
+        (
+            String::new(),
+            "1.0",
+            ".",
+            "x",
+            "dist must not be \".\", \"..\" or empty".to_owned(),
+        ),
+    ];
+    for (n, (debug_id, release, dist, bundle, message)) in climbs.iter().enumerate() {
+        let refused = code(
+            a.submit_js(&format!("climb-{n}"), js(debug_id, release, dist, bundle))
+                .await,
+        );
+        assert_eq!(refused.code(), tonic::Code::InvalidArgument, "{debug_id}");
+        assert_eq!(refused.message(), message);
+    }
 }

@@ -35,6 +35,26 @@ pub fn write_tokens(path: &Path, tokens: &[(&str, &str, &str)]) {
     std::fs::write(path, text).unwrap();
 }
 
+/// A cluster (`workers` workers) whose masters read a tokens file of `tokens`
+/// ([`write_tokens`]); the file's directory, to rewrite it.
+pub async fn cluster_with_tokens(
+    workers: usize,
+    tokens: &[(&str, &str, &str)],
+) -> (Cluster, tempfile::TempDir) {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("tokens.toml");
+    write_tokens(&path, tokens);
+    let cluster = Cluster::start(
+        workers,
+        MasterOptions {
+            tokens_file: Some(path),
+            ..MasterOptions::default()
+        },
+    )
+    .await;
+    (cluster, dir)
+}
+
 /// The status of a call that must fail with one.
 fn status<T: std::fmt::Debug>(result: Result<T, ClientError>) -> tonic::Status {
     match result {
@@ -61,10 +81,8 @@ fn assert_denied<T: std::fmt::Debug>(result: Result<T, tonic::Status>, message: 
 /// prints the refusal and exits 1; SIGHUP reloads the file.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn each_role_does_only_what_it_may() {
-    let tokens = tempfile::tempdir().unwrap();
-    let path = tokens.path().join("tokens.toml");
-    write_tokens(
-        &path,
+    let (cluster, tokens) = cluster_with_tokens(
+        0,
         &[
             ("demo-app", DEVICE, "device"),
             ("ingest-svc", INGEST, "ingest"),
@@ -78,15 +96,9 @@ async fn each_role_does_only_what_it_may() {
                 "device\nrate = 0.001\nburst = 3",
             ),
         ],
-    );
-    let cluster = Cluster::start(
-        0,
-        MasterOptions {
-            tokens_file: Some(path.clone()),
-            ..MasterOptions::default()
-        },
     )
     .await;
+    let path = tokens.path().join("tokens.toml");
     let report = std::fs::read(repo().join("examples/ios-demo/DemoApp.crash")).unwrap();
 
     // device: submits (twice: idempotent), reads nothing, sees only where the leader is.

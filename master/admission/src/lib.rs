@@ -91,9 +91,8 @@ pub fn check(spec: &v1::JobSpec) -> Result<Checked, String> {
                     "the stack is larger than {MAX_PAYLOAD_BYTES} bytes"
                 ));
             }
-            if js.debug_id.is_empty() && (js.release.is_empty() || js.bundle.is_empty()) {
-                return Err("a JS job needs a debug_id, or a release and a bundle".into());
-            }
+            // Each names one key segment inside the project's prefix, never a path out of it.
+            symcluster_proto::missing::check_js_source(js)?;
             Ok(Checked::Runnable {
                 kind: JobKind::Js,
                 routing_key: js_key(js),

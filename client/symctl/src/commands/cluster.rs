@@ -198,7 +198,7 @@ async fn render_metro(
             )
         } else {
             symcluster_sources::layout::sourcemap_keys_by_debug_id(&prefix, &js.debug_id)
-        };
+        }?;
         let map = source
             .fetch(&map_key)
             .await?

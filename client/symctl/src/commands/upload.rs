@@ -130,7 +130,7 @@ pub async fn run(command: UploadCommand) -> anyhow::Result<()> {
                     bundle_name.as_deref().unwrap_or_default(),
                 ),
                 (None, None) => anyhow::bail!("give --debug-id, or --release and --bundle-name"),
-            };
+            }?;
             let source = bucket(&b).await?;
             let map_bytes =
                 std::fs::read(&map).with_context(|| format!("cannot read {}", map.display()))?;
