@@ -48,6 +48,55 @@ pub struct MasterConfig {
     #[arg(long, env = "SYMCLUSTER_TOKENS_FILE")]
     pub tokens_file: Option<PathBuf>,
 
+    /// Largest report or JS stack a `device` token may submit, decompressed (`2MiB`); its
+    /// requests are cut off past it plus 64 KiB while they are read (ingest tokens: 16 MiB).
+    #[arg(long, env = "SYMCLUSTER_DEVICE_MAX_REPORT", value_name = "BYTES", value_parser = symcluster_telemetry::flags::bytes_usize, default_value = "2MiB")]
+    pub device_max_report: usize,
+
+    /// Calls (and streamed jobs) per second of each `device` token whose entry in the tokens
+    /// file gives no `rate`, on each master (burst: twice as many).
+    #[arg(
+        long,
+        env = "SYMCLUSTER_DEVICE_RATE",
+        value_name = "PER_SECOND",
+        default_value_t = 100.0
+    )]
+    pub device_rate: f64,
+
+    /// Bytes of submitted jobs per second of each `device` token whose entry gives no
+    /// `bytes_per_second`, on each master (`16MiB`; burst: four seconds' worth).
+    #[arg(long, env = "SYMCLUSTER_DEVICE_BYTES_PER_SECOND", value_name = "BYTES", value_parser = symcluster_telemetry::flags::bytes, default_value = "16MiB")]
+    pub device_bytes_per_second: u64,
+
+    /// Device calls one master serves at once, all device tokens together; more are refused
+    /// with RESOURCE_EXHAUSTED before their reports are read.
+    #[arg(
+        long,
+        env = "SYMCLUSTER_DEVICE_MAX_IN_FLIGHT",
+        value_name = "CALLS",
+        default_value_t = 16
+    )]
+    pub device_max_in_flight: usize,
+
+    /// gRPC connections one master holds at once (clients, workers, devices, other masters); a
+    /// connection past it is closed as soon as it is accepted.
+    #[arg(
+        long,
+        env = "SYMCLUSTER_MAX_CONNECTIONS",
+        value_name = "N",
+        default_value_t = 4096
+    )]
+    pub max_connections: usize,
+
+    /// Concurrent HTTP/2 streams (calls) per connection.
+    #[arg(
+        long,
+        env = "SYMCLUSTER_MAX_STREAMS_PER_CONNECTION",
+        value_name = "N",
+        default_value_t = 128
+    )]
+    pub max_streams_per_connection: u32,
+
     /// How long a lease lasts without a heartbeat (`30s`, `2m`; a bare number is milliseconds,
     /// as the former `--lease-ms` took). Held in milliseconds.
     #[arg(long = "lease", alias = "lease-ms", env = "SYMCLUSTER_LEASE_MS", value_name = "DURATION",
@@ -153,6 +202,16 @@ pub struct MasterConfig {
 }
 
 impl MasterConfig {
+    /// The budgets of device tokens (`--device-*`).
+    pub fn device_budgets(&self) -> crate::auth::budget::DeviceBudgets {
+        crate::auth::budget::DeviceBudgets {
+            max_report_bytes: self.device_max_report,
+            rate: self.device_rate,
+            bytes_per_second: self.device_bytes_per_second,
+            max_in_flight: self.device_max_in_flight,
+        }
+    }
+
     /// Whether gRPC is served over TLS (`--tls-cert` and `--tls-key`).
     pub fn tls(&self) -> bool {
         self.tls_cert.is_some() && self.tls_key.is_some()

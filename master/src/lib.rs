@@ -15,6 +15,7 @@
 
 pub mod auth;
 pub mod config;
+pub mod connections;
 pub mod index;
 pub mod metrics;
 pub mod missing_check;
@@ -194,8 +195,9 @@ pub async fn run(
         .register_encoded_file_descriptor_set(tonic_health::pb::FILE_DESCRIPTOR_SET)
         .build_v1()?;
 
-    let auth =
-        auth::Auth::new(&config.token, config.tokens_file.clone()).map_err(anyhow::Error::msg)?;
+    let devices = config.device_budgets();
+    let auth = auth::Auth::new(&config.token, config.tokens_file.clone(), devices)
+        .map_err(anyhow::Error::msg)?;
     let reloader = auth.clone();
     tokio::spawn(async move {
         use tokio::signal::unix::{SignalKind, signal};
@@ -220,7 +222,11 @@ pub async fn run(
     ))
     .max_decoding_message_size(MAX_MESSAGE_BYTES)
     .max_encoding_message_size(MAX_MESSAGE_BYTES);
-    let mut server = tonic::transport::Server::builder();
+    let listener = tokio::net::TcpListener::bind(config.listen)
+        .await
+        .map_err(|e| anyhow::anyhow!("cannot listen on {}: {e}", config.listen))?;
+    let mut server = tonic::transport::Server::builder()
+        .max_concurrent_streams(config.max_streams_per_connection);
     if config.tls() {
         server = server.tls_config(server_tls(&config)?)?;
     }
@@ -231,9 +237,13 @@ pub async fn run(
         .add_service(health)
         .add_service(reflection)
         .add_service(InterceptedService::new(
-            // tonic's default 4 MiB would refuse reports the API accepts (up to 16 MiB).
-            IngestServer::new(IngestService::new(scheduler.clone()))
-                .max_decoding_message_size(MAX_INGEST_MESSAGE_BYTES),
+            // Device calls are gated before their bodies are read (the interceptor runs first).
+            auth::budget::DeviceGate::new(
+                // tonic's default 4 MiB would refuse reports the API accepts (up to 16 MiB).
+                IngestServer::new(IngestService::new(scheduler.clone()))
+                    .max_decoding_message_size(MAX_INGEST_MESSAGE_BYTES),
+                &devices,
+            ),
             auth.interceptor("the Ingest service", auth::INGEST_ROLES),
         ))
         .add_service(InterceptedService::new(
@@ -255,11 +265,14 @@ pub async fn run(
             auth.interceptor("the masters' Raft transport", auth::ADMIN_ROLES)
                 .with_client_cert(config.tls_client_ca.is_some()),
         ))
-        .serve_with_shutdown(config.listen, async move {
-            shutdown.await;
-            step_down(stepping_down.0, stepping_down.1).await;
-            let _ = stopping_tx.send(());
-        });
+        .serve_with_incoming_shutdown(
+            connections::incoming(listener, config.max_connections),
+            async move {
+                shutdown.await;
+                step_down(stepping_down.0, stepping_down.1).await;
+                let _ = stopping_tx.send(());
+            },
+        );
     // A graceful stop waits for the calls in flight, but some never end by themselves (other
     // masters' Raft streams, workers' lease streams, watches): give them SHUTDOWN_GRACE, then
     // stop anyway.

@@ -58,6 +58,29 @@ pub static RAFT_PROPOSALS: LazyLock<IntCounter> = LazyLock::new(|| {
         "Commands proposed by this master",
     )
 });
+/// Calls refused to keep the master within its budgets, by reason: `raft_uncommitted` (the
+/// leader's uncommitted log is full), `device_rate`, `device_bytes`, `device_in_flight`,
+/// `device_report_size` (a device token's budgets), `connections` (the connection cap).
+pub static REFUSED: LazyLock<IntCounterVec> = LazyLock::new(|| {
+    let c = IntCounterVec::new(
+        prometheus::Opts::new(
+            "symcluster_refused_total",
+            "Calls and connections refused to keep this master within its budgets, by reason",
+        ),
+        &["reason"],
+    )
+    .expect("valid metric");
+    symcluster_telemetry::register(&REGISTRY, c)
+});
+/// The reasons of [`REFUSED`].
+pub const REFUSED_REASONS: [&str; 6] = [
+    "raft_uncommitted",
+    "device_rate",
+    "device_bytes",
+    "device_in_flight",
+    "device_report_size",
+    "connections",
+];
 /// Raft: log entries written per fsynced append.
 pub static RAFT_ENTRIES_PER_FSYNC: LazyLock<Histogram> = LazyLock::new(|| {
     histogram(
@@ -248,6 +271,9 @@ pub fn register_all() {
     LazyLock::force(&LEASES);
     LazyLock::force(&AFFINE_LEASES);
     LazyLock::force(&RAFT_PROPOSALS);
+    for reason in REFUSED_REASONS {
+        REFUSED.with_label_values(&[reason]);
+    }
     for durability in ["fsync", "none"] {
         RAFT_WRITES.with_label_values(&[durability]);
     }

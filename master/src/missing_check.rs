@@ -124,9 +124,14 @@ mod tests {
             vec!["s/projects/demo/js/release/app@1.0%2Fbeta/_/index.android.bundle.map".to_owned()]
         );
         assert_eq!(
-            object_keys("", "demo", "debug-id:ABC"),
-            vec!["projects/demo/js/debug-id/abc/sourcemap".to_owned()]
+            object_keys("", "demo", "debug-id:0A1B2C3D-4E5F-4A6B-8C7D-9E0F1A2B3C4D"),
+            vec![
+                "projects/demo/js/debug-id/0a1b2c3d-4e5f-4a6b-8c7d-9e0f1a2b3c4d/sourcemap"
+                    .to_owned()
+            ]
         );
+        // A key recorded by an older master that names no object in the project: none.
+        assert!(object_keys("", "demo", "debug-id:../../b/x").is_empty());
         assert!(object_keys("", "demo", "not a key").is_empty());
     }
 }

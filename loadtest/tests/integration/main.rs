@@ -7,6 +7,7 @@
 //! provided by `scripts/test.sh`.
 
 mod backup;
+mod budgets;
 mod cluster_api;
 mod drain;
 mod faults;

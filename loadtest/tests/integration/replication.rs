@@ -474,7 +474,7 @@ pub(crate) async fn admin(endpoint: &str) -> Option<AdminClient> {
 
 /// Polls master `id`'s own view (its Admin status answers from its own index) until
 /// `count(status) == expected`; bounded.
-async fn wait_until_applied(
+pub async fn wait_until_applied(
     cluster: &Cluster,
     id: u64,
     expected: u64,

@@ -41,6 +41,15 @@ pub async fn cluster_with_tokens(
     workers: usize,
     tokens: &[(&str, &str, &str)],
 ) -> (Cluster, tempfile::TempDir) {
+    cluster_with_tokens_and(workers, tokens, MasterOptions::default()).await
+}
+
+/// [`cluster_with_tokens`] with more master `options`.
+pub async fn cluster_with_tokens_and(
+    workers: usize,
+    tokens: &[(&str, &str, &str)],
+    options: MasterOptions,
+) -> (Cluster, tempfile::TempDir) {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("tokens.toml");
     write_tokens(&path, tokens);
@@ -48,7 +57,7 @@ pub async fn cluster_with_tokens(
         workers,
         MasterOptions {
             tokens_file: Some(path),
-            ..MasterOptions::default()
+            ..options
         },
     )
     .await;

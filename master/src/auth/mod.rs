@@ -9,8 +9,10 @@
 //! serves and records the [`Caller`] in the request's extensions; methods that need more (the
 //! read methods of `Ingest`) check it again with [`require`]. A missing or unknown token is
 //! UNAUTHENTICATED; a known token of the wrong role is PERMISSION_DENIED; a token over its
-//! rate limit (per master) is RESOURCE_EXHAUSTED.
+//! rate limit (per master) is RESOURCE_EXHAUSTED. Device tokens, public by nature, always have
+//! budgets ([`budget`]).
 
+pub mod budget;
 pub mod tokens_file;
 
 use std::collections::HashMap;
@@ -56,9 +58,14 @@ pub struct Caller {
     pub role: Role,
     /// The projects it serves; `None`: every project (`worker` and `admin` tokens).
     pub projects: Option<Projects>,
-    /// Its rate limit, when the tokens file gives one (shared by every call of the token on
-    /// this master).
+    /// Its rate limit, when the tokens file gives one or the token is a device's (shared by
+    /// every call of the token on this master).
     pub limit: Option<RateLimit>,
+    /// Its byte budget, when the tokens file gives one or the token is a device's.
+    pub bytes: Option<budget::ByteBudget>,
+    /// Largest report or JS stack it may submit (decompressed, bytes), when smaller than the
+    /// API's: a device token's.
+    pub max_report_bytes: Option<usize>,
 }
 
 /// The projects a `device` or `ingest` token serves (validated names, at least one).
@@ -119,10 +126,16 @@ impl Caller {
     pub fn take(&self) -> Result<(), Status> {
         match &self.limit {
             Some(limit) if limit.limiter.check().is_err() => {
-                Err(Status::resource_exhausted(format!(
-                    "token {:?} is over its rate limit of {} calls per second (burst {})",
-                    self.name, limit.rate, limit.burst
-                )))
+                crate::metrics::REFUSED
+                    .with_label_values(&["device_rate"])
+                    .inc();
+                Err(crate::service::exhausted(
+                    format!(
+                        "token {:?} is over its rate limit of {} calls per second (burst {})",
+                        self.name, limit.rate, limit.burst
+                    ),
+                    budget::DEVICE_RETRY_MS,
+                ))
             }
             _ => Ok(()),
         }
@@ -183,16 +196,23 @@ type Table = HashMap<[u8; 32], Caller>;
 pub struct Auth {
     admin: [u8; 32],
     file: Option<PathBuf>,
+    devices: budget::DeviceBudgets,
     table: Arc<RwLock<Arc<Table>>>,
 }
 
 impl Auth {
-    /// `admin_token` (role admin, named `admin`) and, when given, the tokens of `tokens_file`.
-    /// Errors: the file's ([`tokens_file::load`]).
-    pub fn new(admin_token: &str, tokens_file: Option<PathBuf>) -> Result<Self, String> {
+    /// `admin_token` (role admin, named `admin`) and, when given, the tokens of `tokens_file`,
+    /// device tokens with `devices`' budgets where the file gives none. Errors: the file's
+    /// ([`tokens_file::load`]).
+    pub fn new(
+        admin_token: &str,
+        tokens_file: Option<PathBuf>,
+        devices: budget::DeviceBudgets,
+    ) -> Result<Self, String> {
         let auth = Auth {
             admin: sha256(admin_token.as_bytes()),
             file: tokens_file,
+            devices,
             table: Arc::default(),
         };
         auth.reload()?;
@@ -203,7 +223,7 @@ impl Auth {
     /// stays. Returns the number of tokens, the admin token included.
     pub fn reload(&self) -> Result<usize, String> {
         let mut table = match &self.file {
-            Some(path) => tokens_file::load(path)?,
+            Some(path) => tokens_file::load(path, &self.devices)?,
             None => HashMap::new(),
         };
         table.insert(
@@ -213,6 +233,8 @@ impl Auth {
                 role: Role::Admin,
                 projects: None,
                 limit: None,
+                bytes: None,
+                max_report_bytes: None,
             },
         );
         let n = table.len();
@@ -333,7 +355,7 @@ mod tests {
             )
         };
         std::fs::write(&path, entry("app", "d", "device")).unwrap();
-        let auth = Auth::new("root", Some(path.clone())).unwrap();
+        let auth = Auth::new("root", Some(path.clone()), budget::DeviceBudgets::default()).unwrap();
         let mut ingest = auth.interceptor("Ingest", INGEST_ROLES);
         let mut admin = auth.interceptor("Admin", ADMIN_ROLES);
         use tonic::service::Interceptor as _;
@@ -384,6 +406,8 @@ mod tests {
             role: Role::Ingest,
             projects: projects.map(|p| p.iter().map(|s| s.to_string()).collect()),
             limit: None,
+            bytes: None,
+            max_report_bytes: None,
         };
         let one = caller(Some(&["demo"]));
         assert_eq!(one.project_for("").unwrap(), "demo");

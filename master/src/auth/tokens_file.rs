@@ -10,7 +10,11 @@
 //!                             # worker and admin serve all projects and take none
 //! rate = 20                   # optional: calls (and streamed jobs) per second, a float
 //! burst = 100                 # optional: calls allowed at once (default: max(rate, 1))
+//! bytes_per_second = 1048576  # optional: bytes of submitted jobs per second
 //! ```
+//!
+//! A `device` token without `rate` or `bytes_per_second` gets the master's defaults
+//! (`--device-rate`, `--device-bytes-per-second`; [`super::budget`]).
 //!
 //! A token is hashed with `printf %s "$TOKEN" | sha256sum` (SHA-256, FIPS 180-4, of the token's
 //! bytes, no newline).
@@ -21,6 +25,7 @@ use std::sync::Arc;
 
 use serde::Deserialize;
 
+use super::budget::{ByteBudget, DeviceBudgets, ENVELOPE_BYTES};
 use super::{Caller, Projects, RateLimit, Role};
 
 /// The file as written.
@@ -43,21 +48,25 @@ struct Entry {
     rate: Option<f64>,
     #[serde(default)]
     burst: Option<u32>,
+    #[serde(default)]
+    bytes_per_second: Option<u64>,
 }
 
 /// Reads and checks a tokens file: SHA-256 (32 bytes) → caller. Errors name the file and, for a
 /// bad entry, its 1-based position and name: unreadable file, TOML syntax, unknown field or
 /// role, a `sha256` that is not 64 hex digits, an empty or repeated name, a repeated hash, a
-/// `rate` that is not a positive number or a `burst` of 0, a `device` or `ingest` token without
+/// `rate` that is not a positive number or a `burst` of 0, a `bytes_per_second` of 0, a `device`
+/// or `ingest` token without
 /// `projects` (or with an empty list, or an invalid project name), a `worker` or `admin` token
 /// with `projects`.
-pub fn load(path: &Path) -> Result<HashMap<[u8; 32], Caller>, String> {
+/// Device tokens get `devices`' budgets where their entry gives none.
+pub fn load(path: &Path, devices: &DeviceBudgets) -> Result<HashMap<[u8; 32], Caller>, String> {
     let text = std::fs::read_to_string(path)
         .map_err(|e| format!("cannot read the tokens file {}: {e}", path.display()))?;
-    parse(&text).map_err(|e| format!("tokens file {}: {e}", path.display()))
+    parse(&text, devices).map_err(|e| format!("tokens file {}: {e}", path.display()))
 }
 
-fn parse(text: &str) -> Result<HashMap<[u8; 32], Caller>, String> {
+fn parse(text: &str, devices: &DeviceBudgets) -> Result<HashMap<[u8; 32], Caller>, String> {
     let file: TokensFile = toml::from_str(text).map_err(|e| e.message().to_owned())?;
     let mut table = HashMap::new();
     let mut names = std::collections::HashSet::new();
@@ -72,7 +81,9 @@ fn parse(text: &str) -> Result<HashMap<[u8; 32], Caller>, String> {
         let mut hash = [0u8; 32];
         hex::decode_to_slice(entry.sha256.trim(), &mut hash)
             .map_err(|_| format!("{at}: `sha256` must be 64 hex digits"))?;
+        let device = entry.role == Role::Device;
         let limit = match (entry.rate, entry.burst) {
+            (None, None) if device => RateLimit::new(devices.rate, Some((devices.rate * 2.0).ceil() as u32)),
             (None, None) => None,
             (None, Some(_)) => return Err(format!("{at}: `burst` needs a `rate`")),
             (Some(rate), burst) => Some(
@@ -80,6 +91,18 @@ fn parse(text: &str) -> Result<HashMap<[u8; 32], Caller>, String> {
                     format!("{at}: `rate` must be a positive number of calls per second and `burst` at least 1")
                 })?,
             ),
+        };
+        let max_report_bytes = device.then_some(devices.max_report_bytes);
+        // The largest request the token may send fits its burst.
+        let largest =
+            max_report_bytes.unwrap_or(symcluster_proto::report::MAX_REPORT_BYTES) + ENVELOPE_BYTES;
+        let bytes = match entry.bytes_per_second {
+            Some(per_second) => Some(
+                ByteBudget::new(per_second, largest)
+                    .ok_or_else(|| format!("{at}: `bytes_per_second` must be at least 1"))?,
+            ),
+            None if device => ByteBudget::new(devices.bytes_per_second, largest),
+            None => None,
         };
         let projects = match (entry.role, entry.projects) {
             (Role::Device | Role::Ingest, None) => {
@@ -111,6 +134,8 @@ fn parse(text: &str) -> Result<HashMap<[u8; 32], Caller>, String> {
             role: entry.role,
             projects,
             limit,
+            bytes,
+            max_report_bytes,
         };
         if table.insert(hash, caller).is_some() {
             return Err(format!("{at}: the same token hash is listed twice"));
@@ -122,6 +147,10 @@ fn parse(text: &str) -> Result<HashMap<[u8; 32], Caller>, String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn parse_default(text: &str) -> Result<HashMap<[u8; 32], Caller>, String> {
+        parse(text, &DeviceBudgets::default())
+    }
     use crate::auth::sha256;
 
     #[test]
@@ -132,7 +161,7 @@ mod tests {
             hex::encode(sha256(b"device-secret")),
             hex::encode(sha256(b"worker-secret")).to_uppercase()
         );
-        let table = parse(&text).unwrap();
+        let table = parse_default(&text).unwrap();
         assert_eq!(table.len(), 2);
         let app = &table[&sha256(b"device-secret")];
         assert_eq!((&*app.name, app.role), ("app", Role::Device));
@@ -140,7 +169,7 @@ mod tests {
         let worker = &table[&sha256(b"worker-secret")];
         assert_eq!(worker.role, Role::Worker);
         assert!(worker.serves("demo") && worker.serves("other"));
-        assert!(parse("").unwrap().is_empty());
+        assert!(parse_default("").unwrap().is_empty());
     }
 
     #[test]
@@ -157,26 +186,59 @@ mod tests {
         };
         let good = hex::encode(sha256(b"t"));
         assert_eq!(
-            parse(&entry("a", "abc", "device")).unwrap_err(),
+            parse_default(&entry("a", "abc", "device")).unwrap_err(),
             "token 1 (\"a\"): `sha256` must be 64 hex digits"
         );
-        let err = parse(&entry("a", &good, "root")).unwrap_err();
+        let err = parse_default(&entry("a", &good, "root")).unwrap_err();
         assert!(err.starts_with("unknown variant `root`"), "{err}");
         assert_eq!(
-            parse(&(entry("a", &good, "admin") + entry("b", &good, "device").as_str()))
+            parse_default(&(entry("a", &good, "admin") + entry("b", &good, "device").as_str()))
                 .unwrap_err(),
             "token 2 (\"b\"): the same token hash is listed twice"
         );
         assert_eq!(
-            parse(
+            parse_default(
                 &(entry("a", &good, "admin")
                     + entry("a", &hex::encode(sha256(b"u")), "device").as_str())
             )
             .unwrap_err(),
             "token 2 (\"a\"): the name is used twice"
         );
+        // A device token has budgets even when its entry gives none; an ingest token has none.
+        let plain = parse_default(
+            &(entry("d", &good, "device")
+                + entry("i", &hex::encode(sha256(b"u")), "ingest").as_str()),
+        )
+        .unwrap();
+        let device = &plain[&sha256(b"t")];
+        assert_eq!(
+            device.limit.as_ref().map(|l| (l.rate, l.burst)),
+            Some((100.0, 200))
+        );
+        assert_eq!(
+            device.bytes.as_ref().map(|b| (b.per_second, b.burst)),
+            Some((16 << 20, 64 << 20))
+        );
+        assert_eq!(device.max_report_bytes, Some(2 << 20));
+        let ingest = &plain[&sha256(b"u")];
+        assert!(
+            ingest.limit.is_none() && ingest.bytes.is_none() && ingest.max_report_bytes.is_none()
+        );
+        let own =
+            parse_default(&(entry("d", &good, "device") + "bytes_per_second = 1000\n")).unwrap();
+        assert_eq!(
+            own[&sha256(b"t")]
+                .bytes
+                .as_ref()
+                .map(|b| (b.per_second, b.burst)),
+            Some((1000, (2 << 20) + (64 << 10)))
+        );
+        assert_eq!(
+            parse_default(&(entry("d", &good, "device") + "bytes_per_second = 0\n")).unwrap_err(),
+            "token 1 (\"d\"): `bytes_per_second` must be at least 1"
+        );
         let limited = entry("a", &good, "device") + "rate = 0.5\nburst = 3\n";
-        let table = parse(&limited).unwrap();
+        let table = parse_default(&limited).unwrap();
         assert_eq!(
             table[&sha256(b"t")]
                 .limit
@@ -185,30 +247,30 @@ mod tests {
             Some((0.5, 3))
         );
         assert_eq!(
-            parse(&(entry("a", &good, "device") + "rate = -1\n")).unwrap_err(),
+            parse_default(&(entry("a", &good, "device") + "rate = -1\n")).unwrap_err(),
             "token 1 (\"a\"): `rate` must be a positive number of calls per second and `burst` at least 1"
         );
         assert_eq!(
-            parse(&(entry("a", &good, "device") + "burst = 2\n")).unwrap_err(),
+            parse_default(&(entry("a", &good, "device") + "burst = 2\n")).unwrap_err(),
             "token 1 (\"a\"): `burst` needs a `rate`"
         );
         let unscoped =
             format!("[[tokens]]\nname = \"a\"\nsha256 = \"{good}\"\nrole = \"ingest\"\n");
         assert_eq!(
-            parse(&unscoped).unwrap_err(),
+            parse_default(&unscoped).unwrap_err(),
             "token 1 (\"a\"): ingest tokens need `projects` (the projects they serve)"
         );
         assert_eq!(
-            parse(&(unscoped.clone() + "projects = []\n")).unwrap_err(),
+            parse_default(&(unscoped.clone() + "projects = []\n")).unwrap_err(),
             "token 1 (\"a\"): `projects` is empty"
         );
-        let err = parse(&(unscoped + "projects = [\"Demo/x\"]\n")).unwrap_err();
+        let err = parse_default(&(unscoped + "projects = [\"Demo/x\"]\n")).unwrap_err();
         assert!(
             err.starts_with("token 1 (\"a\"): project \"Demo/x\" is not a valid name"),
             "{err}"
         );
         assert_eq!(
-            parse(&(entry("w", &good, "worker") + "projects = [\"demo\"]\n")).unwrap_err(),
+            parse_default(&(entry("w", &good, "worker") + "projects = [\"demo\"]\n")).unwrap_err(),
             "token 1 (\"w\"): worker tokens serve every project; remove `projects`"
         );
     }

@@ -155,6 +155,17 @@ pub enum ProposeError {
     /// A membership change that cannot be made now (one in progress, an id taken or unknown).
     #[error("{0}")]
     Membership(String),
+    /// The leader already holds [`MAX_UNCOMMITTED_BYTES`] of entries not yet committed (the
+    /// followers or the disk are behind the callers): nothing was proposed; try again after
+    /// `retry_after_ms`.
+    #[error(
+        "the replicated log already holds {} MiB not yet committed; retry in {retry_after_ms} ms",
+        MAX_UNCOMMITTED_BYTES >> 20
+    )]
+    Overloaded {
+        /// How long to wait before proposing again, ms.
+        retry_after_ms: u64,
+    },
 }
 
 /// The node's state as last published by the node thread.
@@ -398,11 +409,22 @@ pub const MAX_APPEND_BYTES: u64 = 1 << 20;
 /// encoding makes).
 pub const MAX_APPENDS_IN_FLIGHT: usize = 16;
 
+/// Bytes of entries the leader holds proposed and not yet committed, at most (raft-rs's
+/// `max_uncommitted_size`; one entry is always accepted when none is uncommitted): a proposal
+/// beyond it is refused with [`ProposeError::Overloaded`] instead of growing the leader's
+/// memory, the next Ready's write and every follower's.
+pub const MAX_UNCOMMITTED_BYTES: u64 = 64 << 20;
+
+/// How long a caller refused with [`ProposeError::Overloaded`] is told to wait, ms: about the
+/// time a Ready of [`MAX_UNCOMMITTED_BYTES`] takes to write, send and commit.
+pub const OVERLOADED_RETRY_MS: u64 = 500;
+
 /// The raft-rs settings of member `id` (election and heartbeat in ticks of [`node::TICK`];
 /// `applied`, the last log index already in the index), as every master runs them and as the
 /// Raft simulation test (`master/tests/raft_simulation.rs`) checks them: pre-vote and
 /// check-quorum on; appends of at most [`MAX_APPEND_BYTES`], [`MAX_APPENDS_IN_FLIGHT`] in flight
-/// per follower; at most 16 MiB of committed entries per Ready.
+/// per follower; at most 16 MiB of committed entries per Ready; at most
+/// [`MAX_UNCOMMITTED_BYTES`] proposed and not committed.
 pub fn raft_settings(
     id: u64,
     election_tick: usize,
@@ -419,6 +441,7 @@ pub fn raft_settings(
         max_size_per_msg: MAX_APPEND_BYTES,
         max_inflight_msgs: MAX_APPENDS_IN_FLIGHT,
         max_committed_size_per_ready: 16 << 20,
+        max_uncommitted_size: MAX_UNCOMMITTED_BYTES,
         // A follower learns a new commit index from the next append or heartbeat, not from an
         // empty append sent to every follower at each commit: nothing waits on a follower's
         // apply (clients are answered by the leader; a follower applies late anyway), and a

@@ -358,9 +358,21 @@ impl<S: StateMachine> Node<S> {
                 }
             }
             Err(e) => {
-                tracing::warn!(error = %e, "proposal dropped");
+                // raft-rs drops a leader's proposal during a leadership transfer, or when the
+                // uncommitted entries would pass `max_uncommitted_size`.
+                let error = if self.raw.raft.lead_transferee.is_some() {
+                    self.not_leader()
+                } else {
+                    metrics::REFUSED
+                        .with_label_values(&["raft_uncommitted"])
+                        .inc();
+                    ProposeError::Overloaded {
+                        retry_after_ms: super::OVERLOADED_RETRY_MS,
+                    }
+                };
+                tracing::debug!(error = %e, refused = %error, "proposal dropped");
                 if let Some(reply) = reply {
-                    let _ = reply.send(Err(self.not_leader()));
+                    let _ = reply.send(Err(error));
                 }
             }
         }

@@ -38,6 +38,8 @@ const KIND_ENTRY: u8 = 1;
 const KIND_HARD_STATE: u8 = 2;
 const KIND_COMPACTED: u8 = 3;
 const KIND_RESET: u8 = 4;
+/// Capacity the write buffer keeps after a flush, bytes; a larger Ready's buffer is freed.
+const RETAINED_BUFFER_BYTES: usize = 1 << 20;
 /// `len` + `crc32`.
 const HEADER_BYTES: usize = 8;
 /// What a record adds to its payload: the header and the kind byte.
@@ -305,6 +307,8 @@ impl SegmentLog {
                 .map_err(io_err(&self.active.path))?;
             self.bytes += self.buffer.len() as u64;
             self.buffer.clear();
+            // One Ready of large entries must not keep its buffer's memory for good.
+            self.buffer.shrink_to(RETAINED_BUFFER_BYTES);
             self.active.max_index = self.active.max_index.max(self.buffered_max_index);
             self.buffered_max_index = 0;
         }

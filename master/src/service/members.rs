@@ -5,7 +5,6 @@
 use symcluster_proto::v1;
 use tonic::Status;
 
-use super::not_leader;
 use crate::raft::{MemberChange, ProposeError, RaftStatus};
 use crate::replica::RaftHandle;
 
@@ -101,8 +100,6 @@ pub async fn change(
                 "this master leads the group and was asked to remove itself: it hands leadership to another member now; ask again",
             ))
         }
-        Err(ProposeError::NotLeader { leader }) => Err(not_leader(leader)),
-        Err(e @ ProposeError::Membership(_)) => Err(Status::failed_precondition(e.to_string())),
-        Err(e @ ProposeError::Storage(_)) => Err(Status::unavailable(e.to_string())),
+        Err(e) => Err(super::propose_status(e)),
     }
 }

@@ -63,13 +63,40 @@ fn index_status(e: IndexError) -> Status {
     Status::unavailable(e.to_string())
 }
 
+/// Response metadata of a RESOURCE_EXHAUSTED answer: how long to wait before trying again, ms
+/// (gRPC's retry pushback, gRFC A6).
+pub const RETRY_PUSHBACK_METADATA: &str = "grpc-retry-pushback-ms";
+
+/// RESOURCE_EXHAUSTED with `message`, telling the caller to retry after `retry_after_ms`
+/// ([`RETRY_PUSHBACK_METADATA`]).
+pub fn exhausted(message: String, retry_after_ms: u64) -> Status {
+    let mut status = Status::resource_exhausted(message);
+    status.metadata_mut().insert(
+        RETRY_PUSHBACK_METADATA,
+        retry_after_ms
+            .to_string()
+            .parse()
+            .expect("digits are ASCII"),
+    );
+    status
+}
+
+/// The status of a proposal that was not applied.
+pub fn propose_status(e: ProposeError) -> Status {
+    match e {
+        ProposeError::NotLeader { leader } => not_leader(leader),
+        e @ ProposeError::Storage(_) => Status::unavailable(e.to_string()),
+        e @ ProposeError::Membership(_) => Status::failed_precondition(e.to_string()),
+        ProposeError::Overloaded { retry_after_ms } => exhausted(
+            ProposeError::Overloaded { retry_after_ms }.to_string(),
+            retry_after_ms,
+        ),
+    }
+}
+
 fn schedule_status(e: ScheduleError) -> Status {
     match e {
-        ScheduleError::Propose(ProposeError::NotLeader { leader }) => not_leader(leader),
-        ScheduleError::Propose(e @ ProposeError::Storage(_)) => Status::unavailable(e.to_string()),
-        ScheduleError::Propose(e @ ProposeError::Membership(_)) => {
-            Status::failed_precondition(e.to_string())
-        }
+        ScheduleError::Propose(e) => propose_status(e),
         ScheduleError::Index(e) => index_status(e),
     }
 }

@@ -64,6 +64,9 @@ pub(super) async fn submit_spec(
     mut spec: v1::JobSpec,
     caller: &auth::Caller,
 ) -> Result<v1::SubmitResponse, Status> {
+    if let Some(max) = caller.max_report_bytes {
+        auth::budget::check_report_len(max, payload_len(&spec))?;
+    }
     let (checked, returned) = check_off_runtime(spec).await?;
     spec = returned;
     let checked = checked.map_err(Status::invalid_argument)?;
@@ -71,6 +74,7 @@ pub(super) async fn submit_spec(
     spec.job_id = keys::job_key(&spec.project, &spec.job_id);
     tracing::Span::current().record("job_id", spec.job_id.as_str());
     let encoded = spec.encode_to_vec();
+    caller.take_bytes(encoded.len())?;
     let key = spec.job_id.as_str();
     let outcome = match checked {
         Checked::Runnable { kind, routing_key } => {
@@ -92,6 +96,18 @@ pub(super) async fn submit_spec(
         job: Some(job),
         created,
     })
+}
+
+/// The decompressed bytes of a spec's report or JS stack (0 when it cannot tell: admission
+/// refuses those).
+fn payload_len(spec: &v1::JobSpec) -> usize {
+    match &spec.payload {
+        Some(v1::job_spec::Payload::Native(native)) => {
+            symcluster_proto::report::checked_len(native).unwrap_or(0)
+        }
+        Some(v1::job_spec::Payload::Js(js)) => js.stack.len(),
+        None => 0,
+    }
 }
 
 /// Whether `caller` may read jobs and results (not a `device` token).

@@ -1,0 +1,344 @@
+//! What a `device` token may cost a master: its token ships inside every copy of the app, so
+//! anyone can hold one, and nothing it sends may exhaust the masters' memory.
+//!
+//! Every device token gets, on each master:
+//! - a rate of calls (and streamed jobs) per second ([`DeviceBudgets::rate`]), unless the tokens
+//!   file gives its own `rate`;
+//! - a byte budget: the bytes of the job specs it submits per second
+//!   ([`DeviceBudgets::bytes_per_second`], or the file's `bytes_per_second`), a token bucket
+//!   ([`ByteBudget`]);
+//! - a smaller largest report than ingest tokens ([`DeviceBudgets::max_report_bytes`]),
+//!   enforced while the request is read ([`DeviceGate`] stops reading a request body past it),
+//!   and again on the decompressed report;
+//! - a share of the master's device calls in flight ([`DeviceBudgets::max_in_flight`], for all
+//!   device tokens together): a call past it is refused before its body is read.
+//!
+//! Each refusal is RESOURCE_EXHAUSTED with gRPC's retry pushback (`grpc-retry-pushback-ms`)
+//! where waiting helps, and is counted in `symcluster_refused_total{reason}`.
+
+use std::pin::Pin;
+use std::sync::Arc;
+use std::task::{Context, Poll};
+
+use bytes::Bytes;
+use http_body::{Body as HttpBody, Frame, SizeHint};
+use tokio::sync::{OwnedSemaphorePermit, Semaphore};
+use tonic::Status;
+use tonic::body::Body;
+use tonic::server::NamedService;
+
+use super::{Caller, Role};
+use crate::metrics::REFUSED;
+
+/// How long a device refused for its rate, bytes or the calls in flight is told to wait, ms.
+pub const DEVICE_RETRY_MS: u64 = 1_000;
+
+/// Bytes a request may hold beyond its report (ids, release, the gRPC and protobuf framing, a
+/// zstd frame's overhead on incompressible data).
+pub const ENVELOPE_BYTES: usize = 64 << 10;
+
+/// The budgets of device tokens on one master (`--device-*` flags).
+#[derive(Debug, Clone, Copy)]
+pub struct DeviceBudgets {
+    /// Largest report or JS stack a device token may submit, decompressed, bytes.
+    pub max_report_bytes: usize,
+    /// Calls (and streamed jobs) per second of one device token without its own `rate`.
+    pub rate: f64,
+    /// Job spec bytes per second of one device token without its own `bytes_per_second`.
+    pub bytes_per_second: u64,
+    /// Device calls served at once by this master, all device tokens together.
+    pub max_in_flight: usize,
+}
+
+impl Default for DeviceBudgets {
+    fn default() -> Self {
+        DeviceBudgets {
+            max_report_bytes: 2 << 20,
+            rate: 100.0,
+            bytes_per_second: 16 << 20,
+            max_in_flight: 16,
+        }
+    }
+}
+
+/// A byte budget: a token bucket (GCRA, the `governor` crate) refilled at `per_second` bytes,
+/// holding at most `burst` (at least one largest request, so that one always fits).
+#[derive(Debug, Clone)]
+pub struct ByteBudget {
+    /// Bytes per second.
+    pub per_second: u64,
+    /// Bytes allowed at once.
+    pub burst: u64,
+    limiter: Arc<governor::DefaultDirectRateLimiter>,
+}
+
+impl ByteBudget {
+    /// `None` unless `per_second` is at least 1; `burst` is four seconds' worth, at least
+    /// `largest` (both at most `u32::MAX`).
+    pub fn new(per_second: u64, largest: usize) -> Option<Self> {
+        let rate = std::num::NonZeroU32::new(per_second.min(u64::from(u32::MAX)) as u32)?;
+        let burst = (per_second.saturating_mul(4))
+            .max(largest as u64)
+            .min(u64::from(u32::MAX));
+        let quota =
+            governor::Quota::per_second(rate).allow_burst(std::num::NonZeroU32::new(burst as u32)?);
+        Some(ByteBudget {
+            per_second,
+            burst,
+            limiter: Arc::new(governor::RateLimiter::direct(quota)),
+        })
+    }
+
+    /// Takes `bytes` from the budget, or says it is spent.
+    fn take(&self, bytes: usize) -> bool {
+        let Some(n) = std::num::NonZeroU32::new(bytes.clamp(1, u32::MAX as usize) as u32) else {
+            return true;
+        };
+        matches!(self.limiter.check_n(n), Ok(Ok(())))
+    }
+}
+
+impl Caller {
+    /// Takes a submitted spec of `bytes` from the token's byte budget (device tokens, and tokens
+    /// whose entry gives `bytes_per_second`): RESOURCE_EXHAUSTED with a retry pushback when it
+    /// is spent.
+    pub fn take_bytes(&self, bytes: usize) -> Result<(), Status> {
+        match &self.bytes {
+            Some(budget) if !budget.take(bytes) => {
+                REFUSED.with_label_values(&["device_bytes"]).inc();
+                Err(crate::service::exhausted(
+                    format!(
+                        "token {:?} is over its budget of {} bytes per second (burst {})",
+                        self.name, budget.per_second, budget.burst
+                    ),
+                    DEVICE_RETRY_MS,
+                ))
+            }
+            _ => Ok(()),
+        }
+    }
+}
+
+/// Checks that a device's report or JS stack of `len` bytes (decompressed) is at most `max`
+/// ([`Caller::max_report_bytes`]); RESOURCE_EXHAUSTED naming the limit otherwise (not worth
+/// retrying).
+pub fn check_report_len(max: usize, len: usize) -> Result<(), Status> {
+    if len <= max {
+        return Ok(());
+    }
+    REFUSED.with_label_values(&["device_report_size"]).inc();
+    Err(Status::resource_exhausted(format!(
+        "the report is {len} bytes; a device token's reports may be at most {max} bytes"
+    )))
+}
+
+/// A service (the Ingest service, inside its auth interceptor) whose device calls are gated:
+/// at most [`DeviceBudgets::max_in_flight`] at once on this master, each body read up to
+/// [`DeviceBudgets::max_report_bytes`] + [`ENVELOPE_BYTES`] and refused past it, before tonic
+/// buffers and decodes it. Calls of other roles pass untouched.
+#[derive(Clone)]
+pub struct DeviceGate<S> {
+    inner: S,
+    in_flight: Arc<Semaphore>,
+    max_body_bytes: usize,
+}
+
+impl<S> DeviceGate<S> {
+    /// Gates `inner`'s device calls by `budgets`.
+    pub fn new(inner: S, budgets: &DeviceBudgets) -> Self {
+        DeviceGate {
+            inner,
+            in_flight: Arc::new(Semaphore::new(budgets.max_in_flight.max(1))),
+            max_body_bytes: budgets.max_report_bytes.saturating_add(ENVELOPE_BYTES),
+        }
+    }
+}
+
+impl<S: NamedService> NamedService for DeviceGate<S> {
+    const NAME: &'static str = S::NAME;
+}
+
+impl<S> tower::Service<http::Request<Body>> for DeviceGate<S>
+where
+    S: tower::Service<http::Request<Body>, Response = http::Response<Body>>,
+    S::Future: Send + 'static,
+    S::Error: Send + 'static,
+{
+    type Response = http::Response<Body>;
+    type Error = S::Error;
+    type Future =
+        Pin<Box<dyn std::future::Future<Output = Result<Self::Response, Self::Error>> + Send>>;
+
+    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
+        self.inner.poll_ready(cx)
+    }
+
+    fn call(&mut self, request: http::Request<Body>) -> Self::Future {
+        let device = request
+            .extensions()
+            .get::<Caller>()
+            .is_some_and(|caller| caller.role == Role::Device);
+        if !device {
+            return Box::pin(self.inner.call(request));
+        }
+        let Ok(permit) = self.in_flight.clone().try_acquire_owned() else {
+            REFUSED.with_label_values(&["device_in_flight"]).inc();
+            let status = crate::service::exhausted(
+                "this master serves as many device calls as it may at once; retry later".into(),
+                DEVICE_RETRY_MS,
+            );
+            return Box::pin(std::future::ready(Ok(status.into_http())));
+        };
+        // The place is held while the body is read (a stream's whole life) and while the call
+        // runs, whichever ends last.
+        let permit = Arc::new(permit);
+        let limit = self.max_body_bytes;
+        let held = permit.clone();
+        let request = request.map(|body| {
+            Body::new(Limited {
+                body,
+                prefix: [0; 5],
+                prefix_len: 0,
+                remaining: 0,
+                limit,
+                _permit: held,
+            })
+        });
+        let call = self.inner.call(request);
+        Box::pin(async move {
+            let response = call.await;
+            drop(permit);
+            response
+        })
+    }
+}
+
+/// A request body that fails with RESOURCE_EXHAUSTED as soon as a gRPC message in it declares
+/// more than `limit` bytes: each message is a length-prefixed message (a compressed-flag byte,
+/// then its length as a big-endian `u32`; gRPC over HTTP/2, `PROTOCOL-HTTP2.md`), so the length
+/// is known from its first five bytes, long before tonic would have buffered the message.
+struct Limited {
+    body: Body,
+    /// The prefix of the message being read, while fewer than five bytes of it were seen.
+    prefix: [u8; 5],
+    prefix_len: usize,
+    /// Bytes of the current message still to come after its prefix.
+    remaining: usize,
+    limit: usize,
+    _permit: Arc<OwnedSemaphorePermit>,
+}
+
+impl Limited {
+    /// Follows the framing through `data`; the declared length of a message over the limit.
+    fn scan(&mut self, mut data: &[u8]) -> Result<(), usize> {
+        while !data.is_empty() {
+            if self.remaining > 0 {
+                let skip = self.remaining.min(data.len());
+                self.remaining -= skip;
+                data = &data[skip..];
+                continue;
+            }
+            let take = (5 - self.prefix_len).min(data.len());
+            self.prefix[self.prefix_len..self.prefix_len + take].copy_from_slice(&data[..take]);
+            self.prefix_len += take;
+            data = &data[take..];
+            if self.prefix_len == 5 {
+                self.prefix_len = 0;
+                let len = u32::from_be_bytes([
+                    self.prefix[1],
+                    self.prefix[2],
+                    self.prefix[3],
+                    self.prefix[4],
+                ]) as usize;
+                if len > self.limit {
+                    return Err(len);
+                }
+                self.remaining = len;
+            }
+        }
+        Ok(())
+    }
+}
+
+impl HttpBody for Limited {
+    type Data = Bytes;
+    type Error = Status;
+
+    fn poll_frame(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, Status>>> {
+        let this = &mut *self;
+        match Pin::new(&mut this.body).poll_frame(cx) {
+            Poll::Ready(Some(Ok(frame))) => {
+                if let Some(data) = frame.data_ref()
+                    && let Err(len) = this.scan(data)
+                {
+                    REFUSED.with_label_values(&["device_report_size"]).inc();
+                    return Poll::Ready(Some(Err(Status::resource_exhausted(format!(
+                        "a {len}-byte request is larger than a device token may send ({} bytes: \
+                         a report of at most {} bytes)",
+                        this.limit,
+                        this.limit - ENVELOPE_BYTES
+                    )))));
+                }
+                Poll::Ready(Some(Ok(frame)))
+            }
+            other => other,
+        }
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.body.is_end_stream()
+    }
+
+    fn size_hint(&self) -> SizeHint {
+        self.body.size_hint()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn limited(limit: usize) -> Limited {
+        Limited {
+            body: Body::empty(),
+            prefix: [0; 5],
+            prefix_len: 0,
+            remaining: 0,
+            limit,
+            _permit: Arc::new(Arc::new(Semaphore::new(1)).try_acquire_owned().unwrap()),
+        }
+    }
+
+    fn message(len: u32) -> Vec<u8> {
+        let mut m = vec![0];
+        m.extend_from_slice(&len.to_be_bytes());
+        m.extend(std::iter::repeat_n(7, len as usize));
+        m
+    }
+
+    #[test]
+    fn each_message_is_measured_by_its_prefix_across_chunks() {
+        let mut body = limited(10);
+        // Two messages within the limit, cut into chunks anywhere, the prefix split too.
+        let stream = [message(10), message(3)].concat();
+        for chunk in stream.chunks(3) {
+            assert_eq!(body.scan(chunk), Ok(()));
+        }
+        // The next one declares 11 bytes: refused at its prefix, its bytes not needed.
+        let next = message(11);
+        assert_eq!(body.scan(&next[..2]), Ok(()));
+        assert_eq!(body.scan(&next[2..5]), Err(11));
+    }
+
+    #[test]
+    fn a_byte_budget_always_fits_the_largest_request_and_then_runs_out() {
+        let budget = ByteBudget::new(1_000, 10_000).unwrap();
+        assert_eq!(budget.burst, 10_000);
+        assert!(budget.take(10_000));
+        assert!(!budget.take(500));
+        assert!(ByteBudget::new(0, 10).is_none());
+    }
+}
