@@ -1,6 +1,6 @@
 //! A device token is public (it ships in every copy of the app): whatever it sends, three real
-//! masters stay within their memory, refuse with RESOURCE_EXHAUSTED (with a retry pushback
-//! where waiting helps), keep serving ingest tokens, and a follower killed during the attack
+//! masters stay within their memory, refuse what is over a budget with RESOURCE_EXHAUSTED and a
+//! retry pushback (a report over the device maximum with OUT_OF_RANGE), keep serving ingest tokens, and a follower killed during the attack
 //! restarts within the same memory and catches up, losing no accepted job.
 //!
 //! Reproduced first: before device budgets, one master accepted 40 JS jobs of 15 MiB from a
@@ -29,7 +29,7 @@ const BUDGET_MIB: f64 = 320.0;
 #[derive(Debug, PartialEq, Eq, Clone, Copy)]
 enum Answer {
     Accepted,
-    /// RESOURCE_EXHAUSTED for a report over the device maximum.
+    /// OUT_OF_RANGE for a report over the device maximum.
     TooLarge,
     /// RESOURCE_EXHAUSTED with a retry pushback (rate, bytes, calls in flight, log).
     RetryLater,
@@ -94,38 +94,37 @@ async fn attack(endpoint: &str, first: u64, calls: u64) -> Vec<(Answer, u64)> {
                             Answer::Accepted
                         }
                         Err(ClientError::Status(status))
-                            if status.code() == tonic::Code::ResourceExhausted =>
+                            if status.code() == tonic::Code::OutOfRange =>
                         {
+                            // Refused at the message's length prefix: the declared length.
                             let declared = status
                                 .message()
                                 .strip_prefix("a ")
                                 .and_then(|m| m.split_once('-'))
-                                .and_then(|(n, _)| n.parse::<usize>().ok());
-                            match declared {
-                                Some(declared) => {
-                                    assert_eq!(status.message(), too_large(declared));
-                                    assert!(len > MAX_REPORT && declared > len, "{status:?}");
-                                    Answer::TooLarge
-                                }
-                                None => {
-                                    // The log's pushback, or a device budget's.
-                                    let expected = if status.message().contains("not yet committed")
-                                    {
-                                        "500"
-                                    } else {
-                                        "1000"
-                                    };
-                                    assert_eq!(
-                                        status
-                                            .metadata()
-                                            .get("grpc-retry-pushback-ms")
-                                            .map(|v| v.to_str().unwrap()),
-                                        Some(expected),
-                                        "a budget refusal says when to retry: {status:?}"
-                                    );
-                                    Answer::RetryLater
-                                }
-                            }
+                                .and_then(|(n, _)| n.parse::<usize>().ok())
+                                .unwrap_or_else(|| panic!("{status:?}"));
+                            assert_eq!(status.message(), too_large(declared));
+                            assert!(len > MAX_REPORT && declared > len, "{status:?}");
+                            Answer::TooLarge
+                        }
+                        Err(ClientError::Status(status))
+                            if status.code() == tonic::Code::ResourceExhausted =>
+                        {
+                            // The log's pushback, or a device budget's.
+                            let expected = if status.message().contains("not yet committed") {
+                                "500"
+                            } else {
+                                "1000"
+                            };
+                            assert_eq!(
+                                status
+                                    .metadata()
+                                    .get("grpc-retry-pushback-ms")
+                                    .map(|v| v.to_str().unwrap()),
+                                Some(expected),
+                                "a budget refusal says when to retry: {status:?}"
+                            );
+                            Answer::RetryLater
                         }
                         Err(other) => {
                             panic!("attack-{n}: neither accepted nor exhausted: {other:?}")

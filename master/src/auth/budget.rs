@@ -9,12 +9,14 @@
 //!   ([`ByteBudget`]);
 //! - a smaller largest report than ingest tokens ([`DeviceBudgets::max_report_bytes`]),
 //!   enforced while the request is read ([`DeviceGate`] stops reading a request body past it),
-//!   and again on the decompressed report;
+//!   and again on the decompressed report: OUT_OF_RANGE, as tonic answers a message over its
+//!   decoding limit, for no retry can change it;
 //! - a share of the master's device calls in flight ([`DeviceBudgets::max_in_flight`], for all
 //!   device tokens together): a call past it is refused before its body is read.
 //!
-//! Each refusal is RESOURCE_EXHAUSTED with gRPC's retry pushback (`grpc-retry-pushback-ms`)
-//! where waiting helps, and is counted in `symcluster_refused_total{reason}`.
+//! The other refusals are RESOURCE_EXHAUSTED with gRPC's retry pushback
+//! (`grpc-retry-pushback-ms`): waiting helps. Each is counted in
+//! `symcluster_refused_total{reason}`.
 
 use std::pin::Pin;
 use std::sync::Arc;
@@ -120,14 +122,14 @@ impl Caller {
 }
 
 /// Checks that a device's report or JS stack of `len` bytes (decompressed) is at most `max`
-/// ([`Caller::max_report_bytes`]); RESOURCE_EXHAUSTED naming the limit otherwise (not worth
-/// retrying).
+/// ([`Caller::max_report_bytes`]); OUT_OF_RANGE naming the limit otherwise (no retry can
+/// change it).
 pub fn check_report_len(max: usize, len: usize) -> Result<(), Status> {
     if len <= max {
         return Ok(());
     }
     REFUSED.with_label_values(&["device_report_size"]).inc();
-    Err(Status::resource_exhausted(format!(
+    Err(Status::out_of_range(format!(
         "the report is {len} bytes; a device token's reports may be at most {max} bytes"
     )))
 }
@@ -213,7 +215,7 @@ where
     }
 }
 
-/// A request body that fails with RESOURCE_EXHAUSTED as soon as a gRPC message in it declares
+/// A request body that fails with OUT_OF_RANGE as soon as a gRPC message in it declares
 /// more than `limit` bytes: each message is a length-prefixed message (a compressed-flag byte,
 /// then its length as a big-endian `u32`; gRPC over HTTP/2, `PROTOCOL-HTTP2.md`), so the length
 /// is known from its first five bytes, long before tonic would have buffered the message.
@@ -275,7 +277,7 @@ impl HttpBody for Limited {
                     && let Err(len) = this.scan(data)
                 {
                     REFUSED.with_label_values(&["device_report_size"]).inc();
-                    return Poll::Ready(Some(Err(Status::resource_exhausted(format!(
+                    return Poll::Ready(Some(Err(Status::out_of_range(format!(
                         "a {len}-byte request is larger than a device token may send ({} bytes: \
                          a report of at most {} bytes)",
                         this.limit,
