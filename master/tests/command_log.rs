@@ -92,7 +92,7 @@ fn v1_commands() -> Vec<pb::Command> {
         command::submit("a", v1::JobKind::Native, spec("a"), "debug-id-1", 1_000),
         command::submit("b", v1::JobKind::Native, spec("b"), "debug-id-1", 1_010),
         command::submit("c", v1::JobKind::Js, spec("c"), "release-1", 1_020),
-        command::lease("a", "worker-1", 1, 1_100),
+        command::lease("a", "worker-1", "", 1, 1_100),
         command::complete(
             "a",
             1,
@@ -101,9 +101,9 @@ fn v1_commands() -> Vec<pb::Command> {
             Some(group("g1")),
             1_200,
         ),
-        command::lease("b", "worker-1", 1, 1_210),
+        command::lease("b", "worker-1", "", 1, 1_210),
         command::requeue("b", 1, "lease expired", 1_300),
-        command::lease("b", "worker-2", 2, 1_310),
+        command::lease("b", "worker-2", "", 2, 1_310),
         command::complete(
             "b",
             2,
@@ -112,7 +112,7 @@ fn v1_commands() -> Vec<pb::Command> {
             Some(group("g1")),
             1_500,
         ),
-        command::lease("c", "worker-2", 1, 1_510),
+        command::lease("c", "worker-2", "", 1, 1_510),
         command::fail("c", 1, "source map not found", 1_600),
         command::submit("d", v1::JobKind::Native, spec("d"), "debug-id-2", 1_700),
         command::purge(1_250, 2_000),
@@ -233,7 +233,7 @@ fn v4_commands() -> Vec<pb::Command> {
             1_010,
         ),
         command::submit("other/d", v1::JobKind::Native, Vec::new(), "dbg-9", 1_030),
-        command::lease("other/d", "worker-2", 1, 1_040),
+        command::lease("other/d", "worker-2", "", 1, 1_040),
         command::complete(
             "other/d",
             1,
@@ -250,9 +250,9 @@ fn v4_commands() -> Vec<pb::Command> {
             "unrecognized report format",
             1_070,
         ),
-        command::lease("demo/a", "worker-1", 1, 1_100),
+        command::lease("demo/a", "worker-1", "", 1, 1_100),
         command::requeue_unstarted("demo/a", 1, "worker worker-1 disconnected", 1_110),
-        command::lease("demo/a", "worker-2", 2, 1_120),
+        command::lease("demo/a", "worker-2", "", 2, 1_120),
         command::with_missing(
             command::complete(
                 "demo/a",
@@ -264,13 +264,13 @@ fn v4_commands() -> Vec<pb::Command> {
             ),
             vec![missing("dbg-2")],
         ),
-        command::lease("demo/b", "worker-1", 1, 1_210),
+        command::lease("demo/b", "worker-1", "", 1, 1_210),
         command::with_missing(
             command::fail("demo/b", 1, "source map not found", 1_300),
             vec![missing("app.bundle.map")],
         ),
         command::resymbolicate("demo/a", "symbolicating again: dbg-2 arrived", 1_400),
-        command::lease("demo/a", "worker-1", 3, 1_410),
+        command::lease("demo/a", "worker-1", "", 3, 1_410),
         command::with_call_tree(
             command::complete(
                 "demo/a",

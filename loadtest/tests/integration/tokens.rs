@@ -64,6 +64,28 @@ pub async fn cluster_with_tokens_and(
     (cluster, dir)
 }
 
+/// Opens `worker_id`'s lease stream as `client` and waits for its first lease (30 s at most);
+/// the stream too, which hands its jobs back once dropped.
+async fn first_lease(
+    client: &Client,
+    worker_id: &str,
+) -> (api::Lease, tonic::Streaming<api::Lease>) {
+    let mut leases = client
+        .worker_api()
+        .lease_jobs(api::LeaseJobsRequest {
+            worker_id: worker_id.into(),
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    let lease = tokio::time::timeout(Duration::from_secs(30), leases.next())
+        .await
+        .expect("a lease within 30 s")
+        .expect("lease stream open")
+        .unwrap();
+    (lease, leases)
+}
+
 /// The status of a call that must fail with one.
 fn status<T: std::fmt::Debug>(result: Result<T, ClientError>) -> tonic::Status {
     match result {
@@ -84,8 +106,8 @@ fn assert_denied<T: std::fmt::Debug>(result: Result<T, tonic::Status>, message: 
 
 /// A device token submits and reads nothing; a worker token cannot submit or read; an unknown
 /// token is UNAUTHENTICATED; a token over its rate limit is RESOURCE_EXHAUSTED, per call and
-/// per streamed job; a worker token acts only as the worker it registered, and a
-/// completion from a worker without the lease is not counted while the holder's is, and a
+/// per streamed job; a worker token acts only as the worker it registered, a completion by
+/// another worker token than the lease's is refused while the holder's counts, and a
 /// malformed result is refused; `symctl`
 /// prints the refusal and exits 1; SIGHUP reloads the file.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -222,19 +244,7 @@ async fn each_role_does_only_what_it_may() {
             .await,
         "worker \"w1\" was registered by token \"worker-1\", not \"worker-2\"",
     );
-    let mut leases = w1
-        .worker_api()
-        .lease_jobs(api::LeaseJobsRequest {
-            worker_id: "w1".into(),
-        })
-        .await
-        .unwrap()
-        .into_inner();
-    let lease = tokio::time::timeout(Duration::from_secs(30), leases.next())
-        .await
-        .expect("a lease within 30 s")
-        .expect("lease stream open")
-        .unwrap();
+    let (lease, _leases) = first_lease(&w1, "w1").await;
     let job = lease.job.unwrap();
     // Workers know a job by its id inside the cluster: `<project>/<job id>`.
     assert_eq!(
@@ -267,8 +277,11 @@ async fn each_role_does_only_what_it_may() {
         "{}",
         refused.message()
     );
-    let stolen = w2.worker_api().complete_job(complete("w2")).await.unwrap();
-    assert!(!stolen.into_inner().accepted, "w2 holds no lease on d-1");
+    // Nor as itself: the lease belongs to worker-1's token.
+    assert_denied(
+        w2.worker_api().complete_job(complete("w2")).await,
+        "job \"demo/d-1\" is leased to token \"worker-1\", not \"worker-2\"",
+    );
 
     // The same rules over `ReportOutcomes`, one answer per outcome: a refusal answers that
     // outcome and the call goes on.
@@ -288,8 +301,11 @@ async fn each_role_does_only_what_it_may() {
         "worker \"w1\" was registered by token \"worker-1\", not \"worker-2\""
     );
     assert_eq!(
-        (answers[1].code, answers[1].accepted),
-        (0, false),
+        (answers[1].code, answers[1].message.as_str()),
+        (
+            tonic::Code::PermissionDenied as i32,
+            "job \"demo/d-1\" is leased to token \"worker-1\", not \"worker-2\""
+        ),
         "w2 holds no lease on d-1"
     );
     let mut malformed = complete("w1");
@@ -376,4 +392,72 @@ async fn report_outcomes(
         "one answer per outcome"
     );
     got
+}
+
+/// A lease belongs to the token of the worker it was granted to, in the replicated index: after
+/// the leader dies, the new leader (which has seen no registration yet) refuses another worker
+/// token's completion of it, and takes the holder's.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_lease_is_completed_only_by_its_workers_token_across_a_failover() {
+    let (mut cluster, _tokens) = cluster_with_tokens_and(
+        0,
+        &[
+            ("ingest-svc", INGEST, "ingest"),
+            ("worker-1", WORKER_1, "worker"),
+            ("worker-2", WORKER_2, "worker"),
+        ],
+        MasterOptions {
+            masters: 3,
+            ..MasterOptions::default()
+        },
+    )
+    .await;
+    let report = std::fs::read(repo().join("examples/ios-demo/DemoApp.crash")).unwrap();
+    let mut ingest = Client::connect(&cluster.endpoint, INGEST).await.unwrap();
+    ingest.submit_native("f-1", report).await.unwrap();
+    let w1 = Client::connect(&cluster.endpoint, WORKER_1).await.unwrap();
+    w1.worker_api()
+        .register(api::RegisterRequest {
+            worker_id: "w1".into(),
+            slots: 1,
+            prefetch: 0,
+        })
+        .await
+        .unwrap();
+    let (lease, _leases) = first_lease(&w1, "w1").await;
+    assert_eq!(lease.job.unwrap().job_id, "demo/f-1");
+    // The lease stream stays open (a closed one hands the job back) until its master dies.
+
+    let leader = cluster.wait_for_leader().await;
+    // Every master has applied the lease (a follower that applied it only once leading would
+    // hand it back, w1 being unknown to it).
+    for id in (1..=3).filter(|id| *id != leader) {
+        assert!(
+            crate::replication::wait_until_applied(&cluster, id, 1, |s| s.jobs_running).await,
+            "master {id} did not apply the lease"
+        );
+    }
+    cluster.kill_master(leader);
+    let new_leader = cluster.wait_for_leader().await;
+    assert_ne!(new_leader, leader);
+    let complete = |worker: &str| api::CompleteJobRequest {
+        worker_id: worker.to_owned(),
+        job_id: "demo/f-1".into(),
+        attempt: lease.attempt,
+        result_json: br#"{"status":"completed","threads":[]}"#.to_vec(),
+        ..Default::default()
+    };
+    // Straight to the new leader: the clients' failover is not under test.
+    let endpoint = cluster.masters[new_leader as usize - 1].endpoint();
+    let w2 = Client::connect(&endpoint, WORKER_2).await.unwrap();
+    let stolen = w2.worker_api().complete_job(complete("w1")).await;
+    assert_denied(
+        stolen,
+        "job \"demo/f-1\" is leased to token \"worker-1\", not \"worker-2\"",
+    );
+    let w1 = Client::connect(&endpoint, WORKER_1).await.unwrap();
+    let kept = w1.worker_api().complete_job(complete("w1")).await.unwrap();
+    assert!(kept.into_inner().accepted, "the holder's completion counts");
+    let job = ingest.job("f-1").await.unwrap();
+    assert_eq!(job.state, api::JobState::Completed as i32);
 }

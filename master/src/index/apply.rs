@@ -143,6 +143,7 @@ impl<'t> Applier<'t> {
                     job.state = JobState::Running as i32;
                     job.attempts = c.attempt;
                     job.worker_id = c.worker_id.clone();
+                    job.lease_token = c.token.clone();
                     true
                 })?;
                 if let Applied::Changed { spec, .. } = &mut applied
@@ -214,6 +215,7 @@ impl<'t> Applier<'t> {
             resymbolicated_at_ms: 0,
             missing: Vec::new(),
             call_tree: Vec::new(),
+            lease_token: String::new(),
         };
         let id = c.job_id.as_str();
         self.jobs
@@ -480,6 +482,11 @@ impl<'t> Applier<'t> {
             return Ok(Applied::Ignored);
         }
         let after = job_state(&record);
+        if after != JobState::Running {
+            // The token is the running lease's only: a finished or queued record is the same
+            // on a master of the previous version, which records none.
+            record.lease_token.clear();
+        }
         self.jobs
             .insert(job_id, record.encode_to_vec().as_slice())
             .map_err(db)?;
@@ -609,9 +616,9 @@ mod tests {
             &index,
             &[
                 command::submit("p/a", v1::JobKind::Js, vec![9, 9], "key", 5),
-                command::lease("p/a", "w1", 1, 6),
+                command::lease("p/a", "w1", "", 1, 6),
                 command::requeue_unstarted("p/a", 1, "gone", 7),
-                command::lease("p/a", "w2", 2, 8),
+                command::lease("p/a", "w2", "", 2, 8),
                 command::complete("p/a", 2, "w2", b"{}".to_vec(), None, 9),
             ],
         );
@@ -656,7 +663,7 @@ mod tests {
             &index,
             &[
                 command::submit("p/b", v1::JobKind::Js, vec![7], "key", 10),
-                command::lease("p/b", "w1", 1, 11),
+                command::lease("p/b", "w1", "", 1, 11),
             ],
         );
         assert!(
@@ -694,9 +701,9 @@ mod tests {
             &[
                 command::submit(key, v1::JobKind::Native, vec![7], "k", 1),
                 command::submit("demo/b", v1::JobKind::Native, vec![8], "k", 2),
-                command::lease(key, "w", 1, 3),
+                command::lease(key, "w", "", 1, 3),
                 unsymbolicated,
-                command::lease("demo/b", "w", 1, 4),
+                command::lease("demo/b", "w", "", 1, 4),
                 command::complete("demo/b", 1, "w", b"{}".to_vec(), Some(group("raw")), 11),
             ],
         );
@@ -767,7 +774,7 @@ mod tests {
         apply_all(
             &index,
             &[
-                command::lease(key, "w", 2, 22),
+                command::lease(key, "w", "", 2, 22),
                 command::complete(key, 2, "w", b"{\"r\":2}".to_vec(), Some(group("real")), 30),
             ],
         );
@@ -796,13 +803,13 @@ mod tests {
             &index,
             &[
                 command::submit(key, v1::JobKind::Native, vec![7], "k", 1),
-                command::lease(key, "w", 1, 2),
+                command::lease(key, "w", "", 1, 2),
                 command::with_missing(
                     command::complete(key, 1, "w", b"{\"r\":1}".to_vec(), Some(group("raw")), 3),
                     vec![lacking("dbg-1")],
                 ),
                 command::resymbolicate(key, "dbg-1 arrived", 4),
-                command::lease(key, "w", 2, 5),
+                command::lease(key, "w", "", 2, 5),
                 command::fail(key, 2, "worker lost (attempt 3 of 3)", 6),
             ],
         );
@@ -854,7 +861,7 @@ mod tests {
         {
             let at = 10 * i as u64;
             commands.push(command::submit(key, v1::JobKind::Native, vec![1], "k", at));
-            commands.push(command::lease(key, "w", 1, at + 1));
+            commands.push(command::lease(key, "w", "", 1, at + 1));
             commands.push(command::with_call_tree(
                 command::complete(key, 1, "w", b"{}".to_vec(), Some(group), at + 2),
                 tree,
@@ -889,7 +896,7 @@ mod tests {
             &index,
             &[
                 command::submit("p/a", v1::JobKind::Js, vec![1], "k", 1),
-                command::lease("p/a", "w", 1, 2),
+                command::lease("p/a", "w", "", 1, 2),
                 command::with_missing(
                     command::fail("p/a", 1, "no source map", 3),
                     vec![lacking("release:r//b")],
@@ -936,9 +943,9 @@ mod tests {
             &index,
             &[
                 command::submit("a", v1::JobKind::Native, vec![], "k", 1),
-                command::lease("a", "w1", 1, 2),
+                command::lease("a", "w1", "", 1, 2),
                 command::requeue("a", 1, "lease expired", 9),
-                command::lease("a", "w2", 2, 9),
+                command::lease("a", "w2", "", 2, 9),
                 // The slow w1 finishes first: accepted. w2's late result is ignored.
                 command::complete("a", 1, "w1", b"{\"r\":1}".to_vec(), Some(group("g1")), 10),
                 command::complete("a", 2, "w2", b"{\"r\":2}".to_vec(), Some(group("g1")), 11),
@@ -1005,7 +1012,7 @@ mod tests {
             &[
                 command::submit("a", v1::JobKind::Native, vec![1, 2, 3], "k", 1),
                 command::submit("b", v1::JobKind::Native, vec![4], "k", 1),
-                command::lease("a", "w1", 1, 2),
+                command::lease("a", "w1", "", 1, 2),
                 command::fail("a", 1, "malformed report", 3),
             ],
         );
@@ -1019,7 +1026,7 @@ mod tests {
         if let Some(pb::command::Kind::Fail(c)) = &mut old.kind {
             c.keep_spec = false;
         }
-        apply_all(&index, &[command::lease("b", "w1", 1, 3), old]);
+        apply_all(&index, &[command::lease("b", "w1", "", 1, 3), old]);
         assert_eq!(index.spec("b").unwrap(), None);
     }
 
@@ -1030,8 +1037,8 @@ mod tests {
             &index,
             &[
                 command::submit("a", v1::JobKind::Js, vec![], "k", 1),
-                command::lease("a", "w1", 2, 2),
-                command::lease("a", "w1", 1, 2),
+                command::lease("a", "w1", "", 2, 2),
+                command::lease("a", "w1", "", 1, 2),
                 command::requeue("a", 0, "x", 3),
             ],
         );
@@ -1055,12 +1062,12 @@ mod tests {
             &[
                 command::submit(key, v1::JobKind::Native, vec![7], "k", 1),
                 // Handed back unstarted: attempt 1 does not count.
-                command::lease(key, "w1", 1, 2),
+                command::lease(key, "w1", "", 1, 2),
                 command::requeue_unstarted(key, 1, "worker w1 left (not started)", 3),
                 // Ran and was lost: attempt 2 counts.
-                command::lease(key, "w2", 2, 4),
+                command::lease(key, "w2", "", 2, 4),
                 command::requeue(key, 2, "lease expired on worker w2", 5),
-                command::lease(key, "w3", 3, 6),
+                command::lease(key, "w3", "", 3, 6),
                 // A stale unstarted hand-back (attempt 2 is over) changes nothing.
                 command::requeue_unstarted(key, 2, "late", 7),
             ],
@@ -1102,7 +1109,7 @@ mod tests {
             &index,
             &[
                 command::submit(key, v1::JobKind::Native, vec![7], "k", 1),
-                command::lease(key, "w1", 1, 2),
+                command::lease(key, "w1", "", 1, 2),
                 command::with_missing(
                     command::complete(key, 1, "w1", b"{}".to_vec(), Some(group("raw")), 10),
                     vec![lacking("dbg-1")],

@@ -58,13 +58,15 @@ pub fn submit_unreadable(
     cmd
 }
 
-/// Attempt `attempt` of a job runs on `worker_id`.
-pub fn lease(job_id: &str, worker_id: &str, attempt: u32, at_ms: u64) -> Command {
+/// Attempt `attempt` of a job runs on `worker_id`, which registered with the token named
+/// `token` (only that token ends the attempt).
+pub fn lease(job_id: &str, worker_id: &str, token: &str, attempt: u32, at_ms: u64) -> Command {
     command(pb::command::Kind::Lease(pb::Lease {
         job_id: job_id.to_owned(),
         worker_id: worker_id.to_owned(),
         attempt,
         at_ms,
+        token: token.to_owned(),
     }))
 }
 

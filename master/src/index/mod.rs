@@ -175,6 +175,9 @@ pub struct JobSummary {
     pub uncounted_attempts: u32,
     /// The worker holding the current lease, when running.
     pub running_on: Option<String>,
+    /// The name of the token that worker registered with (empty in records of older
+    /// versions), when running.
+    pub lease_token: String,
     /// 1 for the first result; more when it runs again for a file that arrived.
     pub revision: u32,
     /// Native or JS (`v1::JobKind` as i32).
@@ -195,6 +198,11 @@ impl JobSummary {
             attempts: record.attempts,
             uncounted_attempts: record.uncounted_attempts.min(record.attempts),
             running_on: (state == JobState::Running).then(|| record.worker_id.clone()),
+            lease_token: if state == JobState::Running {
+                record.lease_token.clone()
+            } else {
+                String::new()
+            },
             revision: record.revision.max(1),
             kind: record.kind,
             queued_since_ms: record.resymbolicated_at_ms.max(record.submitted_at_ms),

@@ -418,7 +418,7 @@ mod tests {
             for c in [
                 command::submit("a", v1::JobKind::Native, vec![7], "k", 1),
                 command::submit("b", v1::JobKind::Js, vec![8], "k2", 2),
-                command::lease("a", "w", 1, 3),
+                command::lease("a", "w", "", 1, 3),
                 command::with_missing(
                     command::complete(
                         "a",

@@ -258,6 +258,18 @@ impl Scheduler {
         self.owners.get(worker_id).map(|o| o.value().clone())
     }
 
+    /// The name of the token whose worker holds `job_id`'s current lease (`None` when the job
+    /// is not running, or its lease predates recorded tokens).
+    pub fn lease_token(&self, job_id: &str) -> Option<String> {
+        self.lock()
+            .projection
+            .open
+            .get(job_id)
+            .and_then(|j| j.lease.as_ref())
+            .map(|l| l.token.clone())
+            .filter(|t| !t.is_empty())
+    }
+
     /// Opens a worker's lease stream; `None` when the worker is not registered. A draining
     /// worker's stream ends at once.
     pub fn open_lease_stream(&self, worker_id: &str) -> Option<mpsc::Receiver<v1::Lease>> {
@@ -495,6 +507,7 @@ mod tests {
                 attempts,
                 uncounted_attempts: 0,
                 running_on: on.map(str::to_owned),
+                lease_token: String::new(),
                 revision: 2,
                 kind: v1::JobKind::Native as i32,
                 queued_since_ms: 1,
@@ -515,7 +528,7 @@ mod tests {
                     changed(job, JobState::Queued, 0, None),
                 ),
                 (
-                    command::lease(job, "w1", 1, 2),
+                    command::lease(job, "w1", "", 1, 2),
                     changed(job, JobState::Running, 1, Some("w1")),
                 ),
             ],

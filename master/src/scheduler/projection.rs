@@ -20,6 +20,9 @@ pub struct LeaseInfo {
     pub worker_id: String,
     /// The attempt it grants (1-based).
     pub attempt: u32,
+    /// The name of the token the worker registered with: only that token ends the attempt
+    /// (empty for a lease of an older version: any token acting as the worker may).
+    pub token: String,
     /// Ms since the epoch, by this master's clock: renewed by heartbeats, reset for every
     /// running job when this master becomes leader.
     pub deadline_ms: u64,
@@ -113,6 +116,7 @@ impl Projection {
                 let lease = LeaseInfo {
                     worker_id: job.running_on.clone().unwrap_or_default(),
                     attempt: job.attempts,
+                    token: job.lease_token.clone(),
                     deadline_ms,
                 };
                 let previous = self
@@ -175,6 +179,7 @@ mod tests {
             attempts,
             uncounted_attempts: 0,
             running_on: on.map(str::to_owned),
+            lease_token: on.map(|w| format!("{w}-token")).unwrap_or_default(),
             revision: 1,
             kind: 1,
             queued_since_ms: 10,
@@ -196,6 +201,7 @@ mod tests {
                 lease: LeaseInfo {
                     worker_id: "w1".into(),
                     attempt: 1,
+                    token: "w1-token".into(),
                     deadline_ms: 500
                 },
                 released: None

@@ -208,7 +208,18 @@ impl Scheduler {
                 crate::metrics::AFFINE_LEASES.inc();
             }
             tracing::debug!(job_id = %job_id, attempt, worker_id = %worker_id, affine, "job leased");
-            leases.push(command::lease(&job_id, &worker_id, attempt, now_ms()));
+            let token = core
+                .workers
+                .get(&worker_id)
+                .map(|w| w.owner.to_string())
+                .unwrap_or_default();
+            leases.push(command::lease(
+                &job_id,
+                &worker_id,
+                &token,
+                attempt,
+                now_ms(),
+            ));
         }
     }
 
