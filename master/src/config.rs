@@ -48,6 +48,13 @@ pub struct MasterConfig {
     #[arg(long, env = "SYMCLUSTER_TOKENS_FILE")]
     pub tokens_file: Option<PathBuf>,
 
+    /// The token masters present to each other's Raft transport (`Peer`), of role `peer`: with
+    /// it, admin tokens no longer reach the transport (an admin token could otherwise step a
+    /// master's Raft, or send it a snapshot that replaces its index). The same on every master.
+    /// Without it, masters present `--token` as earlier versions did.
+    #[arg(long, env = "SYMCLUSTER_PEER_TOKEN", hide_env_values = true)]
+    pub peer_token: Option<String>,
+
     /// Largest report or JS stack a `device` token may submit, decompressed (`2MiB`); its
     /// requests are cut off past it plus 64 KiB while they are read (ingest tokens: 16 MiB).
     #[arg(long, env = "SYMCLUSTER_DEVICE_MAX_REPORT", value_name = "BYTES", value_parser = symcluster_telemetry::flags::bytes_usize, default_value = "2MiB")]

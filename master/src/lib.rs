@@ -96,7 +96,10 @@ pub async fn run(
         election_tick: config.election_ticks.max(3),
         heartbeat_tick: (config.election_ticks / 5).max(1),
         join: config.join,
-        token: config.token.clone(),
+        token: config
+            .peer_token
+            .clone()
+            .unwrap_or_else(|| config.token.clone()),
         tls,
         snapshot_dir: config.data_dir.join("snapshots"),
         snapshot_chunk_bytes: config.raft_snapshot_chunk,
@@ -196,8 +199,23 @@ pub async fn run(
         .build_v1()?;
 
     let devices = config.device_budgets();
-    let auth = auth::Auth::new(&config.token, config.tokens_file.clone(), devices)
-        .map_err(anyhow::Error::msg)?;
+    let auth = auth::Auth::new(
+        &config.token,
+        config.peer_token.as_deref(),
+        config.tokens_file.clone(),
+        devices,
+    )
+    .map_err(anyhow::Error::msg)?;
+    let peer_roles = if config.peer_token.is_some() {
+        auth::PEER_ROLES
+    } else {
+        if members.len() > 1 {
+            tracing::warn!(
+                "no --peer-token: the masters' Raft transport admits admin tokens; give every master the same --peer-token to keep them out"
+            );
+        }
+        auth::ADMIN_OR_PEER_ROLES
+    };
     let reloader = auth.clone();
     tokio::spawn(async move {
         use tokio::signal::unix::{SignalKind, signal};
@@ -262,7 +280,7 @@ pub async fn run(
         ))
         .add_service(InterceptedService::new(
             peer,
-            auth.interceptor("the masters' Raft transport", auth::ADMIN_ROLES)
+            auth.interceptor("the masters' Raft transport", peer_roles)
                 .with_client_cert(config.tls_client_ca.is_some()),
         ))
         .serve_with_incoming_shutdown(

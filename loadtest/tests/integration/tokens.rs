@@ -461,3 +461,60 @@ async fn a_lease_is_completed_only_by_its_workers_token_across_a_failover() {
     let job = ingest.job("f-1").await.unwrap();
     assert_eq!(job.state, api::JobState::Completed as i32);
 }
+
+/// With `--peer-token`, the masters' Raft transport admits that token only: the masters
+/// replicate with it, and an admin token's `Peer/Step` (which could step a master's Raft, or send
+/// it a snapshot that replaces its index) is refused.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_raft_transport_admits_only_the_peer_token() {
+    use symcluster_proto::cluster::v1::{RaftBatch, peer_client::PeerClient};
+
+    const PEER: &str = "between-masters-secret";
+    let cluster = Cluster::start(
+        0,
+        MasterOptions {
+            masters: 3,
+            args: vec!["--peer-token".into(), PEER.into()],
+            ..MasterOptions::default()
+        },
+    )
+    .await;
+    let leader = cluster.wait_for_leader().await;
+    let report = std::fs::read(repo().join("examples/ios-demo/DemoApp.crash")).unwrap();
+    let mut admin = cluster.client().await;
+    admin.submit_native("p-1", report).await.unwrap();
+    let follower = (1..=3).find(|id| *id != leader).unwrap();
+    assert!(
+        crate::replication::wait_until_applied(&cluster, follower, 1, |s| s.queue_depth).await,
+        "the job was not replicated over the peer token"
+    );
+
+    let step = |token: &'static str| {
+        let endpoint = cluster.masters[follower as usize - 1].endpoint();
+        async move {
+            let channel = tonic::transport::Endpoint::from_shared(endpoint)
+                .unwrap()
+                .connect()
+                .await
+                .unwrap();
+            let bearer = move |mut r: tonic::Request<()>| {
+                r.metadata_mut()
+                    .insert("authorization", format!("Bearer {token}").parse().unwrap());
+                Ok(r)
+            };
+            PeerClient::with_interceptor(channel, bearer)
+                .step(RaftBatch {
+                    from: leader,
+                    messages: Vec::new(),
+                })
+                .await
+        }
+    };
+    assert_denied(
+        step(symcluster_loadtest::cluster::TOKEN).await,
+        "token \"admin\" has role admin; the masters' Raft transport needs peer",
+    );
+    step(PEER)
+        .await
+        .expect("the peer token reaches the transport");
+}

@@ -33,8 +33,12 @@ pub enum Role {
     Ingest,
     /// Register, lease, heartbeat, complete and fail — only as the worker it registered.
     Worker,
-    /// Everything: all of the above, cluster status, and the masters' Raft transport.
+    /// Everything: all of the above, the cluster status, backups and membership changes; and
+    /// the masters' Raft transport while no `--peer-token` separates it.
     Admin,
+    /// The masters' Raft transport only (`Peer`): what masters present to each other with
+    /// `--peer-token`, so that no admin token can step a master's Raft or replace its index.
+    Peer,
 }
 
 impl Role {
@@ -45,6 +49,7 @@ impl Role {
             Role::Ingest => "ingest",
             Role::Worker => "worker",
             Role::Admin => "admin",
+            Role::Peer => "peer",
         }
     }
 }
@@ -178,10 +183,20 @@ pub const INGEST_ROLES: &[Role] = &[Role::Device, Role::Ingest, Role::Admin];
 pub const READ_ROLES: &[Role] = &[Role::Ingest, Role::Admin];
 /// Roles of the worker-facing service.
 pub const WORKER_ROLES: &[Role] = &[Role::Worker, Role::Admin];
-/// Roles that see the cluster status, and of the masters' Raft transport.
+/// Roles that see the cluster status, take backups and change the members.
 pub const ADMIN_ROLES: &[Role] = &[Role::Admin];
+/// Roles of the masters' Raft transport with `--peer-token`.
+pub const PEER_ROLES: &[Role] = &[Role::Peer];
+/// Roles of the masters' Raft transport without `--peer-token` (as in earlier versions).
+pub const ADMIN_OR_PEER_ROLES: &[Role] = &[Role::Admin, Role::Peer];
 /// Every role: the admin service answers anyone where the leader is (clients find it so).
-pub const ALL_ROLES: &[Role] = &[Role::Device, Role::Ingest, Role::Worker, Role::Admin];
+pub const ALL_ROLES: &[Role] = &[
+    Role::Device,
+    Role::Ingest,
+    Role::Worker,
+    Role::Admin,
+    Role::Peer,
+];
 
 /// SHA-256 of `bytes` (FIPS 180-4).
 pub fn sha256(bytes: &[u8]) -> [u8; 32] {
@@ -195,22 +210,25 @@ type Table = HashMap<[u8; 32], Caller>;
 #[derive(Clone)]
 pub struct Auth {
     admin: [u8; 32],
+    peer: Option<[u8; 32]>,
     file: Option<PathBuf>,
     devices: budget::DeviceBudgets,
     table: Arc<RwLock<Arc<Table>>>,
 }
 
 impl Auth {
-    /// `admin_token` (role admin, named `admin`) and, when given, the tokens of `tokens_file`,
-    /// device tokens with `devices`' budgets where the file gives none. Errors: the file's
-    /// ([`tokens_file::load`]).
+    /// `admin_token` (role admin, named `admin`), `peer_token` when given (role peer, named
+    /// `peer`) and, when given, the tokens of `tokens_file`, device tokens with `devices`'
+    /// budgets where the file gives none. Errors: the file's ([`tokens_file::load`]).
     pub fn new(
         admin_token: &str,
+        peer_token: Option<&str>,
         tokens_file: Option<PathBuf>,
         devices: budget::DeviceBudgets,
     ) -> Result<Self, String> {
         let auth = Auth {
             admin: sha256(admin_token.as_bytes()),
+            peer: peer_token.map(|t| sha256(t.as_bytes())),
             file: tokens_file,
             devices,
             table: Arc::default(),
@@ -237,6 +255,19 @@ impl Auth {
                 max_report_bytes: None,
             },
         );
+        if let Some(peer) = self.peer {
+            table.insert(
+                peer,
+                Caller {
+                    name: Arc::from("peer"),
+                    role: Role::Peer,
+                    projects: None,
+                    limit: None,
+                    bytes: None,
+                    max_report_bytes: None,
+                },
+            );
+        }
         let n = table.len();
         *self.table.write().unwrap_or_else(|e| e.into_inner()) = Arc::new(table);
         Ok(n)
@@ -355,7 +386,13 @@ mod tests {
             )
         };
         std::fs::write(&path, entry("app", "d", "device")).unwrap();
-        let auth = Auth::new("root", Some(path.clone()), budget::DeviceBudgets::default()).unwrap();
+        let auth = Auth::new(
+            "root",
+            Some("between-masters"),
+            Some(path.clone()),
+            budget::DeviceBudgets::default(),
+        )
+        .unwrap();
         let mut ingest = auth.interceptor("Ingest", INGEST_ROLES);
         let mut admin = auth.interceptor("Admin", ADMIN_ROLES);
         use tonic::service::Interceptor as _;
@@ -372,6 +409,17 @@ mod tests {
             tonic::Code::PermissionDenied
         );
         assert!(admin.call(request("root")).is_ok());
+        // The peer token reaches the Raft transport only; with it, the admin token does not.
+        let mut peer = auth.interceptor("the masters' Raft transport", PEER_ROLES);
+        assert!(peer.call(request("between-masters")).is_ok());
+        assert_eq!(
+            peer.call(request("root")).unwrap_err().message(),
+            "token \"admin\" has role admin; the masters' Raft transport needs peer"
+        );
+        assert_eq!(
+            admin.call(request("between-masters")).unwrap_err().code(),
+            tonic::Code::PermissionDenied
+        );
         assert_eq!(
             ingest.call(request("nope")).unwrap_err().code(),
             tonic::Code::Unauthenticated
@@ -384,7 +432,11 @@ mod tests {
         // Reload: the device token is gone, an ingest token appears; a broken file keeps the
         // table as it was.
         std::fs::write(&path, entry("svc", "i", "ingest")).unwrap();
-        assert_eq!(auth.reload(), Ok(2));
+        assert_eq!(
+            auth.reload(),
+            Ok(3),
+            "the file's token, the admin and the peer token"
+        );
         assert_eq!(
             ingest.call(request("d")).unwrap_err().code(),
             tonic::Code::Unauthenticated

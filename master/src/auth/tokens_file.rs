@@ -5,9 +5,9 @@
 //! [[tokens]]
 //! name = "demo-ios-app"       # shown in logs, never the token
 //! sha256 = "<64 hex digits: SHA-256 of the token>"
-//! role = "device"             # device | ingest | worker | admin
+//! role = "device"             # device | ingest | worker | admin | peer
 //! projects = ["demo"]         # device and ingest: the projects it serves (required);
-//!                             # worker and admin serve all projects and take none
+//!                             # worker, admin and peer serve all projects and take none
 //! rate = 20                   # optional: calls (and streamed jobs) per second, a float
 //! burst = 100                 # optional: calls allowed at once (default: max(rate, 1))
 //! bytes_per_second = 1048576  # optional: bytes of submitted jobs per second
@@ -121,13 +121,13 @@ fn parse(text: &str, devices: &DeviceBudgets) -> Result<HashMap<[u8; 32], Caller
                 }
                 Some(Projects::from(list))
             }
-            (Role::Worker | Role::Admin, Some(_)) => {
+            (Role::Worker | Role::Admin | Role::Peer, Some(_)) => {
                 return Err(format!(
                     "{at}: {} tokens serve every project; remove `projects`",
                     entry.role.as_str()
                 ));
             }
-            (Role::Worker | Role::Admin, None) => None,
+            (Role::Worker | Role::Admin | Role::Peer, None) => None,
         };
         let caller = Caller {
             name: Arc::from(entry.name),
