@@ -209,6 +209,23 @@ pub struct MasterConfig {
 }
 
 impl MasterConfig {
+    /// Checks what clap cannot: budgets that would silently mean none, a peer token that would
+    /// be the admin token. The error names the flag.
+    pub fn check(&self) -> Result<(), String> {
+        if !(self.device_rate.is_finite() && self.device_rate > 0.0) {
+            return Err("--device-rate must be a positive number of calls per second".into());
+        }
+        if self.device_bytes_per_second == 0 || self.device_max_in_flight == 0 {
+            return Err(
+                "--device-bytes-per-second and --device-max-in-flight must be at least 1".into(),
+            );
+        }
+        if self.peer_token.as_deref() == Some(self.token.as_str()) {
+            return Err("--peer-token must differ from --token (the admin token)".into());
+        }
+        Ok(())
+    }
+
     /// The budgets of device tokens (`--device-*`).
     pub fn device_budgets(&self) -> crate::auth::budget::DeviceBudgets {
         crate::auth::budget::DeviceBudgets {

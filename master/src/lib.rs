@@ -64,6 +64,7 @@ pub async fn run(
     config: MasterConfig,
     shutdown: impl std::future::Future<Output = ()> + Send + 'static,
 ) -> anyhow::Result<()> {
+    config.check().map_err(anyhow::Error::msg)?;
     let members = config.members().map_err(anyhow::Error::msg)?;
     let tls = if config.tls() {
         symcluster_client::Tls::from_files(
@@ -271,11 +272,15 @@ pub async fn run(
                 .with_client_cert(config.tls_client_ca.is_some()),
         ))
         .add_service(InterceptedService::new(
-            AdminServer::new(AdminService::new(
-                scheduler,
-                config.raft_snapshot_chunk,
-                config.tls(),
-            )),
+            // Any role may ask where the leader is: a device's calls are gated as on Ingest.
+            auth::budget::DeviceGate::new(
+                AdminServer::new(AdminService::new(
+                    scheduler,
+                    config.raft_snapshot_chunk,
+                    config.tls(),
+                )),
+                &devices,
+            ),
             auth.interceptor("the Admin service", auth::ALL_ROLES),
         ))
         .add_service(InterceptedService::new(

@@ -222,6 +222,12 @@ impl crate::raft::RaftHandle<Applied> {
             .await
     }
 
+    /// Proposes a caller's `command` (a submit), refused with `ProposeError::Overloaded` while
+    /// the leader holds `MAX_UNCOMMITTED_BYTES` not yet committed.
+    pub async fn propose_bounded(&self, command: Command) -> Result<Applied, ProposeError> {
+        self.propose_bytes_bounded(command::encode(&command)).await
+    }
+
     /// Proposes `command`, then `then` (fire and forget) in the same Ready; resolves once
     /// `command` is applied here (or refused).
     pub async fn propose_then(

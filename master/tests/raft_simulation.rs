@@ -259,6 +259,7 @@ impl Sim {
             command: command::encode(&cmd),
             reply: Some(reply),
             then: Vec::new(),
+            bounded: true,
         });
         self.pending.push(Pending { job_id, reply: rx });
     }

@@ -11,19 +11,22 @@
 //!   enforced while the request is read ([`DeviceGate`] stops reading a request body past it),
 //!   and again on the decompressed report: OUT_OF_RANGE, as tonic answers a message over its
 //!   decoding limit, for no retry can change it;
-//! - a share of the master's device calls in flight ([`DeviceBudgets::max_in_flight`], for all
-//!   device tokens together): a call past it is refused before its body is read.
+//! - a share of the master's device reports in transfer ([`DeviceBudgets::max_in_flight`], for
+//!   all device tokens together): a report past it is refused at its first bytes, and one not
+//!   all sent within [`MESSAGE_READ_MS`] gives its place up.
 //!
 //! The other refusals are RESOURCE_EXHAUSTED with gRPC's retry pushback
 //! (`grpc-retry-pushback-ms`): waiting helps. Each is counted in
 //! `symcluster_refused_total{reason}`.
 
+use std::future::Future as _;
 use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context, Poll};
 
 use bytes::Bytes;
 use http_body::{Body as HttpBody, Frame, SizeHint};
+
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use tonic::Status;
 use tonic::body::Body;
@@ -48,7 +51,7 @@ pub struct DeviceBudgets {
     pub rate: f64,
     /// Job spec bytes per second of one device token without its own `bytes_per_second`.
     pub bytes_per_second: u64,
-    /// Device calls served at once by this master, all device tokens together.
+    /// Device reports (gRPC messages) read at once by this master, all device tokens together.
     pub max_in_flight: usize,
 }
 
@@ -134,10 +137,18 @@ pub fn check_report_len(max: usize, len: usize) -> Result<(), Status> {
     )))
 }
 
-/// A service (the Ingest service, inside its auth interceptor) whose device calls are gated:
-/// at most [`DeviceBudgets::max_in_flight`] at once on this master, each body read up to
-/// [`DeviceBudgets::max_report_bytes`] + [`ENVELOPE_BYTES`] and refused past it, before tonic
-/// buffers and decodes it. Calls of other roles pass untouched.
+/// How long a device has to send one message once its length prefix arrived, ms: a place
+/// ([`DeviceBudgets::max_in_flight`]) is never held by a sender that stalls.
+pub const MESSAGE_READ_MS: u64 = 30_000;
+
+/// A service (the Ingest service, inside its auth interceptor) whose device calls are gated
+/// message by message, before tonic buffers them: a message whose gRPC length prefix declares
+/// more than [`DeviceBudgets::max_report_bytes`] + [`ENVELOPE_BYTES`] is refused
+/// (OUT_OF_RANGE); any other takes one of the master's [`DeviceBudgets::max_in_flight`]
+/// places while it is read, and is refused when none is free (RESOURCE_EXHAUSTED with a retry
+/// pushback) or when it is not all sent within [`MESSAGE_READ_MS`]. A place is held only while
+/// a message is in transfer, never by an idle call or stream. Calls of other roles pass
+/// untouched.
 #[derive(Clone)]
 pub struct DeviceGate<S> {
     inner: S,
@@ -163,13 +174,10 @@ impl<S: NamedService> NamedService for DeviceGate<S> {
 impl<S> tower::Service<http::Request<Body>> for DeviceGate<S>
 where
     S: tower::Service<http::Request<Body>, Response = http::Response<Body>>,
-    S::Future: Send + 'static,
-    S::Error: Send + 'static,
 {
     type Response = http::Response<Body>;
     type Error = S::Error;
-    type Future =
-        Pin<Box<dyn std::future::Future<Output = Result<Self::Response, Self::Error>> + Send>>;
+    type Future = S::Future;
 
     fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
         self.inner.poll_ready(cx)
@@ -181,44 +189,37 @@ where
             .get::<Caller>()
             .is_some_and(|caller| caller.role == Role::Device);
         if !device {
-            return Box::pin(self.inner.call(request));
+            return self.inner.call(request);
         }
-        let Ok(permit) = self.in_flight.clone().try_acquire_owned() else {
-            REFUSED.with_label_values(&["device_in_flight"]).inc();
-            let status = crate::service::exhausted(
-                "this master serves as many device calls as it may at once; retry later".into(),
-                DEVICE_RETRY_MS,
-            );
-            return Box::pin(std::future::ready(Ok(status.into_http())));
-        };
-        // The place is held while the body is read (a stream's whole life) and while the call
-        // runs, whichever ends last.
-        let permit = Arc::new(permit);
-        let limit = self.max_body_bytes;
-        let held = permit.clone();
-        let request = request.map(|body| {
+        let (places, limit) = (self.in_flight.clone(), self.max_body_bytes);
+        self.inner.call(request.map(|body| {
             Body::new(Limited {
                 body,
                 prefix: [0; 5],
                 prefix_len: 0,
                 remaining: 0,
                 limit,
-                _permit: held,
+                places,
+                place: None,
+                deadline: None,
             })
-        });
-        let call = self.inner.call(request);
-        Box::pin(async move {
-            let response = call.await;
-            drop(permit);
-            response
-        })
+        }))
     }
 }
 
-/// A request body that fails with OUT_OF_RANGE as soon as a gRPC message in it declares
-/// more than `limit` bytes: each message is a length-prefixed message (a compressed-flag byte,
-/// then its length as a big-endian `u32`; gRPC over HTTP/2, `PROTOCOL-HTTP2.md`), so the length
-/// is known from its first five bytes, long before tonic would have buffered the message.
+/// Why [`Limited`] stops reading a device's body.
+#[derive(Debug, PartialEq, Eq)]
+enum Refusal {
+    /// A message declares this many bytes, over the limit.
+    TooLarge(usize),
+    /// Every place is taken.
+    Busy,
+}
+
+/// A device's request body, followed through its gRPC framing: each message is a
+/// length-prefixed message (a compressed-flag byte, then its length as a big-endian `u32`;
+/// gRPC over HTTP/2, `PROTOCOL-HTTP2.md`), so its length is known from its first five bytes,
+/// long before tonic would have buffered it (see [`DeviceGate`]).
 struct Limited {
     body: Body,
     /// The prefix of the message being read, while fewer than five bytes of it were seen.
@@ -227,17 +228,25 @@ struct Limited {
     /// Bytes of the current message still to come after its prefix.
     remaining: usize,
     limit: usize,
-    _permit: Arc<OwnedSemaphorePermit>,
+    places: Arc<Semaphore>,
+    /// The place the message in transfer holds.
+    place: Option<OwnedSemaphorePermit>,
+    /// When the message in transfer must have arrived.
+    deadline: Option<Pin<Box<tokio::time::Sleep>>>,
 }
 
 impl Limited {
-    /// Follows the framing through `data`; the declared length of a message over the limit.
-    fn scan(&mut self, mut data: &[u8]) -> Result<(), usize> {
+    /// Follows the framing through `data`, taking a place for each message while it is read.
+    fn scan(&mut self, mut data: &[u8]) -> Result<(), Refusal> {
         while !data.is_empty() {
             if self.remaining > 0 {
                 let skip = self.remaining.min(data.len());
                 self.remaining -= skip;
                 data = &data[skip..];
+                if self.remaining == 0 {
+                    self.place = None;
+                    self.deadline = None;
+                }
                 continue;
             }
             let take = (5 - self.prefix_len).min(data.len());
@@ -253,12 +262,45 @@ impl Limited {
                     self.prefix[4],
                 ]) as usize;
                 if len > self.limit {
-                    return Err(len);
+                    return Err(Refusal::TooLarge(len));
+                }
+                if len > 0 {
+                    self.place = Some(
+                        self.places
+                            .clone()
+                            .try_acquire_owned()
+                            .map_err(|_| Refusal::Busy)?,
+                    );
+                    self.deadline = Some(Box::pin(tokio::time::sleep(
+                        std::time::Duration::from_millis(MESSAGE_READ_MS),
+                    )));
                 }
                 self.remaining = len;
             }
         }
         Ok(())
+    }
+
+    fn refusal(&self, refusal: Refusal) -> Status {
+        match refusal {
+            Refusal::TooLarge(len) => {
+                REFUSED.with_label_values(&["device_report_size"]).inc();
+                Status::out_of_range(format!(
+                    "a {len}-byte request is larger than a device token may send ({} bytes: a \
+                     report of at most {} bytes)",
+                    self.limit,
+                    self.limit - ENVELOPE_BYTES
+                ))
+            }
+            Refusal::Busy => {
+                REFUSED.with_label_values(&["device_in_flight"]).inc();
+                crate::service::exhausted(
+                    "this master reads as many device reports as it may at once; retry later"
+                        .into(),
+                    DEVICE_RETRY_MS,
+                )
+            }
+        }
     }
 }
 
@@ -271,18 +313,24 @@ impl HttpBody for Limited {
         cx: &mut Context<'_>,
     ) -> Poll<Option<Result<Frame<Bytes>, Status>>> {
         let this = &mut *self;
+        if let Some(deadline) = &mut this.deadline
+            && deadline.as_mut().poll(cx).is_ready()
+        {
+            this.place = None;
+            this.deadline = None;
+            REFUSED.with_label_values(&["device_in_flight"]).inc();
+            return Poll::Ready(Some(Err(Status::resource_exhausted(format!(
+                "a device's report must arrive within {MESSAGE_READ_MS} ms of its start"
+            )))));
+        }
         match Pin::new(&mut this.body).poll_frame(cx) {
             Poll::Ready(Some(Ok(frame))) => {
                 if let Some(data) = frame.data_ref()
-                    && let Err(len) = this.scan(data)
+                    && let Err(refusal) = this.scan(data)
                 {
-                    REFUSED.with_label_values(&["device_report_size"]).inc();
-                    return Poll::Ready(Some(Err(Status::out_of_range(format!(
-                        "a {len}-byte request is larger than a device token may send ({} bytes: \
-                         a report of at most {} bytes)",
-                        this.limit,
-                        this.limit - ENVELOPE_BYTES
-                    )))));
+                    this.place = None;
+                    this.deadline = None;
+                    return Poll::Ready(Some(Err(this.refusal(refusal))));
                 }
                 Poll::Ready(Some(Ok(frame)))
             }
@@ -303,14 +351,16 @@ impl HttpBody for Limited {
 mod tests {
     use super::*;
 
-    fn limited(limit: usize) -> Limited {
+    fn limited(limit: usize, places: &Arc<Semaphore>) -> Limited {
         Limited {
             body: Body::empty(),
             prefix: [0; 5],
             prefix_len: 0,
             remaining: 0,
             limit,
-            _permit: Arc::new(Arc::new(Semaphore::new(1)).try_acquire_owned().unwrap()),
+            places: places.clone(),
+            place: None,
+            deadline: None,
         }
     }
 
@@ -321,18 +371,28 @@ mod tests {
         m
     }
 
-    #[test]
-    fn each_message_is_measured_by_its_prefix_across_chunks() {
-        let mut body = limited(10);
+    #[tokio::test]
+    async fn each_message_is_measured_by_its_prefix_and_holds_a_place_while_read() {
+        let places = Arc::new(Semaphore::new(1));
+        let mut body = limited(10, &places);
         // Two messages within the limit, cut into chunks anywhere, the prefix split too.
-        let stream = [message(10), message(3)].concat();
+        let stream = [message(10), message(0), message(3)].concat();
         for chunk in stream.chunks(3) {
             assert_eq!(body.scan(chunk), Ok(()));
         }
+        assert_eq!(places.available_permits(), 1, "no message in transfer");
+        // A message in transfer holds the one place: another body's message waits for it.
+        let half = message(4);
+        assert_eq!(body.scan(&half[..7]), Ok(()));
+        assert_eq!(places.available_permits(), 0);
+        let mut other = limited(10, &places);
+        assert_eq!(other.scan(&message(2)), Err(Refusal::Busy));
+        assert_eq!(body.scan(&half[7..]), Ok(()));
+        assert_eq!(places.available_permits(), 1);
         // The next one declares 11 bytes: refused at its prefix, its bytes not needed.
         let next = message(11);
         assert_eq!(body.scan(&next[..2]), Ok(()));
-        assert_eq!(body.scan(&next[2..5]), Err(11));
+        assert_eq!(body.scan(&next[2..5]), Err(Refusal::TooLarge(11)));
     }
 
     #[test]

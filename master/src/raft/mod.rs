@@ -52,6 +52,10 @@ pub enum Input<O> {
         /// Fire-and-forget commands proposed right after it, so that they share its Ready (one
         /// fsync, one message per follower): the next lease of the worker that completed it.
         then: Vec<Vec<u8>>,
+        /// A caller's command (a submit) that waits while the leader holds
+        /// [`MAX_UNCOMMITTED_BYTES`] not yet committed ([`ProposeError::Overloaded`]); the
+        /// state machine's own commands (leases, attempts ending) are never refused so.
+        bounded: bool,
     },
     /// Raft messages from another master.
     Step(Vec<Message>),
@@ -253,12 +257,29 @@ impl<O: Send + 'static> RaftHandle<O> {
         command: Vec<u8>,
         then: Vec<Vec<u8>>,
     ) -> Result<O, ProposeError> {
+        self.send_proposal(command, then, false).await
+    }
+
+    /// [`Self::propose_bytes`] of a caller's command, refused with
+    /// [`ProposeError::Overloaded`] while the leader holds [`MAX_UNCOMMITTED_BYTES`] not yet
+    /// committed.
+    pub async fn propose_bytes_bounded(&self, command: Vec<u8>) -> Result<O, ProposeError> {
+        self.send_proposal(command, Vec::new(), true).await
+    }
+
+    async fn send_proposal(
+        &self,
+        command: Vec<u8>,
+        then: Vec<Vec<u8>>,
+        bounded: bool,
+    ) -> Result<O, ProposeError> {
         let (reply, rx) = oneshot::channel();
         self.inputs
             .send(Input::Propose {
                 command,
                 reply: Some(reply),
                 then,
+                bounded,
             })
             .map_err(|_| ProposeError::Storage("the raft node stopped".into()))?;
         rx.await
@@ -272,6 +293,7 @@ impl<O: Send + 'static> RaftHandle<O> {
             command,
             reply: None,
             then: Vec::new(),
+            bounded: false,
         });
     }
 
@@ -409,10 +431,12 @@ pub const MAX_APPEND_BYTES: u64 = 1 << 20;
 /// encoding makes).
 pub const MAX_APPENDS_IN_FLIGHT: usize = 16;
 
-/// Bytes of entries the leader holds proposed and not yet committed, at most (raft-rs's
-/// `max_uncommitted_size`; one entry is always accepted when none is uncommitted): a proposal
-/// beyond it is refused with [`ProposeError::Overloaded`] instead of growing the leader's
-/// memory, the next Ready's write and every follower's.
+/// Bytes of entries the leader holds proposed and not yet committed past which a caller's
+/// command (a submit) is refused with [`ProposeError::Overloaded`] instead of growing the
+/// leader's memory, the next Ready's write and every follower's (one is always accepted when
+/// none is uncommitted). The size is raft-rs's own count (`Raft::uncommitted_size`); raft-rs
+/// itself never drops a proposal for it, so the scheduler's own commands (leases, the end of
+/// attempts), which carry no reports, always go through.
 pub const MAX_UNCOMMITTED_BYTES: u64 = 64 << 20;
 
 /// How long a caller refused with [`ProposeError::Overloaded`] is told to wait, ms: about the
@@ -423,8 +447,8 @@ pub const OVERLOADED_RETRY_MS: u64 = 500;
 /// `applied`, the last log index already in the index), as every master runs them and as the
 /// Raft simulation test (`master/tests/raft_simulation.rs`) checks them: pre-vote and
 /// check-quorum on; appends of at most [`MAX_APPEND_BYTES`], [`MAX_APPENDS_IN_FLIGHT`] in flight
-/// per follower; at most 16 MiB of committed entries per Ready; at most
-/// [`MAX_UNCOMMITTED_BYTES`] proposed and not committed.
+/// per follower; at most 16 MiB of committed entries per Ready; the uncommitted bytes counted
+/// for [`MAX_UNCOMMITTED_BYTES`].
 pub fn raft_settings(
     id: u64,
     election_tick: usize,
@@ -441,7 +465,8 @@ pub fn raft_settings(
         max_size_per_msg: MAX_APPEND_BYTES,
         max_inflight_msgs: MAX_APPENDS_IN_FLIGHT,
         max_committed_size_per_ready: 16 << 20,
-        max_uncommitted_size: MAX_UNCOMMITTED_BYTES,
+        // Counted (raft-rs counts nothing under its "no limit"), never reached.
+        max_uncommitted_size: u64::MAX - 1,
         // A follower learns a new commit index from the next append or heartbeat, not from an
         // empty append sent to every follower at each commit: nothing waits on a follower's
         // apply (clients are answered by the leader; a follower applies late anyway), and a

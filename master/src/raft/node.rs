@@ -227,7 +227,22 @@ impl<S: StateMachine> Node<S> {
                 command,
                 reply,
                 then,
+                bounded,
             } => {
+                if bounded
+                    && self.role == StateRole::Leader
+                    && self.raw.raft.uncommitted_size() as u64 >= super::MAX_UNCOMMITTED_BYTES
+                {
+                    metrics::REFUSED
+                        .with_label_values(&["raft_uncommitted"])
+                        .inc();
+                    if let Some(reply) = reply {
+                        let _ = reply.send(Err(ProposeError::Overloaded {
+                            retry_after_ms: super::OVERLOADED_RETRY_MS,
+                        }));
+                    }
+                    return;
+                }
                 self.propose(command, reply);
                 for command in then {
                     self.propose(command, None);
@@ -358,21 +373,11 @@ impl<S: StateMachine> Node<S> {
                 }
             }
             Err(e) => {
-                // raft-rs drops a leader's proposal during a leadership transfer, or when the
-                // uncommitted entries would pass `max_uncommitted_size`.
-                let error = if self.raw.raft.lead_transferee.is_some() {
-                    self.not_leader()
-                } else {
-                    metrics::REFUSED
-                        .with_label_values(&["raft_uncommitted"])
-                        .inc();
-                    ProposeError::Overloaded {
-                        retry_after_ms: super::OVERLOADED_RETRY_MS,
-                    }
-                };
-                tracing::debug!(error = %e, refused = %error, "proposal dropped");
+                // raft-rs drops a leader's proposal only during a leadership transfer (its
+                // `max_uncommitted_size` is never reached: `raft_settings`).
+                tracing::warn!(error = %e, "proposal dropped");
                 if let Some(reply) = reply {
-                    let _ = reply.send(Err(error));
+                    let _ = reply.send(Err(self.not_leader()));
                 }
             }
         }

@@ -38,7 +38,7 @@ impl Scheduler {
         if let Some(existing) = self.index.job(job_id, true)? {
             return Ok((existing, false));
         }
-        let applied = self.raft.propose(submit).await?;
+        let applied = self.raft.propose_bounded(submit).await?;
         let created = matches!(applied, Applied::Changed { .. });
         let job = self.index.job(job_id, true)?.ok_or_else(|| {
             IndexError::Corrupt(format!("job {job_id} is missing right after its submit"))
