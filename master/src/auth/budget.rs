@@ -96,9 +96,8 @@ impl ByteBudget {
 
     /// Takes `bytes` from the budget, or says it is spent.
     fn take(&self, bytes: usize) -> bool {
-        let Some(n) = std::num::NonZeroU32::new(bytes.clamp(1, u32::MAX as usize) as u32) else {
-            return true;
-        };
+        let n = std::num::NonZeroU32::new(bytes.clamp(1, u32::MAX as usize) as u32)
+            .expect("clamped to at least 1");
         matches!(self.limiter.check_n(n), Ok(Ok(())))
     }
 }

@@ -258,16 +258,17 @@ impl Scheduler {
         self.owners.get(worker_id).map(|o| o.value().clone())
     }
 
-    /// The name of the token whose worker holds `job_id`'s current lease (`None` when the job
-    /// is not running, or its lease predates recorded tokens).
-    pub fn lease_token(&self, job_id: &str) -> Option<String> {
+    /// The name of the token whose worker registered for `job_id`'s current lease, when that
+    /// lease is `worker_id`'s attempt `attempt` (`None` for another or no lease, and for a
+    /// lease that predates recorded tokens).
+    pub fn lease_token(&self, job_id: &str, worker_id: &str, attempt: u32) -> Option<String> {
         self.lock()
             .projection
             .open
             .get(job_id)
             .and_then(|j| j.lease.as_ref())
+            .filter(|l| l.worker_id == worker_id && l.attempt == attempt && !l.token.is_empty())
             .map(|l| l.token.clone())
-            .filter(|t| !t.is_empty())
     }
 
     /// Opens a worker's lease stream; `None` when the worker is not registered. A draining

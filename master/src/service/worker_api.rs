@@ -75,12 +75,19 @@ impl WorkerApiService {
         }
     }
 
-    /// Whether `caller` may end `job_id`'s current attempt: the lease records the name of the
-    /// token its worker registered with, in the replicated index, so that after a failover
-    /// (when the new leader has not seen the worker register yet) no other worker token ends
-    /// it. PERMISSION_DENIED otherwise; admin tokens may.
-    fn caller_holds(&self, caller: &Caller, job_id: &str) -> Result<(), Status> {
-        match self.scheduler.lease_token(job_id) {
+    /// Whether `caller` may end attempt `attempt` of `job_id` as `worker_id`, when that is the
+    /// current lease: the lease records the name of the token its worker registered with, in
+    /// the replicated index, so that after a failover (when the new leader has not seen the
+    /// worker register yet) no other worker token ends it. PERMISSION_DENIED otherwise; admin
+    /// tokens may. A request naming another lease is left to the scheduler (not accepted).
+    fn caller_holds(
+        &self,
+        caller: &Caller,
+        job_id: &str,
+        worker_id: &str,
+        attempt: u32,
+    ) -> Result<(), Status> {
+        match self.scheduler.lease_token(job_id, worker_id, attempt) {
             Some(token) if *token != *caller.name && caller.role != Role::Admin => {
                 Err(Status::permission_denied(format!(
                     "job {job_id:?} is leased to token {token:?}, not {:?}",
@@ -105,7 +112,7 @@ impl WorkerApiService {
     /// `ReportOutcomes`); whether it was accepted.
     async fn complete(&self, caller: &Caller, r: v1::CompleteJobRequest) -> Result<bool, Status> {
         self.caller_acts_as(caller, &r.worker_id)?;
-        self.caller_holds(caller, &r.job_id)?;
+        self.caller_holds(caller, &r.job_id, &r.worker_id, r.attempt)?;
         worker_id(&r.worker_id)?;
         if r.call_tree.len() > MAX_CALL_TREE_NODES {
             return Err(Status::invalid_argument(format!(
@@ -159,7 +166,7 @@ impl WorkerApiService {
     /// of `ReportOutcomes`); whether it was accepted.
     async fn fail(&self, caller: &Caller, r: v1::FailJobRequest) -> Result<bool, Status> {
         self.caller_acts_as(caller, &r.worker_id)?;
-        self.caller_holds(caller, &r.job_id)?;
+        self.caller_holds(caller, &r.job_id, &r.worker_id, r.attempt)?;
         worker_id(&r.worker_id)?;
         let accepted = self
             .scheduler
