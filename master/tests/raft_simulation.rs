@@ -587,3 +587,79 @@ fn acknowledged_commands_survive_faults_snapshots_and_membership_changes_on_the_
     );
     assert!(total.leader_changes > seeds, "{total:?}");
 }
+
+/// Every message sent reaches its member, in order, none lost: `rounds` times, each member
+/// takes a turn (a tick when `tick`) and what it sent is delivered.
+fn lossless(sim: &mut Sim, rounds: usize, tick: bool) {
+    for _ in 0..rounds {
+        for m in &mut sim.members {
+            m.turn(tick);
+        }
+        let sent: Vec<Message> = sim
+            .members
+            .iter()
+            .flat_map(|m| std::mem::take(&mut *m.sent.lock().unwrap()))
+            .collect();
+        for m in sent {
+            if let Some(to) = sim.member(m.to) {
+                to.deliver(Input::Step(vec![m]));
+            }
+        }
+        for m in &mut sim.members {
+            m.turn(false);
+        }
+    }
+}
+
+/// A leader asked to remove itself the moment it is elected (before any follower answered its
+/// first append, when raft-rs counts no follower as recently active) hands leadership to a
+/// member that stays, which makes the change. Reproduces a CI failure of
+/// `membership::the_group_grows_from_three_to_five_and_shrinks_back_under_load`, where the
+/// leader answered "no member that stays is up" with every other member up.
+#[test]
+fn a_leader_just_elected_hands_leadership_over_when_asked_to_remove_itself() {
+    let mut sim = Sim::new(7);
+    let mut leader = None;
+    for _ in 0..200 {
+        lossless(&mut sim, 1, true);
+        leader = sim.leader();
+        if leader.is_some() {
+            break;
+        }
+    }
+    let leader = leader.expect("no leader elected");
+    // Its first appends are sent and not yet answered: ask it now, and let only it take a turn.
+    let (reply, mut answer) = oneshot::channel();
+    sim.member(leader).unwrap().deliver(Input::ChangeMembers {
+        change: MemberChange::Remove { ids: vec![leader] },
+        reply,
+    });
+    sim.member(leader).unwrap().turn(false);
+    match answer.try_recv() {
+        Ok(Err(ProposeError::NotLeader { leader: None })) => {}
+        other => panic!("member {leader} did not hand leadership over: {other:?}"),
+    }
+    // The member it handed over to leads; asked there, the change is made.
+    let mut next = None;
+    for _ in 0..200 {
+        lossless(&mut sim, 1, true);
+        next = sim.leader().filter(|l| *l != leader);
+        if next.is_some() {
+            break;
+        }
+    }
+    let next = next.expect("leadership was not handed over");
+    assert!(sim.change(MemberChange::Remove { ids: vec![leader] }));
+    let mut done = None;
+    for _ in 0..200 {
+        lossless(&mut sim, 1, true);
+        done = sim.change_done();
+        if done.is_some() {
+            break;
+        }
+    }
+    assert_eq!(done, Some(true), "the removal of {leader} asked on {next}");
+    let mut want: Vec<u64> = (1..=3).filter(|id| *id != leader).collect();
+    want.sort_unstable();
+    assert_eq!(sim.voters(), want, "after removing {leader} on {next}");
+}

@@ -45,7 +45,10 @@ pub async fn check_empty_start(
             // TLS refused. Starting could let a wiped voter vote again: refuse.
             Answer::Refused(status) => {
                 return Err(format!(
-                    "this master's data dir is empty and master {peer} at {address} does not                      say whether member {id} took part in the group ({:?}: {}); a master with an                      empty data dir starts only when the other masters that run answer                      Admin/ListMembers (the same admin token, this version or later)",
+                    "this master's data dir is empty and master {peer} at {address} does not \
+                     say whether member {id} took part in the group ({:?}: {}); a master with an \
+                     empty data dir starts only when the other masters that run answer \
+                     Admin/ListMembers (the same admin token, this version or later)",
                     status.code(),
                     status.message()
                 ));

@@ -318,6 +318,15 @@ impl<S: StateMachine> Node<S> {
             return false;
         }
         let me = self.raw.raft.id;
+        // Up: heard from within an election timeout. raft-rs's `recent_active` alone is not
+        // enough: it is false for every follower just after an election and after each quorum
+        // check, until the follower's next answer.
+        let window = TICK * self.raw.raft.election_timeout() as u32;
+        let heard = |id: &u64| {
+            self.last_contact
+                .get(id)
+                .is_some_and(|at| at.elapsed() < window)
+        };
         let best = self
             .raw
             .raft
@@ -327,7 +336,7 @@ impl<S: StateMachine> Node<S> {
             // cannot lead.
             .filter(|(id, progress)| {
                 **id != me
-                    && progress.recent_active
+                    && (progress.recent_active || heard(id))
                     && self.conf_state.voters.contains(id)
                     && !avoid.contains(id)
             })
@@ -475,7 +484,8 @@ impl<S: StateMachine> Node<S> {
                 ProposeError::NotLeader { leader: None }
             } else {
                 ProposeError::Membership(
-                    "this master leads the group and no member that stays is up to take                      leadership over; bring one up, then ask again"
+                    "this master leads the group and no member that stays is up to take \
+                     leadership over; bring one up, then ask again"
                         .into(),
                 )
             }));
