@@ -22,12 +22,22 @@ use symcluster_master::index::{Counts, Index, JobState, command};
 use symcluster_proto::cluster::v1 as pb;
 use symcluster_proto::v1;
 
-fn log_path() -> PathBuf {
-    data_path(1)
-}
-
 fn data_path(version: u32) -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join(format!("tests/data/command-log-v{version}.bin"))
+}
+
+/// Writes the committed log file of schema `version`: `commands`, each length-delimited. Run
+/// only by the ignored `write_v*_log` tests, on a master of that version.
+fn write_log(version: u32, commands: Vec<pb::Command>) {
+    let mut out = Vec::new();
+    for cmd in commands {
+        assert_eq!(
+            cmd.version, version,
+            "this writer makes the version-{version} file only"
+        );
+        cmd.encode_length_delimited(&mut out).unwrap();
+    }
+    std::fs::write(data_path(version), out).unwrap();
 }
 
 /// The entries of a committed log file.
@@ -122,12 +132,7 @@ fn v1_commands() -> Vec<pb::Command> {
 #[test]
 #[ignore = "writes the committed fixture; run only to add a new version's file"]
 fn write_v1_log() {
-    let mut out = Vec::new();
-    for cmd in v1_commands() {
-        assert_eq!(cmd.version, 1, "this writer makes the version-1 file only");
-        cmd.encode_length_delimited(&mut out).unwrap();
-    }
-    std::fs::write(log_path(), out).unwrap();
+    write_log(1, v1_commands());
 }
 
 #[test]
@@ -176,7 +181,7 @@ fn a_log_written_by_version_1_replays_to_the_same_index() {
     assert_eq!(open, vec!["default/d".to_owned()]);
 
     // Purging jobs leaves the crash groups' counts as they were.
-    let groups = index.groups(10, None, |_| true).unwrap();
+    let groups = index.groups(10, None, true, |_| true).unwrap();
     assert_eq!(groups.len(), 1);
     assert_eq!(groups[0].project, "default");
     assert_eq!((groups[0].fingerprint.as_str(), groups[0].count), ("g1", 2));
@@ -293,12 +298,7 @@ fn v4_commands() -> Vec<pb::Command> {
 #[test]
 #[ignore = "writes the committed fixture; run only to add a new version's file"]
 fn write_v4_log() {
-    let mut out = Vec::new();
-    for cmd in v4_commands() {
-        assert_eq!(cmd.version, 4, "this writer makes the version-4 file only");
-        cmd.encode_length_delimited(&mut out).unwrap();
-    }
-    std::fs::write(data_path(4), out).unwrap();
+    write_log(4, v4_commands());
 }
 
 #[test]
@@ -363,7 +363,7 @@ fn a_log_written_by_version_4_replays_to_the_same_index() {
     assert!(index.open_jobs().unwrap().is_empty());
 
     // `a` left the group "raw" for "g1" when its second revision completed.
-    let groups = index.groups(10, None, |_| true).unwrap();
+    let groups = index.groups(10, None, true, |_| true).unwrap();
     let names: Vec<(&str, &str, u64)> = groups
         .iter()
         .map(|g| (g.project.as_str(), g.fingerprint.as_str(), g.count))
@@ -376,6 +376,90 @@ fn a_log_written_by_version_4_replays_to_the_same_index() {
             running: 0,
             completed: 1,
             failed: 2,
+        }
+    );
+}
+
+fn tree(names: &[(&str, u64)]) -> Vec<v1::CallTreeNode> {
+    names
+        .iter()
+        .enumerate()
+        .map(|(i, (name, hits))| v1::CallTreeNode {
+            name: (*name).into(),
+            hits: *hits,
+            parent: i as i64 - 1,
+        })
+        .collect()
+}
+
+/// What version 5 adds: a purge takes its jobs out of their crash groups (a crash group and a
+/// hang group, one job of each purged; the crash group is left with none).
+fn v5_commands() -> Vec<pb::Command> {
+    let mut commands = Vec::new();
+    let hang = |fingerprint: &str| v1::CrashGroupKey {
+        kind: "hang".into(),
+        ..group(fingerprint)
+    };
+    for (id, group, at, call_tree) in [
+        (
+            "demo/h1",
+            hang("hang-1"),
+            1_000,
+            tree(&[("main", 4), ("spin", 4), ("0x1000", 4)]),
+        ),
+        ("demo/c", group("crash-1"), 1_050, Vec::new()),
+        (
+            "demo/h2",
+            hang("hang-1"),
+            1_300,
+            tree(&[("main", 2), ("spin", 2), ("0x2000", 2)]),
+        ),
+    ] {
+        commands.push(command::submit(id, v1::JobKind::Native, vec![1], "k", at));
+        commands.push(command::lease(id, "worker-1", "worker", 1, at + 10));
+        commands.push(command::with_call_tree(
+            command::complete(id, 1, "worker-1", b"{}".to_vec(), Some(group), at + 20),
+            call_tree,
+        ));
+    }
+    commands.push(command::purge(1_200, 1_500));
+    commands
+}
+
+#[test]
+#[ignore = "writes the committed fixture; run only to add a new version's file"]
+fn write_v5_log() {
+    write_log(5, v5_commands());
+}
+
+#[test]
+fn a_log_written_by_version_5_replays_to_the_same_index() {
+    let (_dir, index) = replay(5, 10, 3);
+    // The purge (cut-off 1,200) took `h1` and `c` out of their groups: `crash-1` is gone, and
+    // `hang-1` holds `h2` alone, its tree `h2`'s.
+    assert!(index.job("demo/h1", false).unwrap().is_none());
+    assert!(index.job("demo/c", false).unwrap().is_none());
+    let groups = index.groups(10, None, true, |_| true).unwrap();
+    let names: Vec<(&str, &str, u64)> = groups
+        .iter()
+        .map(|g| (g.project.as_str(), g.fingerprint.as_str(), g.count))
+        .collect();
+    assert_eq!(names, vec![("demo", "hang-1", 1)]);
+    assert_eq!(
+        groups[0].call_tree,
+        tree(&[("main", 2), ("spin", 2), ("0x2000", 2)])
+    );
+    assert_eq!(groups[0].call_tree_other_hits, 0);
+    // Listed without trees, the record carries none.
+    let listed = index.groups(10, None, false, |_| true).unwrap();
+    assert!(listed[0].call_tree.is_empty());
+    assert_eq!(
+        index.counts().unwrap(),
+        Counts {
+            queued: 0,
+            running: 0,
+            completed: 1,
+            failed: 0,
         }
     );
 }

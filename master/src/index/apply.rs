@@ -15,7 +15,9 @@
 //!   queue as its next revision, with the whole attempt budget again (`uncounted_attempts`);
 //!   its result stays until the next `Complete` replaces it, which also moves the job from its
 //!   old crash group to its new one.
-//! - `Purge` deletes finished jobs that finished before its cut-off.
+//! - `Purge` deletes finished jobs that finished before its cut-off; since version 5 it also
+//!   takes them out of their crash groups ([`super::groups`]): a group left with no job is
+//!   deleted.
 //! - `MembersSeen` marks members of the group as seen ([`super::members`]); membership changes
 //!   themselves are Raft's entries, written by [`Applier::set_membership`].
 
@@ -25,8 +27,8 @@ use symcluster_proto::cluster::v1 as pb;
 use symcluster_proto::v1;
 
 use super::{
-    BY_SEQUENCE, GROUPS, IndexError, JOBS, JobState, JobSummary, META, OPEN, RESULTS, SPECS,
-    compress, db, decode_record, is_terminal, keys, members, meta, missing::MissingTables, tree,
+    BY_SEQUENCE, IndexError, JOBS, JobState, JobSummary, META, OPEN, RESULTS, SPECS, compress, db,
+    decode_record, groups::GroupTables, is_terminal, keys, members, meta, missing::MissingTables,
 };
 
 /// What applying one command changed.
@@ -55,7 +57,7 @@ pub struct Applier<'t> {
     results: Table<'t, &'static str, &'static [u8]>,
     by_sequence: Table<'t, u64, &'static str>,
     open: Table<'t, u64, &'static str>,
-    groups: Table<'t, &'static str, &'static [u8]>,
+    groups: GroupTables<'t>,
     meta: Table<'t, &'static str, u64>,
     membership: Table<'t, &'static str, &'static [u8]>,
     missing: MissingTables<'t>,
@@ -82,7 +84,7 @@ impl<'t> Applier<'t> {
             results: txn.open_table(RESULTS).map_err(db)?,
             by_sequence: txn.open_table(BY_SEQUENCE).map_err(db)?,
             open: txn.open_table(OPEN).map_err(db)?,
-            groups: txn.open_table(GROUPS).map_err(db)?,
+            groups: GroupTables::open(txn)?,
             meta: txn.open_table(META).map_err(db)?,
             membership: txn.open_table(members::MEMBERSHIP).map_err(db)?,
             missing: MissingTables::open(txn)?,
@@ -171,7 +173,7 @@ impl<'t> Applier<'t> {
             }),
             Kind::Complete(c) => self.complete(c),
             Kind::Fail(c) => self.fail(c),
-            Kind::Purge(c) => self.purge(c.finished_before_ms),
+            Kind::Purge(c) => self.purge(c.finished_before_ms, command.version),
             Kind::Resymbolicate(c) => self.resymbolicate(c, command.version),
             Kind::MembersSeen(c) => {
                 if let Some(mut membership) = self.membership()?
@@ -266,21 +268,13 @@ impl<'t> Applier<'t> {
             self.missing
                 .record(&c.job_id, &c.missing, c.at_ms, fingerprint)?;
             if old_fingerprint != fingerprint {
-                self.leave_group(&c.job_id, &old_fingerprint, &old_tree)?;
+                self.groups.leave(&c.job_id, &old_fingerprint, &old_tree)?;
                 if let Some(group) = group {
-                    self.add_to_group(group, &c.job_id, c.at_ms, &c.call_tree)?;
+                    self.groups.join(group, &c.job_id, c.at_ms, &c.call_tree)?;
                 }
             } else if let Some(key) = group {
-                // Same group, a new revision: its tree, and the title and key stack as now
-                // symbolicated (e.g. system code named once system symbols arrived).
-                self.change_group(&c.job_id, fingerprint, |g| {
-                    if old_tree != c.call_tree {
-                        tree::merge(&mut g.call_tree, &old_tree, -1);
-                        tree::merge(&mut g.call_tree, &c.call_tree, 1);
-                    }
-                    g.title.clone_from(&key.title);
-                    g.key_stack.clone_from(&key.key_stack);
-                })?;
+                self.groups
+                    .revise(key, &c.job_id, &old_tree, &c.call_tree)?;
             }
         }
         Ok(applied)
@@ -311,7 +305,8 @@ impl<'t> Applier<'t> {
         if let Applied::Changed { .. } = applied {
             self.missing.unrecord(&c.job_id, &before.missing)?;
             self.missing.record(&c.job_id, &c.missing, c.at_ms, "")?;
-            self.leave_group(&c.job_id, &before.fingerprint, &before.call_tree)?;
+            self.groups
+                .leave(&c.job_id, &before.fingerprint, &before.call_tree)?;
         }
         Ok(applied)
     }
@@ -361,103 +356,6 @@ impl<'t> Applier<'t> {
             job.worker_id.clear();
             true
         })
-    }
-
-    /// Takes job `job_key` (with its call tree) out of group `fingerprint` (nothing for an
-    /// empty one); a group left with no job is deleted.
-    fn leave_group(
-        &mut self,
-        job_key: &str,
-        fingerprint: &str,
-        call_tree: &[v1::CallTreeNode],
-    ) -> Result<(), IndexError> {
-        if fingerprint.is_empty() {
-            return Ok(());
-        }
-        self.change_group(job_key, fingerprint, |group| {
-            group.count = group.count.saturating_sub(1);
-            tree::merge(&mut group.call_tree, call_tree, -1);
-        })
-    }
-
-    /// Changes the stored group `fingerprint` of `job_key`'s project with `f`, if it exists;
-    /// deletes it when its count reaches 0.
-    fn change_group(
-        &mut self,
-        job_key: &str,
-        fingerprint: &str,
-        f: impl FnOnce(&mut v1::CrashGroup),
-    ) -> Result<(), IndexError> {
-        let key = keys::group_key(keys::split(job_key).0, fingerprint);
-        let Some(bytes) = self.groups.get(key.as_str()).map_err(db)? else {
-            return Ok(());
-        };
-        let mut group =
-            v1::CrashGroup::decode(bytes.value()).map_err(|source| IndexError::Decode {
-                what: format!("group {key}"),
-                source,
-            })?;
-        drop(bytes);
-        f(&mut group);
-        if group.count == 0 {
-            self.groups.remove(key.as_str()).map_err(db)?;
-        } else {
-            self.groups
-                .insert(key.as_str(), group.encode_to_vec().as_slice())
-                .map_err(db)?;
-        }
-        Ok(())
-    }
-
-    fn add_to_group(
-        &mut self,
-        key: &v1::CrashGroupKey,
-        job_key: &str,
-        at_ms: u64,
-        call_tree: &[v1::CallTreeNode],
-    ) -> Result<(), IndexError> {
-        let (project, job_id) = keys::split(job_key);
-        let group_key = keys::group_key(project, &key.fingerprint);
-        let existing = self
-            .groups
-            .get(group_key.as_str())
-            .map_err(db)?
-            .map(|v| v1::CrashGroup::decode(v.value()));
-        let mut group = match existing {
-            Some(Ok(group)) => group,
-            Some(Err(source)) => {
-                return Err(IndexError::Decode {
-                    what: format!("group {}", key.fingerprint),
-                    source,
-                });
-            }
-            None => v1::CrashGroup {
-                fingerprint: key.fingerprint.clone(),
-                title: key.title.clone(),
-                count: 0,
-                first_seen_ms: at_ms,
-                last_seen_ms: at_ms,
-                key_stack: key.key_stack.clone(),
-                last_job_id: job_id.to_owned(),
-                project: project.to_owned(),
-                call_tree: Vec::new(),
-                // A worker from before kinds sends none: only its hangs had call trees.
-                kind: match key.kind.as_str() {
-                    "" if !call_tree.is_empty() => "hang".to_owned(),
-                    "" => "crash".to_owned(),
-                    kind => kind.to_owned(),
-                },
-            },
-        };
-        group.count += 1;
-        group.first_seen_ms = group.first_seen_ms.min(at_ms);
-        group.last_seen_ms = group.last_seen_ms.max(at_ms);
-        group.last_job_id = job_id.to_owned();
-        tree::merge(&mut group.call_tree, call_tree, 1);
-        self.groups
-            .insert(group_key.as_str(), group.encode_to_vec().as_slice())
-            .map_err(db)?;
-        Ok(())
     }
 
     /// Changes job `job_id` with `f` (which says whether it changed anything) and keeps the
@@ -512,7 +410,7 @@ impl<'t> Applier<'t> {
         })
     }
 
-    fn purge(&mut self, finished_before_ms: u64) -> Result<Applied, IndexError> {
+    fn purge(&mut self, finished_before_ms: u64, version: u32) -> Result<Applied, IndexError> {
         let mut doomed = Vec::new();
         for entry in self.by_sequence.iter().map_err(db)? {
             let (sequence, id) = entry.map_err(db)?;
@@ -535,6 +433,12 @@ impl<'t> Applier<'t> {
             self.results.remove(id).map_err(db)?;
             self.by_sequence.remove(*sequence).map_err(db)?;
             self.missing.unrecord(id, &record.missing)?;
+            // Groups age out with their jobs. Entries before version 5 replay as they applied
+            // then: the groups kept their counts.
+            if version >= 5 {
+                self.groups
+                    .leave(id, &record.fingerprint, &record.call_tree)?;
+            }
             if let Some(key) = state_key(job_state(record)) {
                 self.meta_add(key, -1)?;
             }
@@ -785,7 +689,7 @@ mod tests {
         assert!(index.missing_files(10, |_| true).unwrap().is_empty());
         assert_eq!(index.spec(key).unwrap(), Some(vec![7]));
         let counts: Vec<(String, u64)> = index
-            .groups(10, None, |_| true)
+            .groups(10, None, true, |_| true)
             .unwrap()
             .into_iter()
             .map(|g| (g.fingerprint, g.count))
@@ -833,7 +737,7 @@ mod tests {
                 .collect::<Vec<_>>(),
             vec![key.to_owned()]
         );
-        assert_eq!(index.groups(10, None, |_| true).unwrap()[0].count, 1);
+        assert_eq!(index.groups(10, None, true, |_| true).unwrap()[0].count, 1);
         assert_eq!(index.counts().unwrap().completed, 1);
     }
 
@@ -870,7 +774,7 @@ mod tests {
         apply_all(&index, &commands);
         let listed = |kind| -> Vec<String> {
             index
-                .groups(10, kind, |_| true)
+                .groups(10, kind, true, |_| true)
                 .unwrap()
                 .into_iter()
                 .map(|g| g.fingerprint)
@@ -882,7 +786,10 @@ mod tests {
         assert_eq!(listed(None).len(), 3);
         assert_eq!(listed(Some("hang")), ["hang-1"]);
         // A group stored before kinds (no `kind`) reads as a hang when it sums call trees.
-        let mut legacy = index.groups(10, Some("hang"), |_| true).unwrap().remove(0);
+        let mut legacy = index
+            .groups(10, Some("hang"), true, |_| true)
+            .unwrap()
+            .remove(0);
         legacy.kind.clear();
         assert_eq!(super::super::group_kind(&legacy), "hang");
         legacy.call_tree.clear();
@@ -957,7 +864,7 @@ mod tests {
         assert_eq!(job.record.worker_id, "w1");
         assert_eq!(job.record.finished_at_ms, 10);
         assert_eq!(job.result_json.as_deref(), Some(&b"{\"r\":1}"[..]));
-        let groups = index.groups(10, None, |_| true).unwrap();
+        let groups = index.groups(10, None, true, |_| true).unwrap();
         assert_eq!((groups.len(), groups[0].count), (1, 1));
         assert_eq!(
             index.counts().unwrap(),

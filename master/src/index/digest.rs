@@ -8,7 +8,8 @@ use redb::{
 use sha2::{Digest as _, Sha256};
 
 use super::{
-    BY_SEQUENCE, GROUPS, Index, IndexError, JOBS, META, OPEN, RESULTS, SPECS, db, meta, missing,
+    BY_SEQUENCE, GROUPS, Index, IndexError, JOBS, META, OPEN, RESULTS, SPECS, db, groups, meta,
+    missing,
 };
 
 /// What [`Index::digest`] returns.
@@ -84,6 +85,7 @@ fn digest_of(txn: &ReadTransaction) -> Result<IndexDigest, IndexError> {
     hash_table(txn, BY_SEQUENCE, &mut hasher, keep)?;
     hash_table(txn, OPEN, &mut hasher, keep)?;
     hash_table(txn, GROUPS, &mut hasher, keep)?;
+    hash_table(txn, groups::TREES, &mut hasher, keep)?;
     hash_table(txn, missing::SETS, &mut hasher, keep)?;
     hash_table(txn, missing::FILES, &mut hasher, keep)?;
     hash_table(txn, missing::JOBS, &mut hasher, keep)?;

@@ -47,11 +47,19 @@ pub fn migrate(database: &Database) -> Result<u64, IndexError> {
     // The missing-files index by sets (not a schema version of its own: the commands and the
     // records are the same; only this table's layout changed).
     let converted = super::missing::convert_rows(&txn)?;
+    // Groups' call trees apart from their records (not a schema version of its own either).
+    let moved = super::groups::move_trees_apart(&txn)?;
     txn.open_table(META)
         .map_err(db)?
         .insert(SCHEMA_KEY, u64::from(SCHEMA_VERSION))
         .map_err(db)?;
     txn.commit().map_err(db)?;
+    if moved > 0 {
+        tracing::info!(
+            groups = moved,
+            "index migrated: crash groups' call trees are stored apart from their records"
+        );
+    }
     if converted > 0 {
         tracing::info!(
             jobs = converted,
@@ -209,7 +217,7 @@ mod tests {
                 ("default/a/b", "default")
             );
             assert_eq!(index.open_jobs().unwrap()[0].job_id, "default/a/b");
-            let groups = index.groups(10, None, |p| p == "default").unwrap();
+            let groups = index.groups(10, None, true, |p| p == "default").unwrap();
             assert_eq!((groups.len(), groups[0].project.as_str()), (1, "default"));
             drop(Arc::clone(index.database()));
         }

@@ -13,7 +13,8 @@
 //! | `results` | job key → result JSON, zstd-compressed |
 //! | `by_sequence` | submission sequence (1-based) → job key |
 //! | `open` | submission sequence → job key, for queued and running jobs only |
-//! | `groups` | `<project>/<fingerprint>` → `symcluster.v1.CrashGroup` (prost) |
+//! | `groups` | `<project>/<fingerprint>` → `symcluster.v1.CrashGroup` (prost), without its call tree |
+//! | `group_trees` | `<project>/<fingerprint>` → `symcluster.cluster.v1.GroupTree`: a hang group's merged call tree, bounded ([`groups`], [`tree`]) |
 //! | `missing_sets`, `missing_files`, `missing_jobs` | finished jobs that lacked a debug file or source map, by the set of files they lacked ([`missing`]) |
 //! | `index_meta` | `applied_index`, `applied_term`, `next_sequence`, per-state counts → u64 |
 //! | `membership` | `membership` → the master group's members and raft-rs's `ConfState` ([`members`]) |
@@ -25,6 +26,7 @@
 pub mod apply;
 pub mod command;
 pub mod digest;
+pub mod groups;
 pub mod keys;
 pub mod members;
 pub(crate) mod migrate;
@@ -58,9 +60,11 @@ pub const CACHE_BYTES: usize = 64 << 20;
 /// Version 2 keys jobs and groups by project ([`keys`]); version 3 records missing files and
 /// adds `Resymbolicate`; version 4 gives a job's new revision the whole attempt budget
 /// (`JobRecord.uncounted_attempts`, set by a version-4 `Resymbolicate` only, so that an older
-/// entry replays as it applied then) and adds `Requeue.unstarted`. Nothing stored changes
-/// shape: an index of version 3 opens as it is.
-pub const SCHEMA_VERSION: u32 = 4;
+/// entry replays as it applied then) and adds `Requeue.unstarted`; version 5's `Purge` takes
+/// the jobs it deletes out of their crash groups (a group left with no job is deleted). Every
+/// version's group call trees are bounded ([`tree::MAX_GROUP_TREE_NODES`]) and stored apart
+/// from the group records ([`groups`], moved once when an older index opens).
+pub const SCHEMA_VERSION: u32 = 5;
 
 /// Keys of [`META`].
 pub(crate) mod meta {
@@ -220,7 +224,7 @@ impl Index {
     /// Creates the index's tables in `db` if they do not exist.
     pub fn open(database: Arc<Database>) -> Result<Self, IndexError> {
         let txn = database.begin_write().map_err(db)?;
-        for table in [JOBS, SPECS, RESULTS, GROUPS] {
+        for table in [JOBS, SPECS, RESULTS, GROUPS, groups::TREES] {
             txn.open_table(table).map_err(db)?;
         }
         txn.open_table(BY_SEQUENCE).map_err(db)?;
@@ -389,11 +393,13 @@ impl Index {
     }
 
     /// Crash groups of the projects `sees` accepts, most frequent first (ties: most recent
-    /// first), at most `limit`.
+    /// first), at most `limit`; with their call trees (`CrashGroup.call_tree`, read apart from
+    /// the records, for the `limit` groups listed only) when `with_trees`.
     pub fn groups(
         &self,
         limit: usize,
         kind: Option<&str>,
+        with_trees: bool,
         sees: impl Fn(&str) -> bool,
     ) -> Result<Vec<v1::CrashGroup>, IndexError> {
         let read = self.db.begin_read().map_err(db)?;
@@ -419,6 +425,9 @@ impl Index {
                 .then(a.fingerprint.cmp(&b.fingerprint))
         });
         groups.truncate(limit);
+        if with_trees {
+            groups::attach_trees(&read, &mut groups)?;
+        }
         Ok(groups)
     }
 

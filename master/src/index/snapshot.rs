@@ -28,7 +28,7 @@ use symcluster_proto::v1;
 use super::apply::Applier;
 use super::{
     BY_SEQUENCE, GROUPS, Index, IndexError, JOBS, JobState, META, OPEN, RESULTS, SCHEMA_VERSION,
-    SPECS, db, decode_record, is_terminal, keys, members, meta, missing,
+    SPECS, db, decode_record, groups, is_terminal, keys, members, meta, missing,
 };
 
 /// A record longer than this is corruption, not data (a job's record, spec and result are
@@ -85,6 +85,7 @@ impl SnapshotSource {
         let specs = self.txn.open_table(SPECS).map_err(db)?;
         let results = self.txn.open_table(RESULTS).map_err(db)?;
         let groups = self.txn.open_table(GROUPS).map_err(db)?;
+        let trees = self.txn.open_table(groups::TREES).map_err(db)?;
         let meta_table = self.txn.open_table(META).map_err(db)?;
         let next_sequence = meta_table
             .get(meta::NEXT_SEQUENCE)
@@ -125,11 +126,17 @@ impl SnapshotSource {
         }
         for entry in groups.iter().map_err(db)? {
             let (fingerprint, bytes) = entry.map_err(db)?;
-            let group =
+            let mut group =
                 v1::CrashGroup::decode(bytes.value()).map_err(|source| IndexError::Decode {
                     what: format!("group {}", fingerprint.value()),
                     source,
                 })?;
+            // A group travels with its call tree, as masters before stored it.
+            if let Some(tree) = trees.get(fingerprint.value()).map_err(db)? {
+                let tree = groups::decode_tree(fingerprint.value(), tree.value())?;
+                group.call_tree = tree.nodes;
+                group.call_tree_other_hits = tree.other_hits;
+            }
             write_record(out, &mut buf, Record::Group(group)).map_err(io_or_index)?;
             counts.groups += 1;
         }
@@ -287,7 +294,15 @@ impl Index {
         mut next: impl FnMut() -> Result<Option<Record>, IndexError>,
     ) -> Result<SnapshotCounts, IndexError> {
         let txn = self.db.begin_write().map_err(db)?;
-        for table in [JOBS, SPECS, RESULTS, GROUPS, missing::JOBS, missing::SETS] {
+        for table in [
+            JOBS,
+            SPECS,
+            RESULTS,
+            GROUPS,
+            groups::TREES,
+            missing::JOBS,
+            missing::SETS,
+        ] {
             txn.delete_table(table).map_err(db)?;
         }
         txn.delete_table(missing::FILES).map_err(db)?;
@@ -308,7 +323,7 @@ impl Index {
             let mut results = txn.open_table(RESULTS).map_err(db)?;
             let mut by_sequence = txn.open_table(BY_SEQUENCE).map_err(db)?;
             let mut open = txn.open_table(OPEN).map_err(db)?;
-            let mut groups = txn.open_table(GROUPS).map_err(db)?;
+            let mut group_tables = groups::GroupTables::open(&txn)?;
             let mut meta_table = txn.open_table(META).map_err(db)?;
             let mut missing_tables = missing::MissingTables::open(&txn)?;
             let mut states = [0u64; 4];
@@ -370,9 +385,7 @@ impl Index {
                             group.project = DEFAULT_PROJECT.to_owned();
                         }
                         let key = keys::group_key(&group.project, &group.fingerprint);
-                        groups
-                            .insert(key.as_str(), group.encode_to_vec().as_slice())
-                            .map_err(db)?;
+                        group_tables.restore(&key, group)?;
                     }
                     Record::Header(_) | Record::End(_) => {
                         return Err(IndexError::Corrupt(
@@ -384,6 +397,7 @@ impl Index {
             for (key, value) in [
                 // A restored index is of this schema (whatever version wrote the snapshot).
                 (super::migrate::SCHEMA_KEY, u64::from(SCHEMA_VERSION)),
+                (groups::TREES_APART_KEY, 1),
                 (meta::QUEUED, states[0]),
                 (meta::RUNNING, states[1]),
                 (meta::COMPLETED, states[2]),
@@ -419,22 +433,30 @@ mod tests {
                 command::submit("a", v1::JobKind::Native, vec![7], "k", 1),
                 command::submit("b", v1::JobKind::Js, vec![8], "k2", 2),
                 command::lease("a", "w", "", 1, 3),
-                command::with_missing(
-                    command::complete(
-                        "a",
-                        1,
-                        "w",
-                        b"{}".to_vec(),
-                        Some(v1::CrashGroupKey {
-                            fingerprint: "f".into(),
-                            ..Default::default()
-                        }),
-                        4,
+                command::with_call_tree(
+                    command::with_missing(
+                        command::complete(
+                            "a",
+                            1,
+                            "w",
+                            b"{}".to_vec(),
+                            Some(v1::CrashGroupKey {
+                                fingerprint: "f".into(),
+                                ..Default::default()
+                            }),
+                            4,
+                        ),
+                        vec![v1::MissingFile {
+                            key: "dbg".into(),
+                            image: "App".into(),
+                            arch: "arm64".into(),
+                        }],
                     ),
-                    vec![v1::MissingFile {
-                        key: "dbg".into(),
-                        image: "App".into(),
-                        arch: "arm64".into(),
+                    // A hang's call tree: its group's travels with the group.
+                    vec![v1::CallTreeNode {
+                        name: "main".into(),
+                        hits: 3,
+                        parent: -1,
                     }],
                 ),
             ] {
@@ -464,10 +486,9 @@ mod tests {
             one.list_jobs(None, 10, |_| true).unwrap()
         );
         assert_eq!(two.open_jobs().unwrap(), one.open_jobs().unwrap());
-        assert_eq!(
-            two.groups(10, None, |_| true).unwrap(),
-            one.groups(10, None, |_| true).unwrap()
-        );
+        let groups = one.groups(10, None, true, |_| true).unwrap();
+        assert_eq!(groups[0].call_tree.len(), 1);
+        assert_eq!(two.groups(10, None, true, |_| true).unwrap(), groups);
         assert_eq!(two.counts().unwrap(), one.counts().unwrap());
         // The missing-files index is rebuilt from the records, and the spec a job that lacked a
         // file keeps travels with it.

@@ -214,16 +214,11 @@ impl Ingest for IngestService {
         let mut groups = self
             .scheduler
             .index()
-            .groups(limit, kind, sees)
+            .groups(limit, kind, r.call_trees, sees)
             .map_err(index_status)?;
         for group in &mut groups {
             // Groups made before kinds were recorded say what they are.
             group.kind = crate::index::group_kind(group).to_owned();
-        }
-        if !r.call_trees {
-            for group in &mut groups {
-                group.call_tree.clear();
-            }
         }
         Ok(Response::new(v1::ListGroupsResponse { groups }))
     }

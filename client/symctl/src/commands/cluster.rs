@@ -273,10 +273,23 @@ pub async fn groups(args: GroupsArgs) -> anyhow::Result<()> {
             TreeFormat::Text => print_tree(&group.call_tree),
             TreeFormat::Folded => print_folded(&group.call_tree),
         }
+        // The master keeps a group's heaviest paths only (2,000 nodes); the rest, as one line.
+        if group.call_tree_other_hits > 0 {
+            match args.format {
+                TreeFormat::Text => println!(
+                    "{}  {OTHER_PATHS} (the lightest paths, left out)",
+                    group.call_tree_other_hits
+                ),
+                TreeFormat::Folded => println!("{OTHER_PATHS} {}", group.call_tree_other_hits),
+            }
+        }
         return Ok(());
     }
     super::output::groups(&groups, args.output)
 }
+
+/// The name under which a group tree's left-out paths are printed (`CrashGroup.call_tree_other_hits`).
+const OTHER_PATHS: &str = "(other)";
 
 /// One line per node, parents first and children in order, indented two spaces per level:
 /// `HITS  name`.
