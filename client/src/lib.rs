@@ -502,7 +502,35 @@ async fn ask(
     Ok(None)
 }
 
+/// Whether the client follows a leader hint (a master's answer naming the leader, in a failed
+/// call's metadata or `ClusterStatus`) to `hint`, presenting its token there: when `hint` is
+/// one of `endpoints`, or an `http://` or `https://` address with a host whose scheme is that
+/// of every configured endpoint (a master added to the group later is followed, but a hint
+/// never takes the token from TLS to plaintext, nor anywhere but a master's URL). Another hint
+/// is ignored: the client asks its configured masters instead.
+pub fn may_follow(endpoints: &[String], hint: &str) -> bool {
+    if endpoints.iter().any(|e| e == hint) {
+        return true;
+    }
+    let scheme = |address: &str| {
+        address
+            .parse::<tonic::codegen::http::Uri>()
+            .ok()
+            .filter(|uri| uri.host().is_some_and(|h| !h.is_empty()))
+            .and_then(|uri| uri.scheme_str().map(str::to_ascii_lowercase))
+            .filter(|s| s == "http" || s == "https")
+    };
+    let Some(wanted) = scheme(hint) else {
+        return false;
+    };
+    !endpoints.is_empty()
+        && endpoints
+            .iter()
+            .all(|e| scheme(e).as_deref() == Some(wanted.as_str()))
+}
+
 /// Finds the leader among `endpoints` (trying `hint` first), waiting while none is elected.
+/// Hints are followed only as [`may_follow`] allows.
 async fn find_leader(
     endpoints: &[String],
     token: &BearerToken,
@@ -510,7 +538,7 @@ async fn find_leader(
     hint: Option<&str>,
 ) -> Result<(String, Channel), ClientError> {
     let deadline = Instant::now() + FAILOVER_TIMEOUT;
-    let mut next_hint = hint.map(str::to_owned);
+    let mut next_hint = hint.filter(|h| may_follow(endpoints, h)).map(str::to_owned);
     let mut last_error = None;
     loop {
         let mut candidates: Vec<String> = next_hint.take().into_iter().collect();
@@ -522,7 +550,7 @@ async fn find_leader(
                 Ok(Some(channel)) => return Ok((endpoint, channel)),
                 Ok(None) => {
                     answered = true;
-                    if let Some(leader) = leader {
+                    if let Some(leader) = leader.filter(|l| may_follow(endpoints, l)) {
                         let mut again = None;
                         if let Ok(Some(channel)) = ask(&leader, token, tls, &mut again).await {
                             return Ok((leader, channel));
@@ -555,4 +583,38 @@ fn source_chain(e: &dyn std::error::Error) -> String {
         cur = s.source();
     }
     out.join(": ")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::may_follow;
+
+    #[test]
+    fn a_leader_hint_is_followed_only_to_a_master_of_the_same_scheme() {
+        let tls = vec![
+            "https://m1.example:7700".to_owned(),
+            "https://m2.example:7700".to_owned(),
+        ];
+        assert!(may_follow(&tls, "https://m2.example:7700"));
+        // A master added later, over TLS like the others (its certificate is checked).
+        assert!(may_follow(&tls, "https://m4.example:7700"));
+        // Never from TLS to plaintext, nor to something that is not a master's URL.
+        assert!(!may_follow(&tls, "http://m4.example:7700"));
+        assert!(!may_follow(&tls, "HTTP://m4.example:7700"));
+        assert!(!may_follow(&tls, "m4.example:7700"));
+        assert!(!may_follow(&tls, "unix:///tmp/socket"));
+        assert!(!may_follow(&tls, "https://"));
+        assert!(!may_follow(&tls, ""));
+        let plain = vec!["http://10.0.0.1:7700".to_owned()];
+        assert!(may_follow(&plain, "http://10.0.0.5:7700"));
+        assert!(!may_follow(&plain, "ftp://10.0.0.5:7700"));
+        // Mixed configured schemes: only the configured masters themselves.
+        let mixed = vec![
+            "http://10.0.0.1:7700".to_owned(),
+            "https://m2.example:7700".to_owned(),
+        ];
+        assert!(may_follow(&mixed, "https://m2.example:7700"));
+        assert!(!may_follow(&mixed, "https://m3.example:7700"));
+        assert!(!may_follow(&mixed, "http://10.0.0.3:7700"));
+    }
 }
