@@ -171,8 +171,8 @@ impl<'t> Applier<'t> {
                 }
                 true
             }),
-            Kind::Complete(c) => self.complete(c),
-            Kind::Fail(c) => self.fail(c),
+            Kind::Complete(c) => self.complete(c, command.version >= 5),
+            Kind::Fail(c) => self.fail(c, command.version >= 5),
             Kind::Purge(c) => self.purge(c.finished_before_ms, command.version),
             Kind::Resymbolicate(c) => self.resymbolicate(c, command.version),
             Kind::MembersSeen(c) => {
@@ -237,7 +237,8 @@ impl<'t> Applier<'t> {
         })
     }
 
-    fn complete(&mut self, c: &pb::Complete) -> Result<Applied, IndexError> {
+    /// `bounded`: the group's tree is bounded ([`super::tree::merge`]; entries of version 5 on).
+    fn complete(&mut self, c: &pb::Complete, bounded: bool) -> Result<Applied, IndexError> {
         let group = c.group.as_ref().filter(|g| !g.fingerprint.is_empty());
         let (applied, before) =
             self.finish(&c.job_id, c.keep_spec || !c.missing.is_empty(), |job| {
@@ -268,19 +269,21 @@ impl<'t> Applier<'t> {
             self.missing
                 .record(&c.job_id, &c.missing, c.at_ms, fingerprint)?;
             if old_fingerprint != fingerprint {
-                self.groups.leave(&c.job_id, &old_fingerprint, &old_tree)?;
+                self.groups
+                    .leave(&c.job_id, &old_fingerprint, &old_tree, bounded)?;
                 if let Some(group) = group {
-                    self.groups.join(group, &c.job_id, c.at_ms, &c.call_tree)?;
+                    self.groups
+                        .join(group, &c.job_id, c.at_ms, &c.call_tree, bounded)?;
                 }
             } else if let Some(key) = group {
                 self.groups
-                    .revise(key, &c.job_id, &old_tree, &c.call_tree)?;
+                    .revise(key, &c.job_id, &old_tree, &c.call_tree, bounded)?;
             }
         }
         Ok(applied)
     }
 
-    fn fail(&mut self, c: &pb::Fail) -> Result<Applied, IndexError> {
+    fn fail(&mut self, c: &pb::Fail, bounded: bool) -> Result<Applied, IndexError> {
         // A re-run (for a file that arrived) that fails keeps the result it had: the job is
         // COMPLETED again, as it was, with the re-run's error; its group, missing files and
         // spec stay, so the next arrival can run it again.
@@ -306,7 +309,7 @@ impl<'t> Applier<'t> {
             self.missing.unrecord(&c.job_id, &before.missing)?;
             self.missing.record(&c.job_id, &c.missing, c.at_ms, "")?;
             self.groups
-                .leave(&c.job_id, &before.fingerprint, &before.call_tree)?;
+                .leave(&c.job_id, &before.fingerprint, &before.call_tree, bounded)?;
         }
         Ok(applied)
     }
@@ -437,7 +440,7 @@ impl<'t> Applier<'t> {
             // then: the groups kept their counts.
             if version >= 5 {
                 self.groups
-                    .leave(id, &record.fingerprint, &record.call_tree)?;
+                    .leave(id, &record.fingerprint, &record.call_tree, true)?;
             }
             if let Some(key) = state_key(job_state(record)) {
                 self.meta_add(key, -1)?;
@@ -791,9 +794,8 @@ mod tests {
             .unwrap()
             .remove(0);
         legacy.kind.clear();
-        assert_eq!(super::super::group_kind(&legacy), "hang");
-        legacy.call_tree.clear();
-        assert_eq!(super::super::group_kind(&legacy), "crash");
+        assert_eq!(super::super::group_kind(&legacy, true), "hang");
+        assert_eq!(super::super::group_kind(&legacy, false), "crash");
     }
 
     #[test]

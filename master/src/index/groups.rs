@@ -53,13 +53,15 @@ impl<'t> GroupTables<'t> {
     }
 
     /// Adds job `job_key` (finished at `at_ms`, with its call tree) to the group `key` names in
-    /// its project, creating the group.
+    /// its project, creating the group. `bounded`: the tree is bounded ([`tree::merge`]; the
+    /// entries of version 5 on).
     pub fn join(
         &mut self,
         key: &v1::CrashGroupKey,
         job_key: &str,
         at_ms: u64,
         call_tree: &[v1::CallTreeNode],
+        bounded: bool,
     ) -> Result<(), IndexError> {
         let (project, job_id) = keys::split(job_key);
         let group_key = keys::group_key(project, &key.fingerprint);
@@ -89,17 +91,18 @@ impl<'t> GroupTables<'t> {
         group.last_seen_ms = group.last_seen_ms.max(at_ms);
         group.last_job_id = job_id.to_owned();
         self.put(&group_key, &group)?;
-        self.merge_tree(&group_key, &[], call_tree)
+        self.merge_tree(&group_key, &[], call_tree, bounded)
     }
 
     /// Takes job `job_key` (with its call tree) out of group `fingerprint` of its project
     /// (nothing for an empty fingerprint or a group that is gone); a group left with no job is
-    /// deleted.
+    /// deleted. `bounded` as for [`GroupTables::join`].
     pub fn leave(
         &mut self,
         job_key: &str,
         fingerprint: &str,
         call_tree: &[v1::CallTreeNode],
+        bounded: bool,
     ) -> Result<(), IndexError> {
         if fingerprint.is_empty() {
             return Ok(());
@@ -115,18 +118,20 @@ impl<'t> GroupTables<'t> {
             return Ok(());
         }
         self.put(&group_key, &group)?;
-        self.merge_tree(&group_key, call_tree, &[])
+        self.merge_tree(&group_key, call_tree, &[], bounded)
     }
 
     /// A job of group `key` (in `job_key`'s project) symbolicated again into the same group:
     /// its old tree replaced by its new one, and the title and key stack as now symbolicated
-    /// (e.g. system code named once system symbols arrived).
+    /// (e.g. system code named once system symbols arrived). `bounded` as for
+    /// [`GroupTables::join`].
     pub fn revise(
         &mut self,
         key: &v1::CrashGroupKey,
         job_key: &str,
         old_tree: &[v1::CallTreeNode],
         new_tree: &[v1::CallTreeNode],
+        bounded: bool,
     ) -> Result<(), IndexError> {
         let group_key = keys::group_key(keys::split(job_key).0, &key.fingerprint);
         let Some(mut group) = self.get(&group_key)? else {
@@ -136,7 +141,7 @@ impl<'t> GroupTables<'t> {
         group.key_stack.clone_from(&key.key_stack);
         self.put(&group_key, &group)?;
         if old_tree != new_tree {
-            self.merge_tree(&group_key, old_tree, new_tree)?;
+            self.merge_tree(&group_key, old_tree, new_tree, bounded)?;
         }
         Ok(())
     }
@@ -156,12 +161,13 @@ impl<'t> GroupTables<'t> {
     }
 
     /// Takes `out` from the tree of group `group_key` and adds `add` ([`tree::merge`]); the
-    /// tree is deleted when nothing is left of it.
+    /// tree is deleted when no node is left of it.
     fn merge_tree(
         &mut self,
         group_key: &str,
         out: &[v1::CallTreeNode],
         add: &[v1::CallTreeNode],
+        bounded: bool,
     ) -> Result<(), IndexError> {
         if out.is_empty() && add.is_empty() {
             return Ok(());
@@ -170,9 +176,9 @@ impl<'t> GroupTables<'t> {
             Some(bytes) => decode_tree(group_key, bytes.value())?,
             None => pb::GroupTree::default(),
         };
-        tree::merge(&mut merged, out, -1);
-        tree::merge(&mut merged, add, 1);
-        if merged.nodes.is_empty() && merged.other_hits == 0 {
+        tree::merge(&mut merged, out, -1, bounded);
+        tree::merge(&mut merged, add, 1, bounded);
+        if merged.nodes.is_empty() {
             self.trees.remove(group_key).map_err(db)?;
         } else {
             self.trees
@@ -183,36 +189,28 @@ impl<'t> GroupTables<'t> {
     }
 
     /// Stores group `group` (a snapshot's record, tree included) under `group_key`: the record
-    /// without its tree, and the tree apart (bounded).
+    /// without its tree, and the tree apart, as it is (never bounded here: a master that
+    /// applied the same entries holds the same tree, bounded or not, by their versions).
     pub fn restore(
         &mut self,
         group_key: &str,
         mut group: v1::CrashGroup,
     ) -> Result<(), IndexError> {
-        let mut merged = pb::GroupTree {
+        let tree = pb::GroupTree {
             nodes: std::mem::take(&mut group.call_tree),
             other_hits: std::mem::take(&mut group.call_tree_other_hits),
         };
-        if group.kind.is_empty() {
-            group.kind = if merged.nodes.is_empty() {
-                "crash"
-            } else {
-                "hang"
-            }
-            .to_owned();
-        }
         self.put(group_key, &group)?;
-        if !merged.nodes.is_empty() || merged.other_hits > 0 {
-            tree::bound(&mut merged, tree::MAX_GROUP_TREE_NODES);
+        if !tree.nodes.is_empty() {
             self.trees
-                .insert(group_key, merged.encode_to_vec().as_slice())
+                .insert(group_key, tree.encode_to_vec().as_slice())
                 .map_err(db)?;
         }
         Ok(())
     }
 }
 
-/// Moves every group's call tree out of its record into [`TREES`] (bounded), once: an index
+/// Moves every group's call tree out of its record into [`TREES`] (as it is), once: an index
 /// stored by a master before trees were kept apart. Sets [`TREES_APART_KEY`]; does nothing
 /// when it is set. The number of groups whose tree moved.
 pub(crate) fn move_trees_apart(txn: &WriteTransaction) -> Result<u64, IndexError> {
@@ -226,7 +224,7 @@ pub(crate) fn move_trees_apart(txn: &WriteTransaction) -> Result<u64, IndexError
         for entry in groups.iter().map_err(db)? {
             let (key, bytes) = entry.map_err(db)?;
             let group = decode_group(key.value(), bytes.value())?;
-            if !group.call_tree.is_empty() || group.kind.is_empty() {
+            if !group.call_tree.is_empty() {
                 with_trees.push((key.value().to_owned(), group));
             }
         }
@@ -275,8 +273,8 @@ mod tests {
     }
 
     /// An index stored by a master that kept trees in the group records: its trees move apart
-    /// when it opens (bounded), the records keep none, and a group from before kinds is named
-    /// by what it held.
+    /// when it opens (as they are), the records keep none, and a group from before kinds is
+    /// named by what it holds when listed.
     #[test]
     fn trees_stored_in_group_records_move_apart_once() {
         let dir = tempfile::tempdir().unwrap();
@@ -310,24 +308,26 @@ mod tests {
         let index = Index::open(Arc::clone(&database)).unwrap();
         let listed = index.groups(10, None, false, |_| true).unwrap();
         assert!(listed.iter().all(|g| g.call_tree.is_empty()));
+        // Groups from before kinds are named by what they hold, when listed.
         let mut kinds: Vec<(&str, &str)> = listed
             .iter()
             .map(|g| (g.fingerprint.as_str(), g.kind.as_str()))
             .collect();
         kinds.sort_unstable();
         assert_eq!(kinds, [("crash", "crash"), ("hang", "hang")]);
+        // Moved as it was: bounding is for the entries of version 5 on.
         let with_trees = index.groups(10, Some("hang"), true, |_| true).unwrap();
-        // A chain of 1 hit per node: the first 2,000 kept, the 2,001st counted as other.
-        assert_eq!(
-            with_trees[0].call_tree,
-            deep[..tree::MAX_GROUP_TREE_NODES].to_vec()
-        );
-        assert_eq!(with_trees[0].call_tree_other_hits, 1);
+        assert_eq!(with_trees[0].call_tree, deep);
+        assert_eq!(with_trees[0].call_tree_other_hits, 0);
         // Opened again: nothing moves (the records hold no tree now).
         let read = database.begin_read().unwrap();
         let stored = read.open_table(GROUPS).unwrap();
         let hang = v1::CrashGroup::decode(stored.get("p/hang").unwrap().unwrap().value()).unwrap();
         assert!(hang.call_tree.is_empty());
+        assert!(
+            hang.kind.is_empty(),
+            "the record is not changed but for its tree"
+        );
         drop((stored, read));
         let txn = database.begin_write().unwrap();
         assert_eq!(move_trees_apart(&txn).unwrap(), 0);

@@ -393,8 +393,9 @@ impl Index {
     }
 
     /// Crash groups of the projects `sees` accepts, most frequent first (ties: most recent
-    /// first), at most `limit`; with their call trees (`CrashGroup.call_tree`, read apart from
-    /// the records, for the `limit` groups listed only) when `with_trees`.
+    /// first), at most `limit`, each with its kind ([`group_kind`]); with their call trees
+    /// (`CrashGroup.call_tree`, read apart from the records, for the `limit` groups listed
+    /// only) when `with_trees`.
     pub fn groups(
         &self,
         limit: usize,
@@ -404,17 +405,23 @@ impl Index {
     ) -> Result<Vec<v1::CrashGroup>, IndexError> {
         let read = self.db.begin_read().map_err(db)?;
         let table = read.open_table(GROUPS).map_err(db)?;
+        let trees = read.open_table(groups::TREES).map_err(db)?;
         let mut groups = Vec::new();
         for entry in table.iter().map_err(db)? {
             let (k, v) = entry.map_err(db)?;
             if !sees(keys::split(k.value()).0) {
                 continue;
             }
-            let group = v1::CrashGroup::decode(v.value()).map_err(|source| IndexError::Decode {
-                what: format!("group {}", k.value()),
-                source,
-            })?;
-            if kind.is_none_or(|kind| group_kind(&group) == kind) {
+            let mut group =
+                v1::CrashGroup::decode(v.value()).map_err(|source| IndexError::Decode {
+                    what: format!("group {}", k.value()),
+                    source,
+                })?;
+            if group.kind.is_empty() {
+                let has_tree = trees.get(k.value()).map_err(db)?.is_some();
+                group.kind = group_kind(&group, has_tree).to_owned();
+            }
+            if kind.is_none_or(|kind| group.kind == kind) {
                 groups.push(group);
             }
         }
@@ -514,10 +521,10 @@ pub(crate) fn decompress(job_id: &str, blob: &[u8]) -> Result<Vec<u8>, IndexErro
 }
 
 /// A group's report kind: its `kind`, or for a group made before kinds were recorded, `hang`
-/// when it sums call trees (only hangs had them) and `crash` otherwise.
-pub fn group_kind(group: &v1::CrashGroup) -> &str {
+/// when it sums call trees (`has_tree`: only hangs had them) and `crash` otherwise.
+pub fn group_kind(group: &v1::CrashGroup, has_tree: bool) -> &str {
     match group.kind.as_str() {
-        "" if !group.call_tree.is_empty() => "hang",
+        "" if has_tree => "hang",
         "" => "crash",
         kind => kind,
     }

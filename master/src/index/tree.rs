@@ -30,10 +30,16 @@ enum Landed {
 /// Adds `tree` to `into` (`sign` 1), or takes it out (`sign` -1): nodes are matched by their
 /// path of names from the top; a path `into` lacks is appended (parents first still holds).
 /// Taking out a path `into` lacks (left out before) takes its hits from `other_hits`. Nodes
-/// left with no hits are removed, then the tree is bounded to [`MAX_GROUP_TREE_NODES`]
-/// ([`bound`]). A node whose `parent` is not an earlier node is skipped with its subtree (a
-/// tree from a misbehaving worker changes nothing else).
-pub fn merge(into: &mut GroupTree, tree: &[CallTreeNode], sign: i64) {
+/// left with no hits are removed, then, when `bounded` (commands of version 5 on: an older
+/// entry replays as it applied then, so that every master holds the same tree whenever it was
+/// upgraded), the tree is bounded to [`MAX_GROUP_TREE_NODES`] ([`bound`]). A node whose
+/// `parent` is not an earlier node is skipped with its subtree (a tree from a misbehaving
+/// worker changes nothing else).
+///
+/// `other_hits` is an approximation: a path left out and later added again is a new node, so
+/// taking out a job that added to it before it was left out takes from that node, not from
+/// `other_hits`.
+pub fn merge(into: &mut GroupTree, tree: &[CallTreeNode], sign: i64, bounded: bool) {
     let nodes = &mut into.nodes;
     let mut children: HashMap<(i64, String), usize> = nodes
         .iter()
@@ -85,11 +91,14 @@ pub fn merge(into: &mut GroupTree, tree: &[CallTreeNode], sign: i64) {
         landed.push(Landed::At(at));
     }
     prune(&mut into.nodes);
-    bound(into, MAX_GROUP_TREE_NODES);
+    if bounded {
+        bound(into, MAX_GROUP_TREE_NODES);
+    }
 }
 
 /// Keeps at most `max` nodes of `tree`: the heaviest by hits (ties: the earlier), each with
 /// every node above it; the hits of the top node of each subtree left out go to `other_hits`.
+/// A node whose `parent` is not an earlier node is left out (with its hits in `other_hits`).
 pub fn bound(tree: &mut GroupTree, max: usize) {
     if tree.nodes.len() <= max {
         return;
@@ -103,9 +112,15 @@ pub fn bound(tree: &mut GroupTree, max: usize) {
     // Parents come first: a node is kept when chosen and its parent is kept.
     let mut kept = vec![false; tree.nodes.len()];
     for (i, node) in tree.nodes.iter().enumerate() {
-        let parent_kept = node.parent < 0 || kept[node.parent as usize];
-        kept[i] = chosen[i] && parent_kept;
-        if !kept[i] && parent_kept {
+        // `None`: not an earlier node.
+        let parent_kept = match node.parent {
+            -1 => Some(true),
+            p if p >= 0 && (p as usize) < i => Some(kept[p as usize]),
+            _ => None,
+        };
+        kept[i] = chosen[i] && parent_kept == Some(true);
+        // The top of a subtree left out (its parent kept, or none to speak of).
+        if !kept[i] && parent_kept != Some(false) {
             tree.other_hits = tree.other_hits.saturating_add(node.hits);
         }
     }
@@ -164,8 +179,8 @@ mod tests {
         let one = vec![node("main", 3, -1), node("run", 3, 0), node("spin", 2, 1)];
         let two = vec![node("main", 4, -1), node("run", 1, 0), node("io", 3, 0)];
         let mut group = GroupTree::default();
-        merge(&mut group, &one, 1);
-        merge(&mut group, &two, 1);
+        merge(&mut group, &one, 1, true);
+        merge(&mut group, &two, 1, true);
         assert_eq!(
             group.nodes,
             vec![
@@ -175,15 +190,15 @@ mod tests {
                 node("io", 3, 0)
             ]
         );
-        merge(&mut group, &one, -1);
+        merge(&mut group, &one, -1, true);
         assert_eq!(
             group.nodes,
             vec![node("main", 4, -1), node("run", 1, 0), node("io", 3, 0)]
         );
-        merge(&mut group, &two, -1);
+        merge(&mut group, &two, -1, true);
         assert!(group.nodes.is_empty());
         // A parent that is not an earlier node: skipped with its subtree.
-        merge(&mut group, &[node("a", 1, 5), node("b", 1, 0)], 1);
+        merge(&mut group, &[node("a", 1, 5), node("b", 1, 0)], 1, true);
         assert_eq!(group, GroupTree::default());
     }
 
@@ -221,12 +236,31 @@ mod tests {
             &mut tree,
             &[node("main", 3, -1), node("cold", 3, 0), node("c", 3, 1)],
             -1,
+            true,
         );
         assert_eq!(
             tree.nodes,
             vec![node("main", 7, -1), node("hot", 6, 0), node("a", 4, 1)]
         );
         assert_eq!(tree.other_hits, 3);
+    }
+
+    #[test]
+    fn an_older_entry_is_merged_unbounded_and_a_forward_parent_is_left_out() {
+        let chain: Vec<CallTreeNode> = (0..MAX_GROUP_TREE_NODES as i64 + 5)
+            .map(|i| node(&format!("f{i}"), 1, i - 1))
+            .collect();
+        let mut group = GroupTree::default();
+        merge(&mut group, &chain, 1, false);
+        assert_eq!(group.nodes.len(), MAX_GROUP_TREE_NODES + 5);
+        // A stored tree whose node names a later parent: left out, never a panic.
+        let mut tree = GroupTree {
+            nodes: vec![node("a", 2, -1), node("b", 1, 7), node("c", 1, 0)],
+            other_hits: 0,
+        };
+        bound(&mut tree, 1);
+        assert_eq!(tree.nodes, vec![node("a", 2, -1)]);
+        assert_eq!(tree.other_hits, 2);
     }
 
     #[test]
@@ -256,7 +290,7 @@ mod tests {
                 tree.push(node(&format!("0x{seed:x}"), 5, depth + 1));
             }
             total += 5;
-            merge(&mut group, &tree, 1);
+            merge(&mut group, &tree, 1, true);
             assert!(group.nodes.len() <= MAX_GROUP_TREE_NODES);
         }
         assert_eq!(group.nodes[0], node("main", total, -1));

@@ -211,15 +211,11 @@ impl Ingest for IngestService {
                 )));
             }
         };
-        let mut groups = self
+        let groups = self
             .scheduler
             .index()
             .groups(limit, kind, r.call_trees, sees)
             .map_err(index_status)?;
-        for group in &mut groups {
-            // Groups made before kinds were recorded say what they are.
-            group.kind = crate::index::group_kind(group).to_owned();
-        }
         Ok(Response::new(v1::ListGroupsResponse { groups }))
     }
 

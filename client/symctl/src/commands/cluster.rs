@@ -273,15 +273,14 @@ pub async fn groups(args: GroupsArgs) -> anyhow::Result<()> {
             TreeFormat::Text => print_tree(&group.call_tree),
             TreeFormat::Folded => print_folded(&group.call_tree),
         }
-        // The master keeps a group's heaviest paths only (2,000 nodes); the rest, as one line.
-        if group.call_tree_other_hits > 0 {
-            match args.format {
-                TreeFormat::Text => println!(
-                    "{}  {OTHER_PATHS} (the lightest paths, left out)",
-                    group.call_tree_other_hits
-                ),
-                TreeFormat::Folded => println!("{OTHER_PATHS} {}", group.call_tree_other_hits),
-            }
+        // The master keeps a group's heaviest paths only (2,000 nodes). Their callers' hits
+        // include the samples left out, so folded stacks (self hits) count them already; the
+        // text says how many there were.
+        if group.call_tree_other_hits > 0 && matches!(args.format, TreeFormat::Text) {
+            println!(
+                "{}  {OTHER_PATHS} (samples of the lightest paths, left out; included in their callers' hits)",
+                group.call_tree_other_hits
+            );
         }
         return Ok(());
     }
