@@ -1,8 +1,11 @@
 //! Sending pending reports to the cluster on the next launch.
 //!
 //! Every report (`crash-*.json`, `hang-*.json`, `jank-*.json`, `cpu-*.json`, `oom-*.json`,
-//! `launch-*.json`) in the report directory is submitted as a native job
-//! (the job id is `<prefix>-<file name>`, so a retry after a lost acknowledgement is idempotent),
+//! `launch-*.json`) in the report directory is submitted as a native job (the job id is
+//! `<prefix>-<install id>-<file name>`, so a retry after a lost acknowledgement is idempotent,
+//! and two devices never choose the same id: [`install_id`]; a report is deleted only when the
+//! master says it holds this very report, `SubmitResponse.same_report`, and one whose id holds
+//! another report is sent again under `<job id>-<content id>`),
 //! its image list cut to the images its frames are in ([`crate::used_images`]), and deleted
 //! only once the master acknowledged it. Errors another try can fix (masters out of
 //! reach or electing, a deadline, a rate limit: [`symcluster_client::retry::is_retryable`]) are
@@ -24,12 +27,58 @@ use symcluster_client::{Client, ClientError, api, retry};
 /// What a send pass did.
 #[derive(Debug, Default, Clone, PartialEq, Eq)]
 pub struct SendSummary {
-    /// Reports the master acknowledged (and that were deleted).
+    /// The job ids of the reports the master holds now (and that were deleted here).
     pub sent: Vec<String>,
     /// Reports still on disk (with the last error).
     pub kept: Vec<(String, String)>,
     /// Reports the master refused for good, deleted (job id, the master's status and message).
     pub refused: Vec<(String, String)>,
+}
+
+/// The file in the report directory that holds this install's id.
+pub const INSTALL_ID_FILE: &str = "install-id";
+
+/// The most bytes of the app's prefix a job id takes (job ids are at most 128 bytes).
+const MAX_PREFIX_BYTES: usize = 40;
+
+/// This install's id: a random UUID (v4, 32 lowercase hex digits) made the first time and kept
+/// in `dir`/[`INSTALL_ID_FILE`], so that job ids made on two devices from the same file name
+/// (`crash-<launch ms>-<pid>.json`) differ. Errors: the directory's, when the id cannot be read
+/// or written (a file that does not hold 32 hex digits is replaced).
+pub fn install_id(dir: &Path) -> std::io::Result<String> {
+    let path = dir.join(INSTALL_ID_FILE);
+    if let Ok(id) = std::fs::read_to_string(&path) {
+        let id = id.trim();
+        if id.len() == 32 && id.bytes().all(|b| b.is_ascii_hexdigit()) {
+            return Ok(id.to_ascii_lowercase());
+        }
+    }
+    let id = uuid::Uuid::new_v4().simple().to_string();
+    // Written whole, then renamed: a crash half way leaves no half id.
+    let partial = dir.join(format!("{INSTALL_ID_FILE}.tmp"));
+    std::fs::write(&partial, &id)?;
+    std::fs::rename(&partial, &path)?;
+    Ok(id)
+}
+
+/// The job id of report file `name` sent by install `install` of app `prefix` (cut to
+/// [`MAX_PREFIX_BYTES`] at a character boundary).
+pub fn job_id(prefix: &str, install: &str, name: &str) -> String {
+    let mut end = prefix.len().min(MAX_PREFIX_BYTES);
+    while !prefix.is_char_boundary(end) {
+        end -= 1;
+    }
+    format!("{}-{install}-{name}", &prefix[..end])
+}
+
+/// The id a report is sent again under when `job_id` holds another report: `job_id` and the
+/// first 16 hex digits of the SHA-256 of `report` (the same report gets the same id: a retry
+/// stays idempotent).
+fn content_job_id(job_id: &str, report: &[u8]) -> String {
+    use sha2::Digest as _;
+    let digest = sha2::Sha256::digest(report);
+    let hex: String = digest[..8].iter().map(|b| format!("{b:02x}")).collect();
+    format!("{job_id}-{hex}")
 }
 
 /// What becomes of a report whose submit failed.
@@ -136,19 +185,39 @@ fn outgoing(name: &str, report: Vec<u8>) -> (Vec<u8>, api::Modules) {
 async fn submit(
     client: &mut Client,
     job_id: &str,
-    (report, modules): (Vec<u8>, api::Modules),
+    (report, modules): (&[u8], api::Modules),
 ) -> Result<api::SubmitResponse, ClientError> {
-    let mut spec = symcluster_client::native_spec(job_id, &report)?;
+    let mut spec = symcluster_client::native_spec(job_id, report)?;
     if let Some(api::job_spec::Payload::Native(native)) = &mut spec.payload {
         native.set_modules(modules);
     }
     client.submit(spec).await
 }
 
+/// Submits `report` as `job_id`, or, when that id holds another report (the master answers
+/// `created = false` and `same_report = false`: another device chose the id, or an SDK before
+/// install ids did), as its [`content_job_id`]. The id the master holds the report under, or
+/// `None` when both ids hold other reports.
+async fn submit_held(
+    client: &mut Client,
+    job_id: String,
+    (report, modules): (Vec<u8>, api::Modules),
+) -> Result<Option<String>, ClientError> {
+    let answer = submit(client, &job_id, (&report, modules)).await?;
+    if answer.created || answer.same_report {
+        return Ok(Some(job_id));
+    }
+    let again = content_job_id(&job_id, &report);
+    let answer = submit(client, &again, (&report, modules)).await?;
+    Ok((answer.created || answer.same_report).then_some(again))
+}
+
 /// Sends every pending report in `dir` to the leader of the masters at `endpoint` (one
 /// `http://host:port`, or several comma-separated), in `attempts` passes at most over the
 /// reports a retryable error kept (backoff from 200 ms, doubling to 10 s, with jitter, afresh
-/// after a pass that sent something). Job ids are `<job_prefix>-<file name>`.
+/// after a pass that sent something). Job ids are [`job_id`]`(job_prefix, install id, file
+/// name)`; without an install id (a directory it cannot be written to) nothing is sent and every
+/// report is kept with the reason.
 pub async fn send_pending(
     dir: &Path,
     endpoint: &str,
@@ -159,6 +228,17 @@ pub async fn send_pending(
     clean_stale(dir);
     let mut summary = SendSummary::default();
     let mut files = pending(dir);
+    let install = match install_id(dir) {
+        Ok(id) => id,
+        Err(e) => {
+            let reason = format!("no install id in {}: {e}", dir.display());
+            summary.kept = files
+                .iter()
+                .map(|f| (f.display().to_string(), reason.clone()))
+                .collect();
+            return summary;
+        }
+    };
     let mut kept_for_later = Vec::new();
     let policy = retry::backoff(Duration::from_secs(10));
     let mut delays = policy.build();
@@ -188,19 +268,23 @@ pub async fn send_pending(
                 .and_then(|n| n.to_str())
                 .unwrap_or("report")
                 .to_owned();
-            let job_id = format!("{job_prefix}-{name}");
+            let job_id = job_id(job_prefix, &install, &name);
             let result = match std::fs::read(&file) {
-                Ok(bytes) => submit(&mut client, &job_id, outgoing(&name, bytes))
+                Ok(bytes) => submit_held(&mut client, job_id.clone(), outgoing(&name, bytes))
                     .await
                     .map_err(|e| (e.to_string(), Fate::of(&e))),
                 // Unreadable now (e.g. still being written): kept for a later launch.
                 Err(e) => Err((e.to_string(), Fate::Later)),
             };
             match result {
-                Ok(_) => {
+                Ok(Some(sent_as)) => {
                     let _ = std::fs::remove_file(&file);
-                    summary.sent.push(job_id);
+                    summary.sent.push(sent_as);
                 }
+                Ok(None) => kept_for_later.push((
+                    file.display().to_string(),
+                    format!("job ids {job_id} and its content id hold other reports"),
+                )),
                 Err((e, Fate::Refused)) => {
                     let _ = std::fs::remove_file(&file);
                     summary.refused.push((job_id, e));

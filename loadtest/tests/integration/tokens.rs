@@ -135,14 +135,9 @@ async fn each_role_does_only_what_it_may() {
     // device: submits (twice: idempotent), reads nothing, sees only where the leader is.
     let mut device = Client::connect(&cluster.endpoint, DEVICE).await.unwrap();
     let submitted = device.submit_native("d-1", report.clone()).await.unwrap();
-    assert!(submitted.created);
-    assert!(
-        !device
-            .submit_native("d-1", report.clone())
-            .await
-            .unwrap()
-            .created
-    );
+    assert!(submitted.created && submitted.same_report);
+    let retried = device.submit_native("d-1", report.clone()).await.unwrap();
+    assert!(!retried.created && retried.same_report);
     let read_denied = "token \"demo-app\" has role device; reading jobs needs ingest or admin";
     denied(device.job("d-1").await, read_denied);
     denied(device.wait("d-1").await, read_denied);
@@ -328,11 +323,23 @@ async fn each_role_does_only_what_it_may() {
     assert_eq!(job.state, api::JobState::Completed as i32);
     assert_eq!((job.attempts, job.worker_id.as_str()), (1, "w1"));
     assert_eq!(job.result_json, result);
-    // A device resubmitting a finished job's id is not handed its result.
+    // A device resubmitting a finished job's id learns only whether the master holds this very
+    // report under it: nothing of the job's state, result, error or group.
     let again = device.submit_native("d-1", report.clone()).await.unwrap();
-    let again = again.job.unwrap();
-    assert_eq!(again.state, api::JobState::Completed as i32);
-    assert!(again.result_json.is_empty());
+    assert!(!again.created && again.same_report);
+    assert_eq!(
+        again.job.unwrap(),
+        api::Job {
+            project: "demo".into(),
+            job_id: "d-1".into(),
+            ..Default::default()
+        }
+    );
+    // Another report under that id (another device chose it): the master does not hold it.
+    let mut other = report.clone();
+    other.extend_from_slice(b"\n");
+    let taken = device.submit_native("d-1", other).await.unwrap();
+    assert!(!taken.created && !taken.same_report);
 
     // SIGHUP: the file now has another device token; the old one is refused.
     write_tokens(&path, &[("demo-app-2", "device-2-secret", "device")]);

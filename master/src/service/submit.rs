@@ -6,7 +6,7 @@ use symcluster_admission::{Checked, check};
 use symcluster_proto::v1;
 use tonic::Status;
 
-use super::{job_to_proto, schedule_status};
+use super::{index_status, job_to_proto, schedule_status};
 use crate::auth;
 use crate::index::keys;
 use crate::scheduler::Scheduler;
@@ -87,15 +87,39 @@ pub(super) async fn submit_spec(
     let (job, created) = outcome.map_err(schedule_status)?;
     crate::metrics::JOBS_SUBMITTED.inc_by(u64::from(created));
     tracing::debug!(job_id = %job.record.job_id, created, "job submitted");
+    let same_report = created || holds_report(scheduler, &spec).await?;
     let mut job = job_to_proto(job);
     if !may_read(caller) {
-        // A resubmitted id must not hand a device the stored result of a finished job.
-        job.result_json.clear();
+        // A resubmitted id must not tell a device anything of another device's job: its state,
+        // error, result, missing files or group.
+        job = v1::Job {
+            project: job.project,
+            job_id: job.job_id,
+            ..Default::default()
+        };
     }
     Ok(v1::SubmitResponse {
         job: Some(job),
         created,
+        same_report,
     })
+}
+
+/// Whether the stored job `spec.job_id` (an index key) was submitted with `spec`'s report (or
+/// JS stack): its stored spec's payload equals `spec`'s, byte for byte. False when the master
+/// no longer holds the spec. Read off the runtime (a spec is up to 16 MiB).
+async fn holds_report(scheduler: &Scheduler, spec: &v1::JobSpec) -> Result<bool, Status> {
+    let index = scheduler.index().clone();
+    let key = spec.job_id.clone();
+    let payload = spec.payload.clone();
+    tokio::task::spawn_blocking(move || {
+        let stored = index.spec(&key).map_err(index_status)?;
+        Ok(stored
+            .and_then(|bytes| v1::JobSpec::decode(bytes.as_slice()).ok())
+            .is_some_and(|stored| stored.payload == payload))
+    })
+    .await
+    .map_err(|e| Status::internal(format!("the report reader stopped: {e}")))?
 }
 
 /// The decompressed bytes of a spec's report or JS stack (0 when it cannot tell: admission

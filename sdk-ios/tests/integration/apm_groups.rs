@@ -92,7 +92,7 @@ async fn cpu_oom_jank_and_launch_reports_are_symbolicated_and_grouped_by_kind() 
     assert!(!bad.status.success(), "launch reports make no groups");
 
     // The launch job completed, with its duration carried into the result.
-    let result = result_of(&cluster, &format!("crasher-{launch}")).await;
+    let result = result_of(&cluster, &crate::support::job_of(dir.path(), &launch)).await;
     assert_eq!(result["kind"], "launch");
     assert!(result["details"]["launch"]["duration_ms"].as_u64().unwrap() >= 300);
 }

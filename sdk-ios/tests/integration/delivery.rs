@@ -4,7 +4,9 @@ use std::os::unix::process::ExitStatusExt;
 
 use symcluster_loadtest::cluster::{Cluster, MasterOptions, TOKEN};
 
-use crate::support::{cluster_with_crasher, crasher, marker_line, result_of, run, send};
+use crate::support::{
+    cluster_with_crasher, crasher, job_id_in, job_of, marker_line, result_of, run, send,
+};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn crash_report_is_sent_on_next_launch_and_symbolicated() {
@@ -27,7 +29,7 @@ async fn crash_report_is_sent_on_next_launch_and_symbolicated() {
         "the report is deleted once acknowledged"
     );
 
-    let result = result_of(&cluster, &format!("crasher-{report_name}")).await;
+    let result = result_of(&cluster, &job_of(dir.path(), &report_name)).await;
     let frame = &result["threads"][0]["frames"][0];
     assert_eq!(frame["function"], "crash_null_deref");
     assert_eq!(frame["filename"], "crasher.c");
@@ -100,10 +102,11 @@ async fn big_reports_are_sent_and_refused_ones_are_not_kept_forever() {
     let cluster = Cluster::start(0, MasterOptions::default()).await;
     let summary =
         symcluster_sdk::send::send_pending(dir.path(), &cluster.endpoint, TOKEN, "app", 1).await;
-    assert_eq!(summary.sent, vec!["app-crash-1-big.json".to_owned()]);
+    let id = |name: &str| job_id_in(dir.path(), "app", name);
+    assert_eq!(summary.sent, vec![id("crash-1-big.json")]);
     assert!(summary.kept.is_empty(), "{:?}", summary.kept);
     let refused: Vec<&str> = summary.refused.iter().map(|(id, _)| id.as_str()).collect();
-    assert_eq!(refused, ["app-crash-2-over.json", "app-crash-3-huge.json"]);
+    assert_eq!(refused, [id("crash-2-over.json"), id("crash-3-huge.json")]);
     for ((_, error), bytes) in summary.refused.iter().zip(over) {
         assert!(
             error.contains(&format!(
@@ -116,7 +119,7 @@ async fn big_reports_are_sent_and_refused_ones_are_not_kept_forever() {
 
     // The 10 MiB report is stored as a runnable native job (no worker here: queued).
     let mut client = cluster.client().await;
-    let job = client.job("app-crash-1-big.json").await.unwrap();
+    let job = client.job(&id("crash-1-big.json")).await.unwrap();
     assert_eq!(job.state, symcluster_client::api::JobState::Queued as i32);
     assert_eq!(job.kind, symcluster_client::api::JobKind::Native as i32);
 }
@@ -213,8 +216,8 @@ async fn crash_reports_are_sent_with_the_images_their_frames_are_in() {
     assert_eq!(String::from_utf8_lossy(&sent_all.stdout).trim(), "1");
 
     let name = on_disk_path.file_name().unwrap().to_str().unwrap();
-    let referenced_id = format!("crasher-{name}");
-    let all_id = "crasher-crash-1-all.json";
+    let referenced_id = job_of(referenced_dir.path(), name);
+    let all_id = &job_of(all_dir.path(), "crash-1-all.json");
     let sent_referenced = stored_report(&cluster, &referenced_id).await;
     let sent_every = stored_report(&cluster, all_id).await;
     assert_eq!(modules_of(&sent_referenced), expected);
@@ -252,4 +255,72 @@ async fn crash_reports_are_sent_with_the_images_their_frames_are_in() {
         sent_referenced.len(),
         zstd(&sent_referenced),
     );
+}
+
+/// Two devices whose reports have the same file name (the same launch time and pid) both get
+/// their reports in, under their install ids; a report sent again after its acknowledgement
+/// was lost is not stored twice; and a device whose install id came from another (a restored
+/// backup) still gets its report in, under the report's content id, leaving the other's alone.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_devices_whose_report_names_collide_both_get_their_reports_in() {
+    let crashed = tempfile::tempdir().unwrap();
+    run(crashed.path(), "null");
+    let event = std::fs::read(crate::support::report(crashed.path(), "crash")).unwrap();
+    let name = "crash-1700000000000-7.json";
+    let device = |report: &[u8]| {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join(name), report).unwrap();
+        dir
+    };
+    let (a, b) = (padded(&event, 64), padded(&event, 128));
+    let (device_a, device_b) = (device(&a), device(&b));
+
+    let cluster = Cluster::start(0, MasterOptions::default()).await;
+    let sent_a = send_from(&cluster, device_a.path()).await;
+    let sent_b = send_from(&cluster, device_b.path()).await;
+    let (id_a, id_b) = (
+        job_id_in(device_a.path(), "app", name),
+        job_id_in(device_b.path(), "app", name),
+    );
+    assert_ne!(id_a, id_b, "two installs, two ids");
+    assert_eq!(sent_a.sent, vec![id_a.clone()], "{sent_a:?}");
+    assert_eq!(sent_b.sent, vec![id_b.clone()], "{sent_b:?}");
+    let stored_a = stored_report(&cluster, &id_a).await;
+    let stored_b = stored_report(&cluster, &id_b).await;
+    assert_ne!(stored_a, stored_b, "each device's own report");
+
+    // The acknowledgement was lost: the same report is sent again, under the same id, and the
+    // master says it holds it (had it not, it would go under another id).
+    std::fs::write(device_a.path().join(name), &a).unwrap();
+    let again = send_from(&cluster, device_a.path()).await;
+    assert_eq!(again.sent, vec![id_a.clone()], "{again:?}");
+    assert!(symcluster_sdk::send::pending(device_a.path()).is_empty());
+
+    // A device restored from A's backup: A's install id, another report of the same name.
+    let restored = device(&padded(&event, 256));
+    std::fs::copy(
+        device_a.path().join(symcluster_sdk::send::INSTALL_ID_FILE),
+        restored.path().join(symcluster_sdk::send::INSTALL_ID_FILE),
+    )
+    .unwrap();
+    let sent_c = send_from(&cluster, restored.path()).await;
+    assert_eq!(sent_c.sent.len(), 1, "{sent_c:?}");
+    let id_c = &sent_c.sent[0];
+    let content_id = id_c
+        .strip_prefix(&format!("{id_a}-"))
+        .expect("A's id, then");
+    assert_eq!(content_id.len(), 16);
+    assert!(content_id.bytes().all(|b| b.is_ascii_hexdigit()));
+    assert!(symcluster_sdk::send::pending(restored.path()).is_empty());
+    assert_eq!(
+        stored_report(&cluster, &id_a).await,
+        stored_a,
+        "A's report stays"
+    );
+    assert_ne!(stored_report(&cluster, id_c).await, stored_a);
+}
+
+/// Sends the reports of `dir` once, as app `app`, with the admin token.
+async fn send_from(cluster: &Cluster, dir: &std::path::Path) -> symcluster_sdk::send::SendSummary {
+    symcluster_sdk::send::send_pending(dir, &cluster.endpoint, TOKEN, "app", 1).await
 }

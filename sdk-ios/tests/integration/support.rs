@@ -131,6 +131,18 @@ pub fn send(dir: &Path, endpoint: &str) -> String {
     String::from_utf8_lossy(&sent.stdout).trim().to_owned()
 }
 
+/// The job id the crasher sends report file `name` of report directory `dir` under (the SDK's
+/// [`symcluster_sdk::send::job_id`] with the directory's install id).
+pub fn job_of(dir: &Path, name: &str) -> String {
+    job_id_in(dir, "crasher", name)
+}
+
+/// [`job_of`] for an app named `prefix`.
+pub fn job_id_in(dir: &Path, prefix: &str, name: &str) -> String {
+    let install = symcluster_sdk::send::install_id(dir).expect("an install id");
+    symcluster_sdk::send::job_id(prefix, &install, name)
+}
+
 /// The result JSON of job `job_id` once it completes (at most 60 s).
 pub async fn result_of(
     cluster: &symcluster_loadtest::cluster::Cluster,
