@@ -69,6 +69,14 @@ int symcluster_sdk_start_cpu_monitor(uint32_t interval_ms,
 void symcluster_sdk_set_report_limits(uint32_t per_launch, uint32_t per_day);
 
 /**
+ * Sets the size of the buffer a crash report is written into from the crash handler, in bytes
+ * (512 KiB by default; clamped to 16 KiB..16 MiB), allocated at install: call before
+ * [`symcluster_sdk_install`]. A report that does not fit is still a whole JSON document, with
+ * the threads (and then frames) that did not fit left out and `"truncated": true`.
+ */
+void symcluster_sdk_set_report_bytes(uintptr_t bytes);
+
+/**
  * Sets how often the memory footprint is recorded for the out-of-memory decision, in ms
  * (1000 by default). Call before [`symcluster_sdk_install`].
  */

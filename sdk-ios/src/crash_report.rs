@@ -16,8 +16,27 @@ use crate::platform::Backend;
 use crate::unwind::{self, MAX_FRAMES, REGISTER_NAMES, Registers};
 use crate::writer::Writer;
 
-const REPORT_BYTES: usize = 512 * 1024;
+/// The report buffer's size unless the app sets another ([`set_report_bytes`]), bytes.
+pub const DEFAULT_REPORT_BYTES: usize = 512 * 1024;
+/// The smallest and largest report buffers [`set_report_bytes`] accepts, bytes.
+pub const REPORT_BYTES_RANGE: std::ops::RangeInclusive<usize> = (16 * 1024)..=(16 * 1024 * 1024);
+/// Kept free for the report's end (`]`, `"truncated":true`, `}`) while its body is written.
+const TAIL_BYTES: usize = 64;
+/// A thread that does not fit whole is written with half its frames, then half again, down to
+/// this many; below, it is left out (the crashed thread: with no frame).
+const MIN_FRAMES: usize = 4;
 const MAX_THREADS: usize = 256;
+
+static REPORT_BYTES: std::sync::atomic::AtomicUsize =
+    std::sync::atomic::AtomicUsize::new(DEFAULT_REPORT_BYTES);
+
+/// Sets the report buffer's size (bytes, clamped to [`REPORT_BYTES_RANGE`]) for the next
+/// [`prepare`]; call before install. A report that does not fit is written whole all the same,
+/// with fewer threads and frames and `"truncated": true`.
+pub fn set_report_bytes(bytes: usize) {
+    let bytes = bytes.clamp(*REPORT_BYTES_RANGE.start(), *REPORT_BYTES_RANGE.end());
+    REPORT_BYTES.store(bytes, Ordering::Relaxed);
+}
 
 static REPORT_FD: AtomicI32 = AtomicI32::new(-1);
 
@@ -27,6 +46,8 @@ struct Prepared {
     inprogress_path: CString,
     final_path: CString,
     buffer: *mut u8,
+    /// The buffer's length, bytes.
+    buffer_len: usize,
     exception: *mut ExceptionNote,
 }
 
@@ -90,6 +111,7 @@ pub fn prepare(dir: &std::path::Path, metadata_json: Vec<u8>) -> std::io::Result
         .truncate(true)
         .write(true)
         .open(&inprogress)?;
+    let report_bytes = REPORT_BYTES.load(Ordering::Relaxed);
     let prepared = Prepared {
         metadata_json: Box::leak(metadata_json.into_boxed_slice()),
         inprogress_path: CString::new(inprogress.into_os_string().into_encoded_bytes())
@@ -100,7 +122,8 @@ pub fn prepare(dir: &std::path::Path, metadata_json: Vec<u8>) -> std::io::Result
                 .into_encoded_bytes(),
         )
         .map_err(std::io::Error::other)?,
-        buffer: Box::leak(vec![0u8; REPORT_BYTES].into_boxed_slice()).as_mut_ptr(),
+        buffer: Box::leak(vec![0u8; report_bytes].into_boxed_slice()).as_mut_ptr(),
+        buffer_len: report_bytes,
         exception: Box::leak(Box::new(ExceptionNote {
             len: 0,
             text: [0; 1024],
@@ -141,8 +164,10 @@ pub fn write<B: Backend>(crash: &CrashInfo<B::Thread>) {
         return;
     };
     // SAFETY: the buffer was leaked at install; only the one guarded writer uses it.
-    let buffer = unsafe { std::slice::from_raw_parts_mut(prepared.buffer, REPORT_BYTES) };
+    let buffer = unsafe { std::slice::from_raw_parts_mut(prepared.buffer, prepared.buffer_len) };
     let mut w = Writer::new(buffer);
+    // The report is always closed: its end has room kept for it.
+    w.reserve(TAIL_BYTES);
     // SAFETY: the note was leaked at install.
     let note = unsafe { &*prepared.exception };
     write_head(
@@ -159,6 +184,7 @@ pub fn write<B: Backend>(crash: &CrashInfo<B::Thread>) {
     let mut frames = [0u64; MAX_FRAMES];
     let n = unwind::walk_with_scan(regs.pc, regs.fp, regs.sp, &mut frames);
     write_thread::<B>(&mut w, crash.thread, true, Some(&regs), &frames[..n], true);
+    let mut room = true;
 
     // Every other thread, held still while it is read.
     let mut threads = [crash.thread; MAX_THREADS];
@@ -183,8 +209,11 @@ pub fn write<B: Backend>(crash: &CrashInfo<B::Thread>) {
         B::suspend(other);
     }
     for &other in threads[..count].iter().filter(|t| others(t)) {
+        if !room {
+            break;
+        }
         let n = B::sample_thread(other, &mut frames, 50);
-        write_thread::<B>(&mut w, other, false, None, &frames[..n], false);
+        room = write_thread::<B>(&mut w, other, false, None, &frames[..n], false);
     }
     for &other in threads[..count].iter().filter(|t| others(t)) {
         B::resume(other);
@@ -224,7 +253,8 @@ fn write_file(prepared: &Prepared, bytes: &[u8]) {
     }
 }
 
-/// Serializes one thread of the running process as a [`ThreadStack`].
+/// Serializes one thread of the running process as a [`ThreadStack`] ([`write_thread_fitting`]);
+/// whether it was written.
 fn write_thread<B: Backend>(
     w: &mut Writer<'_>,
     thread: B::Thread,
@@ -232,7 +262,7 @@ fn write_thread<B: Backend>(
     registers: Option<&Registers>,
     frames: &[u64],
     first: bool,
-) {
+) -> bool {
     let mut name = [0u8; 64];
     let len = B::thread_name(thread, &mut name);
     let stack = ThreadStack {
@@ -242,7 +272,29 @@ fn write_thread<B: Backend>(
         registers,
         frames,
     };
-    write_thread_json(w, &stack, first);
+    write_thread_fitting(w, &stack, first)
+}
+
+/// Writes `thread` ([`write_thread_json`]) whole if it fits; else with its innermost half of
+/// frames, then half again, down to [`MIN_FRAMES`] (the crashed thread then with no frame);
+/// else not at all. What does not fit is taken back ([`Writer::rewind`]: the report says
+/// `"truncated": true`). Whether the thread was written. No allocation.
+pub fn write_thread_fitting(w: &mut Writer<'_>, thread: &ThreadStack<'_>, first: bool) -> bool {
+    let mark = w.mark();
+    let mut frames = thread.frames;
+    loop {
+        write_thread_json(w, &ThreadStack { frames, ..*thread }, first);
+        if !w.overflowed() {
+            return true;
+        }
+        w.rewind(mark);
+        frames = match frames.len() {
+            0 => return false,
+            n if n / 2 >= MIN_FRAMES => &frames[..n / 2],
+            _ if thread.crashed => &[],
+            _ => return false,
+        };
+    }
 }
 
 /// The report from its first byte through `"stacktraces":[`: version, kind, `signal`,
@@ -304,10 +356,21 @@ pub fn write_head<T>(
     }
     w.key("timestamp_ms", false);
     w.dec(timestamp_ms);
-    w.key("metadata", false);
-    w.raw(metadata_json);
-    w.key("modules", false);
-    w.raw(modules_json);
+    // Raw JSON cut part way would leave the report unreadable: what does not fit whole is
+    // taken back and written empty.
+    for (key, json, empty) in [
+        ("metadata", metadata_json, &b"{}"[..]),
+        ("modules", modules_json, &b"[]"[..]),
+    ] {
+        let mark = w.mark();
+        w.key(key, false);
+        w.raw(json);
+        if w.overflowed() {
+            w.rewind(mark);
+            w.key(key, false);
+            w.raw(empty);
+        }
+    }
     w.key("stacktraces", false);
     w.raw(b"[");
 }
@@ -361,10 +424,12 @@ pub fn write_thread_json(w: &mut Writer<'_>, thread: &ThreadStack<'_>, first: bo
     w.raw(b"}");
 }
 
-/// Closes `stacktraces` and the report (`"truncated":true` first when the buffer overflowed).
+/// Closes `stacktraces` and the report (`"truncated":true` first when something was left
+/// out), in the room kept for it ([`Writer::reserve`]).
 pub fn write_tail(w: &mut Writer<'_>) {
+    w.release();
     w.raw(b"]");
-    if w.overflowed() {
+    if w.truncated() {
         w.key("truncated", false);
         w.raw(b"true");
     }

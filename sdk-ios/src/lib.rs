@@ -267,6 +267,15 @@ pub extern "C" fn symcluster_sdk_set_report_limits(per_launch: u32, per_day: u32
     limits::set(per_launch, per_day);
 }
 
+/// Sets the size of the buffer a crash report is written into from the crash handler, in bytes
+/// (512 KiB by default; clamped to 16 KiB..16 MiB), allocated at install: call before
+/// [`symcluster_sdk_install`]. A report that does not fit is still a whole JSON document, with
+/// the threads (and then frames) that did not fit left out and `"truncated": true`.
+#[unsafe(no_mangle)]
+pub extern "C" fn symcluster_sdk_set_report_bytes(bytes: usize) {
+    crash_report::set_report_bytes(bytes);
+}
+
 /// Sets how often the memory footprint is recorded for the out-of-memory decision, in ms
 /// (1000 by default). Call before [`symcluster_sdk_install`].
 #[unsafe(no_mangle)]

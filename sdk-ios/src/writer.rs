@@ -1,20 +1,28 @@
 //! A JSON writer into a fixed buffer: no allocation, no locks, so it runs inside a signal
-//! handler. Output that does not fit is cut (and the report marked truncated by the caller).
+//! handler. Output that does not fit is cut; a caller that must end with a valid document
+//! reserves room for its end ([`Writer::reserve`]) and takes back a part that did not fit
+//! whole ([`Writer::mark`], [`Writer::rewind`]), which marks the output truncated.
 
 /// A fixed-capacity byte buffer with JSON helpers.
 pub struct Writer<'a> {
     buf: &'a mut [u8],
     len: usize,
+    /// Writes stop here: the buffer's length less what is reserved.
+    end: usize,
     overflow: bool,
+    truncated: bool,
 }
 
 impl<'a> Writer<'a> {
     /// Writes into `buf`.
     pub fn new(buf: &'a mut [u8]) -> Self {
+        let end = buf.len();
         Writer {
             buf,
             len: 0,
+            end,
             overflow: false,
+            truncated: false,
         }
     }
 
@@ -23,14 +31,43 @@ impl<'a> Writer<'a> {
         &self.buf[..self.len]
     }
 
-    /// Whether some output did not fit.
+    /// Whether some output did not fit (since the last [`Writer::rewind`]).
     pub fn overflowed(&self) -> bool {
         self.overflow
     }
 
+    /// Whether something was left out: output did not fit, or was taken back.
+    pub fn truncated(&self) -> bool {
+        self.truncated || self.overflow
+    }
+
+    /// Keeps the last `bytes` bytes of the buffer out of reach of later writes, until
+    /// [`Writer::release`] (room for the document's end).
+    pub fn reserve(&mut self, bytes: usize) {
+        self.end = self.buf.len().saturating_sub(bytes).max(self.len);
+    }
+
+    /// Gives the reserved bytes back to the writes.
+    pub fn release(&mut self) {
+        self.end = self.buf.len();
+    }
+
+    /// Where the output ends now, to [`Writer::rewind`] to.
+    pub fn mark(&self) -> usize {
+        self.len
+    }
+
+    /// Takes back everything written after `mark` (a part that did not fit whole): the output
+    /// is marked truncated, and no longer overflowed.
+    pub fn rewind(&mut self, mark: usize) {
+        self.len = mark.min(self.len);
+        self.overflow = false;
+        self.truncated = true;
+    }
+
     /// Raw bytes.
     pub fn raw(&mut self, bytes: &[u8]) {
-        let room = self.buf.len() - self.len;
+        let room = self.end.saturating_sub(self.len);
         let n = bytes.len().min(room);
         self.buf[self.len..self.len + n].copy_from_slice(&bytes[..n]);
         self.len += n;
@@ -151,5 +188,21 @@ mod tests {
         w.raw(b"hello");
         assert!(w.overflowed());
         assert_eq!(w.as_bytes(), b"hell");
+    }
+
+    #[test]
+    fn a_reserved_end_and_a_part_taken_back_keep_the_document_whole() {
+        let mut buf = [0u8; 16];
+        let mut w = Writer::new(&mut buf);
+        w.reserve(2);
+        w.raw(b"[1");
+        let mark = w.mark();
+        w.raw(b",22222222222222");
+        assert!(w.overflowed());
+        w.rewind(mark);
+        assert!(!w.overflowed() && w.truncated());
+        w.release();
+        w.raw(b"]");
+        assert_eq!(w.as_bytes(), b"[1]");
     }
 }

@@ -50,6 +50,26 @@ __attribute__((noinline)) static int recurse_forever(int depth) {
     return recurse_forever(depth + 1) + pad[0]; /* [sdk-frame overflow] */
 }
 
+/* `many-threads`: threads that each wait 100 calls deep while the main thread crashes. */
+#define DEEP_THREADS 200
+static pthread_barrier_t deep_ready;
+
+__attribute__((noinline)) static int deep_then_wait(int depth) {
+    volatile char pad[16];
+    pad[0] = (char)depth;
+    if (depth == 0) {
+        pthread_barrier_wait(&deep_ready);
+        for (;;) pause();
+    }
+    return deep_then_wait(depth - 1) + pad[0];
+}
+
+static void *deep_thread(void *arg) {
+    (void)arg;
+    deep_then_wait(100);
+    return NULL;
+}
+
 static void *crashing_thread(void *arg) {
     (void)arg;
     symcluster_sdk_thread_init();
@@ -192,6 +212,8 @@ int main(int argc, char **argv) {
         return 0;
     }
     if (strcmp(mode, "chain") == 0) install_previous_handler();
+    /* 200 threads 100 calls deep do not fit in 128 KiB: the report is cut, and stays whole. */
+    if (strcmp(mode, "many-threads") == 0) symcluster_sdk_set_report_bytes(128 * 1024);
     const char *version = getenv("CRASHER_APP_VERSION");
     symcluster_sdk_set_app_version(version != NULL ? version : "1.2 (34)");
     symcluster_sdk_set_memory_interval(20);
@@ -203,6 +225,15 @@ int main(int argc, char **argv) {
     if (strcmp(mode, "chain") == 0) crash_null_deref();
     if (strcmp(mode, "tiny-altstack") == 0) {
         install_tiny_altstack();
+        crash_null_deref();
+    }
+    if (strcmp(mode, "many-threads") == 0) {
+        pthread_barrier_init(&deep_ready, NULL, DEEP_THREADS + 1);
+        for (int i = 0; i < DEEP_THREADS; i++) {
+            pthread_t t;
+            pthread_create(&t, NULL, deep_thread, NULL);
+        }
+        pthread_barrier_wait(&deep_ready);
         crash_null_deref();
     }
     if (strcmp(mode, "two-threads") == 0) {

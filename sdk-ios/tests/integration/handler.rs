@@ -121,3 +121,41 @@ fn a_crash_inside_the_handler_ends_the_process_without_hanging() {
     symcluster_sdk::send::clean_stale(dir.path());
     assert!(files(dir.path()).is_empty());
 }
+
+/// A report larger than its buffer (200 threads each 100 calls deep, a 128 KiB buffer set with
+/// `symcluster_sdk_set_report_bytes`) is still one whole JSON document: the crashed thread
+/// first, symbolicated, as many other threads as fit, and `"truncated": true`. Before, the
+/// buffer filled mid-token and the report was never closed, so nothing could read it.
+#[test]
+fn a_report_larger_than_its_buffer_is_whole_and_marked_truncated() {
+    let dir = tempfile::tempdir().unwrap();
+    let out =
+        run_bounded(dir.path(), "many-threads", Duration::from_secs(60)).expect("the crasher hung");
+    assert_eq!(out.status.signal(), Some(libc::SIGSEGV));
+    let path = report(dir.path(), "crash");
+    let bytes = std::fs::read(&path).unwrap();
+    assert!(bytes.len() <= 128 * 1024, "{} bytes", bytes.len());
+    let json: serde_json::Value = serde_json::from_slice(&bytes).expect("a whole JSON report");
+    assert_eq!(json["truncated"], true);
+    let threads = json["stacktraces"].as_array().unwrap();
+    assert_eq!(threads[0]["is_requesting"], true);
+    // Some of the 200 waiting threads, not all: each is about 2 KiB of its 50 sampled frames.
+    assert!(
+        (2..201).contains(&threads.len()),
+        "{} threads in the report",
+        threads.len()
+    );
+    assert!(threads[1..].iter().all(|t| t["is_requesting"] == false));
+    let result = symbolicate_report(&path);
+    let top = result
+        .crashed_thread()
+        .expect("the crashed thread")
+        .frames
+        .iter()
+        .find(|f| f.status == FrameStatus::Symbolicated && f.image.as_deref() == Some("crasher"))
+        .expect("a frame of the crasher");
+    assert_eq!(
+        (top.function.as_deref(), top.lineno),
+        (Some("crash_null_deref"), Some(marker_line("null")))
+    );
+}
