@@ -232,14 +232,14 @@ pub static AFFINE_LEASES: LazyLock<IntCounter> = LazyLock::new(|| {
     )
 });
 
-/// Files finished jobs lack (set at each scrape).
+/// Files finished jobs lack (counted every `scrape::MISSING_REFRESH`).
 pub static MISSING_FILES: LazyLock<IntGauge> = LazyLock::new(|| {
     gauge(
         "symcluster_missing_files",
         "Debug files and source maps (per project) that finished jobs lack",
     )
 });
-/// Finished jobs lacking a file, once per file (set at each scrape).
+/// Finished jobs lacking a file, once per file (counted every `scrape::MISSING_REFRESH`).
 pub static MISSING_FILE_JOBS: LazyLock<IntGauge> = LazyLock::new(|| {
     gauge(
         "symcluster_missing_file_jobs",

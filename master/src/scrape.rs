@@ -1,9 +1,12 @@
 //! The master's `/metrics` endpoint: at each scrape, the gauges that describe the scheduler
-//! and the index now are set from them ([`crate::metrics`] holds the metrics; it depends on
-//! nothing of the master's).
+//! now are set from it ([`crate::metrics`] holds the metrics; it depends on nothing of the
+//! master's). The missing-files gauges read the whole missing-files index: they are counted
+//! in the background every [`MISSING_REFRESH`], on the blocking pool, never by a scrape (a
+//! scraper, or anyone who can reach the port, cannot make the master scan it at will).
 
 use std::net::SocketAddr;
 use std::sync::Arc;
+use std::time::Duration;
 
 use crate::metrics::{
     JOBS_FAILED, JOBS_RUNNING, KINDS, MISSING_FILE_JOBS, MISSING_FILES, QUEUE_DEPTH,
@@ -11,9 +14,39 @@ use crate::metrics::{
 };
 use crate::scheduler::Scheduler;
 
+/// How often the missing-files gauges (`symcluster_missing_files`,
+/// `symcluster_missing_file_jobs`) are counted again.
+pub const MISSING_REFRESH: Duration = Duration::from_secs(10);
+
+/// Counts the missing files every [`MISSING_REFRESH`] (the first time at once) into their
+/// gauges, off the runtime's threads; an unreadable index leaves them as they were.
+async fn refresh_missing(scheduler: Arc<Scheduler>) {
+    let mut every = tokio::time::interval(MISSING_REFRESH);
+    every.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        every.tick().await;
+        let index = scheduler.index().clone();
+        let counted = tokio::task::spawn_blocking(move || {
+            index
+                .missing_files(usize::MAX, |_| true)
+                .map(|missing| (missing.len(), missing.iter().map(|m| m.jobs).sum::<u64>()))
+        })
+        .await;
+        match counted {
+            Ok(Ok((files, jobs))) => {
+                MISSING_FILES.set(files as i64);
+                MISSING_FILE_JOBS.set(jobs as i64);
+            }
+            Ok(Err(e)) => tracing::warn!(error = %e, "missing files not counted"),
+            Err(e) => tracing::warn!(error = %e, "missing files not counted"),
+        }
+    }
+}
+
 /// Serves `/metrics` on `addr` until the process ends. Errors: `addr` cannot be bound.
 pub async fn serve(addr: SocketAddr, scheduler: Arc<Scheduler>) -> anyhow::Result<()> {
     register_all();
+    tokio::spawn(refresh_missing(scheduler.clone()));
     let app = axum::Router::new().route(
         "/metrics",
         axum::routing::get(move || {
@@ -44,10 +77,6 @@ pub async fn serve(addr: SocketAddr, scheduler: Arc<Scheduler>) -> anyhow::Resul
                 JOBS_RUNNING.set(status.jobs_running as i64);
                 JOBS_FAILED.set(status.jobs_failed as i64);
                 WORKERS.set(status.workers.iter().filter(|w| w.connected).count() as i64);
-                if let Ok(missing) = scheduler.index().missing_files(usize::MAX, |_| true) {
-                    MISSING_FILES.set(missing.len() as i64);
-                    MISSING_FILE_JOBS.set(missing.iter().map(|m| m.jobs).sum::<u64>() as i64);
-                }
                 symcluster_telemetry::exposition(&REGISTRY)
             }
         }),

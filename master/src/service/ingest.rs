@@ -173,20 +173,23 @@ impl Ingest for IngestService {
             v1::JobState::Unspecified => None,
             s => Some(s),
         };
-        let jobs = self
-            .scheduler
-            .index()
-            .list_jobs(state, limit, sees)
-            .map_err(index_status)?
-            .into_iter()
-            .map(|record| {
-                job_to_proto(crate::index::JobView {
-                    record,
-                    result_json: None,
-                    result_zstd: None,
-                })
+        drop(sees);
+        let index = self.scheduler.index().clone();
+        let project = r.project;
+        let jobs = off_runtime(move || {
+            let sees = caller.listing(&project)?;
+            index.list_jobs(state, limit, sees).map_err(index_status)
+        })
+        .await?
+        .into_iter()
+        .map(|record| {
+            job_to_proto(crate::index::JobView {
+                record,
+                result_json: None,
+                result_zstd: None,
             })
-            .collect();
+        })
+        .collect();
         Ok(Response::new(v1::ListJobsResponse { jobs }))
     }
 
@@ -211,11 +214,16 @@ impl Ingest for IngestService {
                 )));
             }
         };
-        let groups = self
-            .scheduler
-            .index()
-            .groups(limit, kind, r.call_trees, sees)
-            .map_err(index_status)?;
+        drop(sees);
+        let kind = kind.map(str::to_owned);
+        let index = self.scheduler.index().clone();
+        let groups = off_runtime(move || {
+            let sees = caller.listing(&r.project)?;
+            index
+                .groups(limit, kind.as_deref(), r.call_trees, sees)
+                .map_err(index_status)
+        })
+        .await?;
         Ok(Response::new(v1::ListGroupsResponse { groups }))
     }
 
@@ -231,11 +239,13 @@ impl Ingest for IngestService {
             n => n.min(1000) as usize,
         };
         let sees = caller.listing(&r.project)?;
-        let missing = self
-            .scheduler
-            .index()
-            .missing_files(limit, sees)
-            .map_err(index_status)?;
+        drop(sees);
+        let index = self.scheduler.index().clone();
+        let missing = off_runtime(move || {
+            let sees = caller.listing(&r.project)?;
+            index.missing_files(limit, sees).map_err(index_status)
+        })
+        .await?;
         Ok(Response::new(v1::ListMissingResponse { missing }))
     }
 
@@ -285,4 +295,14 @@ fn caller<T>(request: &Request<T>) -> Result<auth::Caller, Status> {
         .get::<auth::Caller>()
         .cloned()
         .ok_or_else(|| Status::unauthenticated("the call was not authenticated"))
+}
+
+/// Runs `read` (a scan of the index) on the blocking pool, so that a long listing never holds
+/// one of the runtime's threads. INTERNAL when the task did not finish.
+async fn off_runtime<T: Send + 'static>(
+    read: impl FnOnce() -> Result<T, Status> + Send + 'static,
+) -> Result<T, Status> {
+    tokio::task::spawn_blocking(read)
+        .await
+        .map_err(|e| Status::internal(format!("the index reader stopped: {e}")))?
 }
