@@ -517,7 +517,8 @@ pub fn may_follow(endpoints: &[String], hint: &str) -> bool {
             .parse::<tonic::codegen::http::Uri>()
             .ok()
             .filter(|uri| uri.host().is_some_and(|h| !h.is_empty()))
-            .and_then(|uri| uri.scheme_str().map(str::to_ascii_lowercase))
+            .and_then(|uri| uri.scheme_str().map(str::to_owned))
+            // Lowercase only, as `Tls::apply` reads it.
             .filter(|s| s == "http" || s == "https")
     };
     let Some(wanted) = scheme(hint) else {

@@ -22,6 +22,8 @@ pub const DEFAULT_REPORT_BYTES: usize = 512 * 1024;
 pub const REPORT_BYTES_RANGE: std::ops::RangeInclusive<usize> = (16 * 1024)..=(16 * 1024 * 1024);
 /// Kept free for the report's end (`]`, `"truncated":true`, `}`) while its body is written.
 const TAIL_BYTES: usize = 64;
+/// Room the head needs after its metadata or image list (`,"modules":[]`, `,"stacktraces":[`).
+const HEAD_REST_BYTES: usize = 64;
 /// A thread that does not fit whole is written with half its frames, then half again, down to
 /// this many; below, it is left out (the crashed thread: with no frame).
 const MIN_FRAMES: usize = 4;
@@ -150,7 +152,11 @@ pub fn note_exception(kind: &str, reason: &str) {
     // SAFETY: the note was leaked at install; only the app's terminate path writes it.
     let note = unsafe { &mut *prepared.exception };
     let text = format!("{kind}: {reason}");
-    let n = text.len().min(note.text.len());
+    // Cut at a character's start: the report is UTF-8.
+    let mut n = text.len().min(note.text.len());
+    while !text.is_char_boundary(n) {
+        n -= 1;
+    }
     note.text[..n].copy_from_slice(&text.as_bytes()[..n]);
     note.len = n;
 }
@@ -183,7 +189,8 @@ pub fn write<B: Backend>(crash: &CrashInfo<B::Thread>) {
     let regs = crash.registers;
     let mut frames = [0u64; MAX_FRAMES];
     let n = unwind::walk_with_scan(regs.pc, regs.fp, regs.sp, &mut frames);
-    write_thread::<B>(&mut w, crash.thread, true, Some(&regs), &frames[..n], true);
+    // `first`: no thread written yet (no comma before the next).
+    let mut first = !write_thread::<B>(&mut w, crash.thread, true, Some(&regs), &frames[..n], true);
     let mut room = true;
 
     // Every other thread, held still while it is read.
@@ -213,7 +220,8 @@ pub fn write<B: Backend>(crash: &CrashInfo<B::Thread>) {
             break;
         }
         let n = B::sample_thread(other, &mut frames, 50);
-        room = write_thread::<B>(&mut w, other, false, None, &frames[..n], false);
+        room = write_thread::<B>(&mut w, other, false, None, &frames[..n], first);
+        first &= !room;
     }
     for &other in threads[..count].iter().filter(|t| others(t)) {
         B::resume(other);
@@ -276,8 +284,8 @@ fn write_thread<B: Backend>(
 }
 
 /// Writes `thread` ([`write_thread_json`]) whole if it fits; else with its innermost half of
-/// frames, then half again, down to [`MIN_FRAMES`] (the crashed thread then with no frame);
-/// else not at all. What does not fit is taken back ([`Writer::rewind`]: the report says
+/// frames, then half again while that leaves at least [`MIN_FRAMES`] (the crashed thread then
+/// with no frame); else not at all. What does not fit is taken back ([`Writer::rewind`]: the report says
 /// `"truncated": true`). Whether the thread was written. No allocation.
 pub fn write_thread_fitting(w: &mut Writer<'_>, thread: &ThreadStack<'_>, first: bool) -> bool {
     let mark = w.mark();
@@ -356,8 +364,8 @@ pub fn write_head<T>(
     }
     w.key("timestamp_ms", false);
     w.dec(timestamp_ms);
-    // Raw JSON cut part way would leave the report unreadable: what does not fit whole is
-    // taken back and written empty.
+    // Raw JSON cut part way would leave the report unreadable: what does not fit whole, with
+    // room left for the rest of the head, is taken back and written empty.
     for (key, json, empty) in [
         ("metadata", metadata_json, &b"{}"[..]),
         ("modules", modules_json, &b"[]"[..]),
@@ -365,7 +373,7 @@ pub fn write_head<T>(
         let mark = w.mark();
         w.key(key, false);
         w.raw(json);
-        if w.overflowed() {
+        if w.overflowed() || w.room() < HEAD_REST_BYTES {
             w.rewind(mark);
             w.key(key, false);
             w.raw(empty);

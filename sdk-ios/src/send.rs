@@ -54,11 +54,28 @@ pub fn install_id(dir: &Path) -> std::io::Result<String> {
         }
     }
     let id = uuid::Uuid::new_v4().simple().to_string();
-    // Written whole, then renamed: a crash half way leaves no half id.
-    let partial = dir.join(format!("{INSTALL_ID_FILE}.tmp"));
+    // Written whole under a name of its own, then linked into place only if no id is there
+    // yet: a crash half way leaves no half id, and of two processes making one at once (the
+    // app and an extension sharing the directory) both end with the id linked first.
+    let partial = dir.join(format!("{INSTALL_ID_FILE}.{id}.tmp"));
     std::fs::write(&partial, &id)?;
-    std::fs::rename(&partial, &path)?;
-    Ok(id)
+    let linked = std::fs::hard_link(&partial, &path);
+    let _ = std::fs::remove_file(&partial);
+    match linked {
+        Ok(()) => Ok(id),
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
+            let kept = std::fs::read_to_string(&path)?;
+            let kept = kept.trim();
+            if kept.len() == 32 && kept.bytes().all(|b| b.is_ascii_hexdigit()) {
+                Ok(kept.to_ascii_lowercase())
+            } else {
+                // A damaged id: replaced.
+                std::fs::write(&path, &id)?;
+                Ok(id)
+            }
+        }
+        Err(e) => Err(e),
+    }
 }
 
 /// The job id of report file `name` sent by install `install` of app `prefix` (cut to
@@ -195,21 +212,22 @@ async fn submit(
 }
 
 /// Submits `report` as `job_id`, or, when that id holds another report (the master answers
-/// `created = false` and `same_report = false`: another device chose the id, or an SDK before
-/// install ids did), as its [`content_job_id`]. The id the master holds the report under, or
-/// `None` when both ids hold other reports.
+/// `created = false` and `same_report = false`: another device chose the id, an SDK before
+/// install ids did, or the master cannot tell), as its [`content_job_id`]. That id names this
+/// report's content, so the master holds the report under it once it answers at all (created
+/// now, or by an earlier try whose answer was lost). The id the master holds the report under.
 async fn submit_held(
     client: &mut Client,
     job_id: String,
     (report, modules): (Vec<u8>, api::Modules),
-) -> Result<Option<String>, ClientError> {
+) -> Result<String, ClientError> {
     let answer = submit(client, &job_id, (&report, modules)).await?;
     if answer.created || answer.same_report {
-        return Ok(Some(job_id));
+        return Ok(job_id);
     }
     let again = content_job_id(&job_id, &report);
-    let answer = submit(client, &again, (&report, modules)).await?;
-    Ok((answer.created || answer.same_report).then_some(again))
+    submit(client, &again, (&report, modules)).await?;
+    Ok(again)
 }
 
 /// Sends every pending report in `dir` to the leader of the masters at `endpoint` (one
@@ -277,14 +295,10 @@ pub async fn send_pending(
                 Err(e) => Err((e.to_string(), Fate::Later)),
             };
             match result {
-                Ok(Some(sent_as)) => {
+                Ok(sent_as) => {
                     let _ = std::fs::remove_file(&file);
                     summary.sent.push(sent_as);
                 }
-                Ok(None) => kept_for_later.push((
-                    file.display().to_string(),
-                    format!("job ids {job_id} and its content id hold other reports"),
-                )),
                 Err((e, Fate::Refused)) => {
                     let _ = std::fs::remove_file(&file);
                     summary.refused.push((job_id, e));

@@ -52,6 +52,11 @@ impl<'a> Writer<'a> {
         self.end = self.buf.len();
     }
 
+    /// Bytes left for writes (the reserved ones not counted).
+    pub fn room(&self) -> usize {
+        self.end.saturating_sub(self.len)
+    }
+
     /// Where the output ends now, to [`Writer::rewind`] to.
     pub fn mark(&self) -> usize {
         self.len
@@ -76,9 +81,31 @@ impl<'a> Writer<'a> {
         }
     }
 
-    /// A JSON string literal (quotes, escapes; control bytes as `\u00XX`).
+    /// A JSON string literal (quotes, escapes; control bytes as `\u00XX`). Bytes that are not
+    /// UTF-8 (a name cut inside a character) are written as U+FFFD, so the document stays
+    /// valid JSON. No allocation.
     pub fn string(&mut self, s: &[u8]) {
         self.raw(b"\"");
+        let mut rest = s;
+        while !rest.is_empty() {
+            match std::str::from_utf8(rest) {
+                Ok(valid) => {
+                    self.escaped(valid.as_bytes());
+                    break;
+                }
+                Err(e) => {
+                    let (valid, bad) = rest.split_at(e.valid_up_to());
+                    self.escaped(valid);
+                    self.raw("\u{fffd}".as_bytes());
+                    rest = &bad[e.error_len().unwrap_or(bad.len())..];
+                }
+            }
+        }
+        self.raw(b"\"");
+    }
+
+    /// `s` (valid UTF-8) with JSON's escapes.
+    fn escaped(&mut self, s: &[u8]) {
         for &b in s {
             match b {
                 b'"' => self.raw(b"\\\""),
@@ -93,7 +120,6 @@ impl<'a> Writer<'a> {
                 _ => self.raw(&[b]),
             }
         }
-        self.raw(b"\"");
     }
 
     /// `"0x…"`: an address as a JSON string in lowercase hex.
@@ -188,6 +214,19 @@ mod tests {
         w.raw(b"hello");
         assert!(w.overflowed());
         assert_eq!(w.as_bytes(), b"hell");
+    }
+
+    #[test]
+    fn bytes_that_are_not_utf8_become_replacement_characters() {
+        let mut buf = [0u8; 64];
+        let mut w = Writer::new(&mut buf);
+        // "é" cut after its first byte, then a stray continuation byte inside.
+        w.string(b"caf\xc3");
+        w.string(b"a\x80b");
+        assert_eq!(
+            std::str::from_utf8(w.as_bytes()).unwrap(),
+            "\"caf\u{fffd}\"\"a\u{fffd}b\""
+        );
     }
 
     #[test]

@@ -25,17 +25,8 @@ async fn check_off_runtime(
     if !reads_report {
         return Ok((check(&spec), spec));
     }
-    // As many reads at once as there are cores: more would only add blocking-pool threads
-    // (each with its own allocator heap: the leader's RSS went from 160 to 287 MiB without
-    // this bound under the load test).
     // The permit goes into the blocking task, so that a caller who gives up (a short deadline,
     // a reset stream) does not free a place while its read still runs.
-    static READERS: std::sync::LazyLock<std::sync::Arc<tokio::sync::Semaphore>> =
-        std::sync::LazyLock::new(|| {
-            std::sync::Arc::new(tokio::sync::Semaphore::new(
-                std::thread::available_parallelism().map_or(2, |n| n.get()),
-            ))
-        });
     let Ok(permit) = READERS.clone().acquire_owned().await else {
         return Ok((check(&spec), spec));
     };
@@ -47,6 +38,16 @@ async fn check_off_runtime(
     .await
     .map_err(|e| Status::internal(format!("the report reader stopped: {e}")))
 }
+
+/// Reports read (or compared) at once: as many as there are cores. More would only add
+/// blocking-pool threads (each with its own allocator heap: the leader's RSS went from 160 to
+/// 287 MiB without this bound under the load test).
+static READERS: std::sync::LazyLock<std::sync::Arc<tokio::sync::Semaphore>> =
+    std::sync::LazyLock::new(|| {
+        std::sync::Arc::new(tokio::sync::Semaphore::new(
+            std::thread::available_parallelism().map_or(2, |n| n.get()),
+        ))
+    });
 
 /// The span a submit runs in: `submit_job`, its `job_id` (the index key) recorded by
 /// [`submit_spec`] once known.
@@ -87,7 +88,7 @@ pub(super) async fn submit_spec(
     let (job, created) = outcome.map_err(schedule_status)?;
     crate::metrics::JOBS_SUBMITTED.inc_by(u64::from(created));
     tracing::debug!(job_id = %job.record.job_id, created, "job submitted");
-    let same_report = created || holds_report(scheduler, &spec).await?;
+    let same_report = created || holds_report(scheduler, spec).await?;
     let mut job = job_to_proto(job);
     if !may_read(caller) {
         // A resubmitted id must not tell a device anything of another device's job: its state,
@@ -106,20 +107,42 @@ pub(super) async fn submit_spec(
 }
 
 /// Whether the stored job `spec.job_id` (an index key) was submitted with `spec`'s report (or
-/// JS stack): its stored spec's payload equals `spec`'s, byte for byte. False when the master
-/// no longer holds the spec. Read off the runtime (a spec is up to 16 MiB).
-async fn holds_report(scheduler: &Scheduler, spec: &v1::JobSpec) -> Result<bool, Status> {
+/// JS stack): the same payload once reports are decompressed ([`same_payload`]). False when
+/// the master no longer holds the spec. Read off the runtime under one of the [`READERS`]
+/// places (a spec is up to 16 MiB).
+async fn holds_report(scheduler: &Scheduler, spec: v1::JobSpec) -> Result<bool, Status> {
     let index = scheduler.index().clone();
-    let key = spec.job_id.clone();
-    let payload = spec.payload.clone();
+    let Ok(permit) = READERS.clone().acquire_owned().await else {
+        return Ok(false);
+    };
     tokio::task::spawn_blocking(move || {
-        let stored = index.spec(&key).map_err(index_status)?;
+        let stored = index.spec(&spec.job_id).map_err(index_status)?;
+        drop(permit);
         Ok(stored
             .and_then(|bytes| v1::JobSpec::decode(bytes.as_slice()).ok())
-            .is_some_and(|stored| stored.payload == payload))
+            .is_some_and(|stored| same_payload(&stored, &spec)))
     })
     .await
     .map_err(|e| Status::internal(format!("the report reader stopped: {e}")))?
+}
+
+/// Whether two specs carry the same report or JS stack: a native report compared decompressed
+/// (another client's zstd gives other bytes for the same report), with the same routing key
+/// and modules; a JS job field by field.
+fn same_payload(a: &v1::JobSpec, b: &v1::JobSpec) -> bool {
+    use symcluster_proto::report::report_bytes;
+    use v1::job_spec::Payload;
+    match (&a.payload, &b.payload) {
+        (Some(Payload::Native(x)), Some(Payload::Native(y))) => {
+            x.routing_key == y.routing_key
+                && x.modules == y.modules
+                && matches!(
+                    (report_bytes(x), report_bytes(y)),
+                    (Ok(rx), Ok(ry)) if rx == ry
+                )
+        }
+        (x, y) => x == y,
+    }
 }
 
 /// The decompressed bytes of a spec's report or JS stack (0 when it cannot tell: admission
