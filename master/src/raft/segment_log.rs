@@ -18,8 +18,12 @@
 //! ([`SegmentLog::rotate`]); whole segments are deleted once compaction has passed all their
 //! entries ([`SegmentLog::remove_through`], oldest first, so that a crash between two deletions
 //! leaves a suffix of the segments). Only the last segment can end in a torn record (a crash
-//! during an append that was never acknowledged): replay stops there and cuts the file; a bad
-//! record followed by more data is corruption, reported, never cut.
+//! during an append that was never acknowledged): replay stops there and cuts the file. So does
+//! a bad record in the last segment that holds a zeroed 512-byte sector (a page of an unsynced
+//! write that a power loss left unwritten while later pages of it reached the disk: etcd's
+//! `wal` checks for torn entries the same way; no fsync completed after such a write, so
+//! nothing from it on was acknowledged). Any other bad record followed by more data is
+//! corruption, reported, never cut.
 //! The layout follows the write-ahead logs of etcd's `wal` package and tikv's raft-engine,
 //! reduced to one Raft group.
 
@@ -471,7 +475,7 @@ fn replay_segment(
                 }
                 offset += used;
             }
-            Err(what) if is_last && is_torn_tail(&bytes[offset..]) => {
+            Err(what) if is_last && is_torn_tail(&bytes, offset) => {
                 tracing::warn!(
                     path = %path.display(),
                     offset,
@@ -498,18 +502,41 @@ fn replay_segment(
     Ok(max_index)
 }
 
-/// Whether a record that does not read at the start of `rest` is what a crash during an append
-/// leaves: a record reaching the end of the file, or zeros to the end (space the file system
-/// allocated before the data). A whole record with a bad checksum and more after it is not.
-fn is_torn_tail(rest: &[u8]) -> bool {
+/// The unit a disk writes whole or not at all, bytes (a page that a power loss did not write
+/// reads as zeros, sector by sector).
+const SECTOR_BYTES: usize = 512;
+
+/// Whether a record that does not read at `offset` of the segment `bytes` is what a crash
+/// during an append leaves: a record reaching the end of the file, zeros to the end (space the
+/// file system allocated before the data), a header in zeros to the end of its sector, or a
+/// record that holds a zeroed sector (a page of the write lost in a power loss while later
+/// pages reached the disk). A whole record with a bad checksum and no zeroed sector is not.
+fn is_torn_tail(bytes: &[u8], offset: usize) -> bool {
+    let rest = &bytes[offset..];
     if rest.len() < HEADER_BYTES + 1 {
         return true;
     }
     let len = u32::from_le_bytes(rest[0..4].try_into().expect("4 bytes"));
     if len == 0 || len > MAX_RECORD_BYTES {
-        return rest.iter().all(|b| *b == 0);
+        let sector_end = (offset + HEADER_BYTES)
+            .next_multiple_of(SECTOR_BYTES)
+            .min(bytes.len());
+        return rest.iter().all(|b| *b == 0) || bytes[offset..sector_end].iter().all(|b| *b == 0);
     }
-    HEADER_BYTES + len as usize >= rest.len()
+    let end = offset + HEADER_BYTES + len as usize;
+    end >= bytes.len() || has_zeroed_sector(bytes, offset, end)
+}
+
+/// Whether a whole sector (aligned to the file's start) of `bytes[from..to]` is all zeros.
+fn has_zeroed_sector(bytes: &[u8], from: usize, to: usize) -> bool {
+    let mut start = from.next_multiple_of(SECTOR_BYTES);
+    while start + SECTOR_BYTES <= to {
+        if bytes[start..start + SECTOR_BYTES].iter().all(|b| *b == 0) {
+            return true;
+        }
+        start += SECTOR_BYTES;
+    }
+    false
 }
 
 /// One record at the start of `bytes`: (kind, payload, bytes used), or why it is not whole.
@@ -620,6 +647,56 @@ pub(super) mod tests {
         }
         let (_, replayed) = SegmentLog::open(dir.path()).unwrap();
         assert_eq!(indexes(&replayed), [(1, 1), (2, 1), (3, 1)]);
+    }
+
+    /// A power loss during one unsynced write of several records: one of its pages never
+    /// reached the disk (zeros) while the pages after it did. Replay keeps what came before
+    /// the record holding the zeroed page and cuts the rest, instead of refusing to start.
+    #[test]
+    fn a_zeroed_page_inside_the_last_write_is_a_torn_tail() {
+        let dir = tempfile::tempdir().unwrap();
+        let big = |index: u64| Entry {
+            index,
+            term: 1,
+            data: vec![0xab; 10_000],
+            ..Entry::default()
+        };
+        {
+            let (mut log, _) = SegmentLog::open(dir.path()).unwrap();
+            log.push_entry(&big(1));
+            log.flush(true).unwrap();
+            // One write of three records, never synced.
+            for index in 2..=4 {
+                log.push_entry(&big(index));
+            }
+            log.flush(false).unwrap();
+        }
+        let path = segment_path(dir.path(), 1);
+        let mut bytes = fs::read(&path).unwrap();
+        let (_, replayed) = SegmentLog::open(dir.path()).unwrap();
+        let second = replayed.entries[&2].offset as usize;
+        let third = replayed.entries[&3].offset as usize;
+        // The page of the file inside the second record is lost; the third and fourth reached
+        // the disk.
+        let page = (second + HEADER_BYTES).next_multiple_of(4096);
+        assert!(
+            page + 4096 < third,
+            "the page lies inside the second record"
+        );
+        bytes[page..page + 4096].fill(0);
+        fs::write(&path, &bytes).unwrap();
+        let (mut log, replayed) = SegmentLog::open(dir.path()).unwrap();
+        assert_eq!(indexes(&replayed), [(1, 1)]);
+        assert_eq!(
+            fs::metadata(&path).unwrap().len(),
+            second as u64,
+            "cut there"
+        );
+        log.push_entry(&big(2));
+        log.flush(true).unwrap();
+        drop(log);
+        let (_, replayed) = SegmentLog::open(dir.path()).unwrap();
+        assert_eq!(indexes(&replayed), [(1, 1), (2, 1)]);
     }
 
     #[test]
