@@ -92,6 +92,17 @@ pub fn start_bridge(
     topics: &BridgeTopics,
     name: &str,
 ) -> (Proc, String) {
+    start_bridge_with(cluster, tansu, topics, name, &[])
+}
+
+/// [`start_bridge`] with more librdkafka properties (`key=value`, each a `--kafka-option`).
+pub fn start_bridge_with(
+    cluster: &Cluster,
+    tansu: &Tansu,
+    topics: &BridgeTopics,
+    name: &str,
+    kafka_options: &[&str],
+) -> (Proc, String) {
     let metrics = format!("127.0.0.1:{}", free_port());
     let log = cluster.dir.path().join(format!("{name}.log"));
     let child = Command::new(bin("symcluster-kafka-bridge"))
@@ -107,6 +118,7 @@ pub fn start_bridge(
         // broker's minimum), not librdkafka's default 45 s.
         .args(["--kafka-option", "session.timeout.ms=6000"])
         .args(["--kafka-option", "heartbeat.interval.ms=1000"])
+        .args(kafka_options.iter().flat_map(|o| ["--kafka-option", o]))
         .stdout(Stdio::null())
         .stderr(std::fs::File::create(&log).expect("log file"))
         .spawn()

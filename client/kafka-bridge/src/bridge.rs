@@ -8,7 +8,11 @@
 //!    …) dead-letters the message; UNAUTHENTICATED stops the bridge (a wrong token would
 //!    otherwise dead-letter everything);
 //! 3. once the job is COMPLETED or FAILED, its result goes to the output topic ([`output`]),
-//!    retried until the broker takes it;
+//!    retried until the broker takes it; a publish the broker refuses for good (the message
+//!    too large, an invalid record: [`is_permanent`]) dead-letters the input message with the
+//!    reason instead of holding its partition forever, and a dead letter refused for good is
+//!    published again without the input's value (a header says why); one refused even so
+//!    stops the bridge, its message uncommitted;
 //! 4. only then is the message done; [`Offsets`] commits per partition up to the oldest message
 //!    not done, every `--commit-interval`.
 //!
@@ -333,8 +337,7 @@ async fn handle(shared: &Shared, message: &OwnedMessage, position: &Position) ->
     ) {
         Ok(spec) => spec,
         Err(reason) => {
-            dead_letter(shared, message, position, &reason.to_string()).await;
-            return true;
+            return dead_letter(shared, message, position, &reason.to_string()).await;
         }
     };
     let submitted = (|| async { shared.stream.submit(spec.clone(), true).await })
@@ -348,14 +351,13 @@ async fn handle(shared: &Shared, message: &OwnedMessage, position: &Position) ->
         Ok(submitted) => submitted,
         Err(e) => match classify(&e) {
             Class::DeadLetter => {
-                dead_letter(
+                return dead_letter(
                     shared,
                     message,
                     position,
                     &format!("refused by the master: {e}"),
                 )
                 .await;
-                return true;
             }
             _ => {
                 let _ = shared.fatal.send(anyhow::anyhow!(
@@ -391,14 +393,13 @@ async fn handle(shared: &Shared, message: &OwnedMessage, position: &Position) ->
                 Ok(job) => job,
                 Err(e) if matches!(classify(&e), Class::DeadLetter) => {
                     // E.g. purged before it was read: nothing to publish for it.
-                    dead_letter(
+                    return dead_letter(
                         shared,
                         message,
                         position,
                         &format!("cannot read job {}: {e}", spec.job_id),
                     )
                     .await;
-                    return true;
                 }
                 Err(e) => {
                     let _ = shared
@@ -424,21 +425,41 @@ async fn handle(shared: &Shared, message: &OwnedMessage, position: &Position) ->
             key: header::SOURCE,
             value: Some(position.to_string().as_str()),
         });
-    publish(
+    if let Err(e) = publish(
         shared,
         &shared.config.output_topic,
         Some(job.job_id.as_bytes()),
         &payload,
         headers,
     )
-    .await;
+    .await
+    {
+        return dead_letter(
+            shared,
+            message,
+            position,
+            &format!(
+                "the result of job {} ({} bytes) was refused by the broker: {e}",
+                job.job_id,
+                payload.len()
+            ),
+        )
+        .await;
+    }
     metrics::RESULTS.with_label_values(&[status]).inc();
     true
 }
 
 /// Publishes the message as it came, with `symcluster-reason` and `symcluster-source` headers
-/// added, to the dead-letter topic.
-async fn dead_letter(shared: &Shared, message: &OwnedMessage, position: &Position, reason: &str) {
+/// added, to the dead-letter topic; without its value when the broker refuses it for good
+/// (another `symcluster-reason` says why). `false` (and the bridge stops, the message left
+/// uncommitted) when even that is refused for good.
+async fn dead_letter(
+    shared: &Shared,
+    message: &OwnedMessage,
+    position: &Position,
+    reason: &str,
+) -> bool {
     tracing::warn!(source = %position, reason, "dead-lettered");
     let mut headers = OwnedHeaders::new();
     if let Some(original) = message.headers() {
@@ -473,25 +494,56 @@ async fn dead_letter(shared: &Shared, message: &OwnedMessage, position: &Positio
     } else {
         (value, headers)
     };
-    publish(
-        shared,
-        &shared.config.dead_letter_topic,
-        message.key(),
-        value,
-        headers,
-    )
-    .await;
+    let topic = &shared.config.dead_letter_topic;
+    let mut sent = publish(shared, topic, message.key(), value, headers.clone()).await;
+    if let Err(e) = &sent
+        && !value.is_empty()
+    {
+        let note = format!(
+            "the value ({} bytes) is left out: {e}; it is at {position}",
+            value.len()
+        );
+        let headers = headers.insert(Header {
+            key: header::REASON,
+            value: Some(note.as_str()),
+        });
+        sent = publish(shared, topic, message.key(), &[], headers).await;
+    }
+    if let Err(e) = sent {
+        let _ = shared.fatal.send(anyhow::anyhow!(
+            "the dead-letter topic {topic} refuses the dead letter of {position}: {e}"
+        ));
+        return false;
+    }
     metrics::MESSAGES.with_label_values(&["dead_letter"]).inc();
+    true
 }
 
-/// Produces one message, retrying with backoff until the broker acknowledges it.
+/// Whether the broker (or librdkafka before it) refuses this message for good, whatever the
+/// wait: too large, an invalid record. Other errors (brokers unreachable, no leader, timeouts,
+/// authorization, which an operator fixes) are retried.
+pub fn is_permanent(error: &rdkafka::error::KafkaError) -> bool {
+    use rdkafka::error::RDKafkaErrorCode as Code;
+    matches!(
+        error.rdkafka_error_code(),
+        Some(
+            Code::MessageSizeTooLarge
+                | Code::MessageBatchTooLarge
+                | Code::InvalidRecord
+                | Code::InvalidMessageSize
+        )
+    )
+}
+
+/// Produces one message, retrying with backoff until the broker acknowledges it; the error
+/// when it refuses it for good ([`is_permanent`]).
 async fn publish(
     shared: &Shared,
     topic: &str,
     key: Option<&[u8]>,
     payload: &[u8],
     headers: OwnedHeaders,
-) {
+) -> Result<(), rdkafka::error::KafkaError> {
     let send = || async {
         let mut record = FutureRecord::<[u8], [u8]>::to(topic)
             .payload(payload)
@@ -507,12 +559,13 @@ async fn publish(
     };
     let sent = send
         .retry(backoff())
+        .when(|e| !is_permanent(e))
         .notify(|e, wait| tracing::warn!(topic, error = %e, ?wait, "publishing failed; retrying"))
         .await;
-    if let Err(e) = sent {
-        // Unreachable with `without_max_times`, kept for the type.
-        tracing::error!(topic, error = %e, "publishing failed");
+    if let Err(e) = &sent {
+        tracing::warn!(topic, error = %e, "the broker refuses the message for good");
     }
+    sent.map(|_| ())
 }
 
 /// What to do about a failed call to the master.

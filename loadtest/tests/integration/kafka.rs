@@ -1,6 +1,7 @@
 //! Kafka in, Kafka out, through a real Kafka-protocol broker (Tansu) and the real bridge
 //! process: a bridge SIGKILLed half-way and restarted loses no report and makes no duplicate
-//! job; malformed messages land on the dead-letter topic with their reason.
+//! job; malformed messages land on the dead-letter topic with their reason, and so do messages
+//! whose result the broker refuses for good.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::{Duration, Instant};
@@ -10,7 +11,7 @@ use rdkafka::message::{Header, Headers, OwnedHeaders};
 use rdkafka::producer::{FutureProducer, FutureRecord};
 use rdkafka::{ClientConfig, Message};
 use symcluster_loadtest::cluster::{Cluster, MasterOptions};
-use symcluster_loadtest::kafka::{BridgeTopics, Tansu, start_bridge};
+use symcluster_loadtest::kafka::{BridgeTopics, Tansu, start_bridge, start_bridge_with};
 
 use crate::support::{absent_metrics, dashboard_metrics, fixture, http_get, upload_dsyms};
 
@@ -35,20 +36,28 @@ fn header<'a>(message: &'a impl Message, name: &str) -> Option<&'a str> {
         .and_then(|h| std::str::from_utf8(h.value?).ok())
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_bridge_killed_half_way_loses_and_duplicates_nothing() {
+/// A cluster with one worker and CrashProbe's dSYMs, a Tansu broker, and the bridge's topics
+/// made there (`<prefix>reports` with `input_partitions`, `<prefix>results`,
+/// `<prefix>dead-letter`).
+async fn cluster_and_broker(prefix: &str, input_partitions: u32) -> (Cluster, Tansu, BridgeTopics) {
     let cluster = Cluster::start(1, MasterOptions::default()).await;
     upload_dsyms(&cluster, &[fixture("crashprobe/release/dSYMs")]);
     let tansu = Tansu::start(cluster.dir.path());
     let topics = BridgeTopics {
-        input: "reports".into(),
-        output: "results".into(),
-        dead_letter: "dead-letter".into(),
+        input: format!("{prefix}reports"),
+        output: format!("{prefix}results"),
+        dead_letter: format!("{prefix}dead-letter"),
         group: "symcluster-bridge".into(),
     };
-    tansu.create_topic(&topics.input, 2);
+    tansu.create_topic(&topics.input, input_partitions);
     tansu.create_topic(&topics.output, 1);
     tansu.create_topic(&topics.dead_letter, 1);
+    (cluster, tansu, topics)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_bridge_killed_half_way_loses_and_duplicates_nothing() {
+    let (cluster, tansu, topics) = cluster_and_broker("", 2).await;
 
     // 1,000 CrashProbe reports (as the SDK's events arrive: one per message, no headers but the
     // kind), and two messages that cannot be jobs.
@@ -217,4 +226,77 @@ async fn a_bridge_killed_half_way_loses_and_duplicates_nothing() {
             .map(|(k, v)| (k, v.to_owned()))
             .collect::<BTreeMap<_, _>>()
     );
+}
+
+/// A result the producer refuses for good (larger than its `message.max.bytes`, here set to
+/// 2,000 bytes: a symbolicated CrashProbe report is larger) dead-letters its input message with
+/// the reason, without the input's value when that is refused too, and the bridge goes on with
+/// the partition. Before, it retried the result forever and held the partition.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_result_the_broker_refuses_for_good_is_dead_lettered_and_the_bridge_goes_on() {
+    const MESSAGES: usize = 5;
+    let (cluster, tansu, topics) = cluster_and_broker("big-", 1).await;
+    let report = std::fs::read_dir(fixture("crashprobe/release/arm64"))
+        .unwrap()
+        .map(|e| std::fs::read(e.unwrap().path()).unwrap())
+        .next()
+        .unwrap();
+    assert!(
+        report.len() > 2_000,
+        "the report itself is over the limit too"
+    );
+    let producer: FutureProducer = ClientConfig::new()
+        .set("bootstrap.servers", tansu.brokers())
+        .create()
+        .expect("producer");
+    let mut sources = BTreeSet::new();
+    for _ in 0..MESSAGES {
+        let record = FutureRecord::<str, [u8]>::to(&topics.input)
+            .payload(&report)
+            .headers(OwnedHeaders::new().insert(Header {
+                key: "symcluster-kind",
+                value: Some("native"),
+            }));
+        let delivered = producer
+            .send(record, Duration::from_secs(10))
+            .await
+            .map_err(|(e, _)| e)
+            .expect("produce");
+        sources.insert(format!(
+            "{}:{}:{}",
+            topics.input, delivered.partition, delivered.offset
+        ));
+    }
+    let (_bridge, _) = start_bridge_with(
+        &cluster,
+        &tansu,
+        &topics,
+        "bridge-small",
+        &["message.max.bytes=2000"],
+    );
+    let dead = consumer(&tansu.brokers(), "dead-letter-reader", &topics.dead_letter);
+    let mut dead_letters = BTreeSet::new();
+    while dead_letters.len() < MESSAGES {
+        let message = tokio::time::timeout(Duration::from_secs(120), dead.recv())
+            .await
+            .expect("every message dead-lettered within 120 s")
+            .expect("consume dead letters");
+        let reason = header(&message, "symcluster-reason").unwrap();
+        assert!(
+            reason.contains("was refused by the broker") && reason.contains("MessageSizeTooLarge"),
+            "{reason}"
+        );
+        // The input's value was too large as well: left out, and said so.
+        assert_eq!(message.payload().unwrap_or_default(), b"");
+        let notes: Vec<&str> = message
+            .headers()
+            .unwrap()
+            .iter()
+            .filter(|h| h.key == "symcluster-reason")
+            .filter_map(|h| std::str::from_utf8(h.value?).ok())
+            .collect();
+        assert!(notes.iter().any(|n| n.contains("is left out")), "{notes:?}");
+        dead_letters.insert(header(&message, "symcluster-source").unwrap().to_owned());
+    }
+    assert_eq!(dead_letters, sources);
 }
