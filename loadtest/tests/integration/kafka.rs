@@ -36,6 +36,31 @@ fn header<'a>(message: &'a impl Message, name: &str) -> Option<&'a str> {
         .and_then(|h| std::str::from_utf8(h.value?).ok())
 }
 
+/// Produces `report` to `topic` as a native report (header `symcluster-kind: native`) under
+/// `key`; where it landed, `topic:partition:offset`.
+async fn produce_native(
+    producer: &FutureProducer,
+    topic: &str,
+    key: Option<&str>,
+    report: &[u8],
+) -> String {
+    let mut record = FutureRecord::<str, [u8]>::to(topic)
+        .payload(report)
+        .headers(OwnedHeaders::new().insert(Header {
+            key: "symcluster-kind",
+            value: Some("native"),
+        }));
+    if let Some(key) = key {
+        record = record.key(key);
+    }
+    let delivered = producer
+        .send(record, Duration::from_secs(10))
+        .await
+        .map_err(|(e, _)| e)
+        .expect("produce");
+    format!("{topic}:{}:{}", delivered.partition, delivered.offset)
+}
+
 /// A cluster with one worker and CrashProbe's dSYMs, a Tansu broker, and the bridge's topics
 /// made there (`<prefix>reports` with `input_partitions`, `<prefix>results`,
 /// `<prefix>dead-letter`).
@@ -72,22 +97,14 @@ async fn a_bridge_killed_half_way_loses_and_duplicates_nothing() {
     let mut expected = BTreeSet::new();
     for i in 0..REPORTS {
         let key = format!("device-{}", i % 37);
-        let record = FutureRecord::to(&topics.input)
-            .key(&key)
-            .payload(&reports[i % reports.len()])
-            .headers(OwnedHeaders::new().insert(Header {
-                key: "symcluster-kind",
-                value: Some("native"),
-            }));
-        let delivered = producer
-            .send(record, Duration::from_secs(10))
-            .await
-            .map_err(|(e, _)| e)
-            .expect("produce");
-        expected.insert(format!(
-            "kafka:{}:{}:{}",
-            topics.input, delivered.partition, delivered.offset
-        ));
+        let source = produce_native(
+            &producer,
+            &topics.input,
+            Some(&key),
+            &reports[i % reports.len()],
+        )
+        .await;
+        expected.insert(format!("kafka:{source}"));
     }
     let mut malformed = BTreeMap::new();
     for (kind, payload, reason) in [
@@ -251,21 +268,7 @@ async fn a_result_the_broker_refuses_for_good_is_dead_lettered_and_the_bridge_go
         .expect("producer");
     let mut sources = BTreeSet::new();
     for _ in 0..MESSAGES {
-        let record = FutureRecord::<str, [u8]>::to(&topics.input)
-            .payload(&report)
-            .headers(OwnedHeaders::new().insert(Header {
-                key: "symcluster-kind",
-                value: Some("native"),
-            }));
-        let delivered = producer
-            .send(record, Duration::from_secs(10))
-            .await
-            .map_err(|(e, _)| e)
-            .expect("produce");
-        sources.insert(format!(
-            "{}:{}:{}",
-            topics.input, delivered.partition, delivered.offset
-        ));
+        sources.insert(produce_native(&producer, &topics.input, None, &report).await);
     }
     let (_bridge, _) = start_bridge_with(
         &cluster,
