@@ -746,10 +746,11 @@ async fn run(
             let groups: u64 = client
                 .ingest()
                 .list_groups(api::ListGroupsRequest {
-                    limit: 1000,
+                    page_size: 1000,
                     project: String::new(),
                     call_trees: false,
                     kind: String::new(),
+                    ..Default::default()
                 })
                 .await
                 .map(|r| r.into_inner().groups.iter().map(|g| g.count).sum())

@@ -54,6 +54,10 @@ pub const SHUTDOWN_GRACE: std::time::Duration = std::time::Duration::from_secs(2
 /// when a worker sends it uncompressed) and the rest of its `CompleteJobRequest`.
 pub const MAX_WORKER_MESSAGE_BYTES: usize = index::MAX_RESULT_BYTES as usize + (1 << 20);
 
+/// Jobs one `Purge` deletes at most (`--result-retention`), so that applying it stays short on
+/// every master; a full batch is followed by the next one at once.
+pub const PURGE_BATCH_JOBS: u64 = 1000;
+
 /// Runs a master until `shutdown` resolves.
 ///
 /// Opens (or creates) `config.data_dir/master.redb` (the index) and `config.data_dir/raft-log/`
@@ -148,12 +152,19 @@ pub async fn run(
             let mut tick = tokio::time::interval(Duration::from_secs(60));
             loop {
                 tick.tick().await;
-                if purger.raft().is_leader() {
-                    let now = index::command::now_ms();
-                    let cut = now.saturating_sub(retention.as_millis() as u64);
-                    purger
-                        .raft()
-                        .propose_nowait(index::command::purge(cut, now));
+                let now = index::command::now_ms();
+                let cut = now.saturating_sub(retention.as_millis() as u64);
+                // Batch after batch while they come full, each one short to apply.
+                while purger.raft().is_leader() {
+                    let purge = index::command::purge(cut, now, PURGE_BATCH_JOBS);
+                    match purger.raft().propose(purge).await {
+                        Ok(index::apply::Applied::Purged(n)) if n == PURGE_BATCH_JOBS => {}
+                        Ok(_) => break,
+                        Err(error) => {
+                            tracing::warn!(%error, "purge not committed; tried again in a minute");
+                            break;
+                        }
+                    }
                 }
             }
         });

@@ -28,8 +28,9 @@ pub type RaftHandle = crate::raft::RaftHandle<Applied>;
 /// short and never block on a proposal.
 pub trait Hooks: Send + Sync {
     /// Commands applied to the index (in log order), each with what it did (the job's record
-    /// after the change). `is_leader`: whether this master leads now.
-    fn applied(&self, changes: &[(Command, Applied)], is_leader: bool);
+    /// after the change). `is_leader`: whether this master leads now. A hook may take a
+    /// lease's spec (`Applied::Changed::spec`) to send it; the rest is left as it was.
+    fn applied(&self, changes: &mut [(Command, Applied)], is_leader: bool);
     /// This master became the leader (`true`) or stopped being it (`false`).
     fn role_changed(&self, is_leader: bool);
     /// The index was replaced by a snapshot from the leader.
@@ -117,10 +118,10 @@ impl StateMachine for IndexMachine {
 
     fn apply(&self, batch: Batch<'_>) -> Result<Outcome<Applied>, StateMachineError> {
         let (outcome, changes) = self.apply_in_one_transaction(batch).map_err(boxed)?;
-        let Some((changes, positions, is_leader)) = changes else {
+        let Some((mut changes, positions, is_leader)) = changes else {
             return Ok(outcome);
         };
-        self.hooks.applied(&changes, is_leader);
+        self.hooks.applied(&mut changes, is_leader);
         let mut outcome = outcome;
         for ((_, applied), position) in changes.into_iter().zip(positions) {
             outcome.outputs[position] = Some(applied);

@@ -125,7 +125,7 @@ fn v1_commands() -> Vec<pb::Command> {
         command::lease("c", "worker-2", "", 1, 1_510),
         command::fail("c", 1, "source map not found", 1_600),
         command::submit("d", v1::JobKind::Native, spec("d"), "debug-id-2", 1_700),
-        command::purge(1_250, 2_000),
+        command::purge(1_250, 2_000, 0),
     ]
 }
 
@@ -247,7 +247,7 @@ fn v4_commands() -> Vec<pb::Command> {
             None,
             1_050,
         ),
-        command::purge(1_060, 1_065),
+        command::purge(1_060, 1_065, 0),
         command::submit_unreadable(
             "demo/c",
             v1::JobKind::Native,
@@ -422,7 +422,7 @@ fn v5_commands() -> Vec<pb::Command> {
             call_tree,
         ));
     }
-    commands.push(command::purge(1_200, 1_500));
+    commands.push(command::purge(1_200, 1_500, 0));
     commands
 }
 

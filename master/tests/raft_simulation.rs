@@ -58,7 +58,7 @@ impl Rng {
 struct NoHooks;
 
 impl Hooks for NoHooks {
-    fn applied(&self, _: &[(Command, Applied)], _: bool) {}
+    fn applied(&self, _: &mut [(Command, Applied)], _: bool) {}
     fn role_changed(&self, _: bool) {}
     fn restored(&self) {}
 }

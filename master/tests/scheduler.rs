@@ -12,7 +12,7 @@ use raft::prelude::Message;
 use symcluster_master::index::{Index, JobState};
 use symcluster_master::raft::{self as mraft, Outbound, RaftConfig};
 use symcluster_master::replica::{IndexMachine, RaftHandle};
-use symcluster_master::scheduler::{Completion, Scheduler, SchedulerConfig};
+use symcluster_master::scheduler::{Completion, OutgoingLease, Scheduler, SchedulerConfig};
 use symcluster_proto::v1;
 use tokio::sync::mpsc;
 
@@ -100,7 +100,7 @@ impl Master {
         assert!(created);
     }
 
-    fn worker(&self, id: &str, slots: u32, prefetch: u32) -> mpsc::Receiver<v1::Lease> {
+    fn worker(&self, id: &str, slots: u32, prefetch: u32) -> mpsc::Receiver<OutgoingLease> {
         self.scheduler
             .register(id, slots, prefetch, Arc::from(id), false)
             .unwrap();
@@ -125,15 +125,18 @@ impl Master {
 }
 
 /// The next lease on `stream` (bounded wait); `None` when the stream ended.
-async fn next_lease(stream: &mut mpsc::Receiver<v1::Lease>) -> Option<(String, u32)> {
+async fn next_lease(stream: &mut mpsc::Receiver<OutgoingLease>) -> Option<(String, u32)> {
     tokio::time::timeout(Duration::from_secs(10), stream.recv())
         .await
         .expect("no lease within 10 s")
-        .map(|lease| (lease.job.unwrap().job_id, lease.attempt))
+        .map(|lease| {
+            let lease = lease.into_lease();
+            (lease.job.unwrap().job_id, lease.attempt)
+        })
 }
 
 /// Whether a lease is waiting on `stream` now (after the proposals in flight were applied).
-async fn no_lease_waiting(master: &Master, stream: &mut mpsc::Receiver<v1::Lease>) -> bool {
+async fn no_lease_waiting(master: &Master, stream: &mut mpsc::Receiver<OutgoingLease>) -> bool {
     // A submit goes through the log after every lease proposed before it: once it is applied,
     // those leases were sent.
     master

@@ -237,7 +237,7 @@ pub async fn run(
 /// the master refuses for every call would otherwise dead-letter every message.
 async fn check_token(client: &Client) -> anyhow::Result<()> {
     let request = symcluster_client::api::ListJobsRequest {
-        limit: 1,
+        page_size: 1,
         project: client.project().to_owned(),
         ..Default::default()
     };

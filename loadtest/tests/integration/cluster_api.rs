@@ -499,3 +499,79 @@ fn symctl_documents_itself() {
             .contains("invalid value 'yaml' for '--output <OUTPUT>'")
     );
 }
+
+/// The list calls page as AIP-158 says: every job once, newest first, a token bound to its
+/// request's fields.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn list_jobs_pages_through_every_job_once_newest_first() {
+    // No worker: the jobs stay queued.
+    let cluster = Cluster::start(0, MasterOptions::default()).await;
+    let mut client = cluster.client().await;
+    let report =
+        std::fs::read(symcluster_loadtest::cluster::repo().join("examples/ios-demo/DemoApp.crash"))
+            .unwrap();
+    let submitted: Vec<String> = (0..25).map(|i| format!("paged-{i:02}")).collect();
+    for id in &submitted {
+        client.submit_native(id, report.clone()).await.unwrap();
+    }
+    let mut ingest = client.ingest();
+    let mut request = api::ListJobsRequest {
+        page_size: 10,
+        ..Default::default()
+    };
+    let (mut listed, mut sizes) = (Vec::new(), Vec::new());
+    loop {
+        let page = ingest
+            .list_jobs(request.clone())
+            .await
+            .unwrap()
+            .into_inner();
+        sizes.push(page.jobs.len());
+        listed.extend(page.jobs.into_iter().map(|j| j.job_id));
+        if page.next_page_token.is_empty() {
+            break;
+        }
+        request.page_token = page.next_page_token;
+    }
+    assert_eq!(sizes, [10, 10, 5]);
+    let newest_first: Vec<String> = submitted.iter().rev().cloned().collect();
+    assert_eq!(listed, newest_first);
+
+    // A token sent with other fields, or one the master never made: INVALID_ARGUMENT.
+    let first = ingest
+        .list_jobs(api::ListJobsRequest {
+            page_size: 10,
+            ..Default::default()
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    let other_state = ingest
+        .list_jobs(api::ListJobsRequest {
+            page_size: 10,
+            state: api::JobState::Completed as i32,
+            page_token: first.next_page_token.clone(),
+            ..Default::default()
+        })
+        .await
+        .unwrap_err();
+    assert_eq!(other_state.code(), tonic::Code::InvalidArgument);
+    assert!(
+        other_state.message().contains("other fields"),
+        "{other_state:?}"
+    );
+    let forged = ingest
+        .list_groups(api::ListGroupsRequest {
+            page_token: first.next_page_token,
+            ..Default::default()
+        })
+        .await
+        .unwrap_err();
+    assert_eq!(
+        (forged.code(), forged.message()),
+        (
+            tonic::Code::InvalidArgument,
+            "page_token is not a token this list gave"
+        )
+    );
+}

@@ -132,18 +132,20 @@ async fn projects_see_only_their_own_jobs_groups_and_files() {
             let jobs = ingest
                 .list_jobs(api::ListJobsRequest {
                     state: 0,
-                    limit: 100,
+                    page_size: 100,
                     project: project.clone(),
+                    ..Default::default()
                 })
                 .await?
                 .into_inner()
                 .jobs;
             let groups = ingest
                 .list_groups(api::ListGroupsRequest {
-                    limit: 100,
+                    page_size: 100,
                     project,
                     call_trees: false,
                     kind: String::new(),
+                    ..Default::default()
                 })
                 .await?
                 .into_inner()

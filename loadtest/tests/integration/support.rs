@@ -116,10 +116,11 @@ pub async fn groups(client: &Client, limit: u32) -> Vec<api::CrashGroup> {
     client
         .ingest()
         .list_groups(api::ListGroupsRequest {
-            limit,
+            page_size: limit,
             project: String::new(),
             call_trees: false,
             kind: String::new(),
+            ..Default::default()
         })
         .await
         .expect("list groups")

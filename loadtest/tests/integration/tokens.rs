@@ -145,10 +145,11 @@ async fn each_role_does_only_what_it_may() {
         device
             .ingest()
             .list_groups(api::ListGroupsRequest {
-                limit: 10,
+                page_size: 10,
                 project: String::new(),
                 call_trees: false,
                 kind: String::new(),
+                ..Default::default()
             })
             .await,
         "token \"demo-app\" has role device; listing crash groups needs ingest or admin",

@@ -173,7 +173,7 @@ impl<'t> Applier<'t> {
             }),
             Kind::Complete(c) => self.complete(c, command.version >= 5),
             Kind::Fail(c) => self.fail(c, command.version >= 5),
-            Kind::Purge(c) => self.purge(c.finished_before_ms, command.version),
+            Kind::Purge(c) => self.purge(c.finished_before_ms, c.max_jobs, command.version),
             Kind::Resymbolicate(c) => self.resymbolicate(c, command.version),
             Kind::MembersSeen(c) => {
                 if let Some(mut membership) = self.membership()?
@@ -413,9 +413,19 @@ impl<'t> Applier<'t> {
         })
     }
 
-    fn purge(&mut self, finished_before_ms: u64, version: u32) -> Result<Applied, IndexError> {
+    /// Deletes the jobs that finished before `finished_before_ms`, oldest submitted first, at
+    /// most `max_jobs` (0: all).
+    fn purge(
+        &mut self,
+        finished_before_ms: u64,
+        max_jobs: u64,
+        version: u32,
+    ) -> Result<Applied, IndexError> {
         let mut doomed = Vec::new();
         for entry in self.by_sequence.iter().map_err(db)? {
+            if max_jobs > 0 && doomed.len() as u64 >= max_jobs {
+                break;
+            }
             let (sequence, id) = entry.map_err(db)?;
             let Some(bytes) = self.jobs.get(id.value()).map_err(db)? else {
                 continue;
@@ -821,7 +831,7 @@ mod tests {
             vec!["p/a".to_owned()]
         );
         assert_eq!(index.spec("p/a").unwrap(), Some(vec![1]));
-        apply_all(&index, &[command::purge(100, 100)]);
+        apply_all(&index, &[command::purge(100, 100, 0)]);
         assert!(index.missing_files(10, |_| true).unwrap().is_empty());
         assert_eq!(index.spec("p/a").unwrap(), None);
     }
@@ -1050,7 +1060,7 @@ mod tests {
                 command::fail("new", 0, "bad report", 101),
             ],
         );
-        let applied = apply_all(&index, &[command::purge(50, 200)]);
+        let applied = apply_all(&index, &[command::purge(50, 200, 0)]);
         assert_eq!(applied, vec![Applied::Purged(1)]);
         assert!(index.job("old", false).unwrap().is_none());
         assert!(index.job("old-open", false).unwrap().is_some());
@@ -1064,5 +1074,40 @@ mod tests {
             .map(|j| j.job_id)
             .collect();
         assert_eq!(listed, ["new", "old-open"]);
+    }
+
+    #[test]
+    fn a_purge_deletes_at_most_its_batch_oldest_first() {
+        let (_dir, index) = index();
+        let mut commands = Vec::new();
+        for i in 0..5u64 {
+            let id = format!("job-{i}");
+            commands.push(command::submit(
+                &id,
+                v1::JobKind::Native,
+                vec![],
+                "k",
+                1 + i,
+            ));
+            commands.push(command::fail(&id, 0, "bad report", 10 + i));
+        }
+        apply_all(&index, &commands);
+        let purge = command::purge(100, 200, 2);
+        assert_eq!(
+            apply_all(&index, &[purge.clone(), purge.clone()]),
+            [Applied::Purged(2), Applied::Purged(2)]
+        );
+        let left: Vec<String> = index
+            .list_jobs(None, 10, |_| true)
+            .unwrap()
+            .into_iter()
+            .map(|j| j.job_id)
+            .collect();
+        assert_eq!(left, ["job-4"]);
+        assert_eq!(
+            apply_all(&index, &[purge.clone(), purge]),
+            [Applied::Purged(1), Applied::Purged(0)]
+        );
+        assert_eq!(index.counts().unwrap().failed, 0);
     }
 }

@@ -179,11 +179,13 @@ pub fn resymbolicate(job_id: &str, reason: &str, at_ms: u64) -> Command {
     }))
 }
 
-/// Deletes jobs that finished before `finished_before_ms`.
-pub fn purge(finished_before_ms: u64, at_ms: u64) -> Command {
+/// Deletes jobs that finished before `finished_before_ms`, at most `max_jobs` of them (the
+/// oldest first; 0: all).
+pub fn purge(finished_before_ms: u64, at_ms: u64, max_jobs: u64) -> Command {
     command(pb::command::Kind::Purge(pb::Purge {
         finished_before_ms,
         at_ms,
+        max_jobs,
     }))
 }
 

@@ -28,6 +28,7 @@ pub mod command;
 pub mod digest;
 pub mod groups;
 pub mod keys;
+pub mod listing;
 pub mod members;
 pub(crate) mod migrate;
 pub(crate) mod missing;
@@ -345,37 +346,6 @@ impl Index {
         Ok(specs.get(job_id).map_err(db)?.map(|v| v.value().to_vec()))
     }
 
-    /// Jobs in `state` (all when `None`) of the projects `sees` accepts, newest first, at most
-    /// `limit`, without results.
-    pub fn list_jobs(
-        &self,
-        state: Option<JobState>,
-        limit: usize,
-        sees: impl Fn(&str) -> bool,
-    ) -> Result<Vec<pb::JobRecord>, IndexError> {
-        let read = self.db.begin_read().map_err(db)?;
-        let by_sequence = read.open_table(BY_SEQUENCE).map_err(db)?;
-        let jobs = read.open_table(JOBS).map_err(db)?;
-        let mut out = Vec::new();
-        for entry in by_sequence.iter().map_err(db)?.rev() {
-            if out.len() >= limit {
-                break;
-            }
-            let (_, id) = entry.map_err(db)?;
-            if !sees(keys::split(id.value()).0) {
-                continue;
-            }
-            let Some(bytes) = jobs.get(id.value()).map_err(db)? else {
-                continue;
-            };
-            let record = decode_record(id.value(), bytes.value())?;
-            if state.is_none_or(|s| record.state == s as i32) {
-                out.push(record);
-            }
-        }
-        Ok(out)
-    }
-
     /// Queued and running jobs, oldest first.
     pub fn open_jobs(&self) -> Result<Vec<JobSummary>, IndexError> {
         let read = self.db.begin_read().map_err(db)?;
@@ -392,52 +362,6 @@ impl Index {
         Ok(out)
     }
 
-    /// Crash groups of the projects `sees` accepts, most frequent first (ties: most recent
-    /// first), at most `limit`, each with its kind ([`group_kind`]); with their call trees
-    /// (`CrashGroup.call_tree`, read apart from the records, for the `limit` groups listed
-    /// only) when `with_trees`.
-    pub fn groups(
-        &self,
-        limit: usize,
-        kind: Option<&str>,
-        with_trees: bool,
-        sees: impl Fn(&str) -> bool,
-    ) -> Result<Vec<v1::CrashGroup>, IndexError> {
-        let read = self.db.begin_read().map_err(db)?;
-        let table = read.open_table(GROUPS).map_err(db)?;
-        let trees = read.open_table(groups::TREES).map_err(db)?;
-        let mut groups = Vec::new();
-        for entry in table.iter().map_err(db)? {
-            let (k, v) = entry.map_err(db)?;
-            if !sees(keys::split(k.value()).0) {
-                continue;
-            }
-            let mut group =
-                v1::CrashGroup::decode(v.value()).map_err(|source| IndexError::Decode {
-                    what: format!("group {}", k.value()),
-                    source,
-                })?;
-            if group.kind.is_empty() {
-                let has_tree = trees.get(k.value()).map_err(db)?.is_some();
-                group.kind = group_kind(&group, has_tree).to_owned();
-            }
-            if kind.is_none_or(|kind| group.kind == kind) {
-                groups.push(group);
-            }
-        }
-        groups.sort_by(|a, b| {
-            b.count
-                .cmp(&a.count)
-                .then(b.last_seen_ms.cmp(&a.last_seen_ms))
-                .then(a.fingerprint.cmp(&b.fingerprint))
-        });
-        groups.truncate(limit);
-        if with_trees {
-            groups::attach_trees(&read, &mut groups)?;
-        }
-        Ok(groups)
-    }
-
     /// The finished jobs (index keys) of `project` (of every project when `None`) that lack
     /// one of the files `file_keys` name (`MissingFile.key`), each once ([`missing::jobs_lacking`]).
     pub fn jobs_lacking(
@@ -447,26 +371,6 @@ impl Index {
     ) -> Result<std::collections::BTreeSet<String>, IndexError> {
         let read = self.db.begin_read().map_err(db)?;
         missing::jobs_lacking(&read, project, file_keys)
-    }
-
-    /// The files finished jobs of the projects `sees` accepts lack, one entry per project and
-    /// file with its affected jobs and distinct crash groups, most jobs first (ties: most
-    /// recently seen first), at most `limit`.
-    pub fn missing_files(
-        &self,
-        limit: usize,
-        sees: impl Fn(&str) -> bool,
-    ) -> Result<Vec<v1::MissingEntry>, IndexError> {
-        let read = self.db.begin_read().map_err(db)?;
-        let mut entries = missing::files(&read, sees)?;
-        entries.sort_by(|a, b| {
-            b.jobs
-                .cmp(&a.jobs)
-                .then(b.last_seen_ms.cmp(&a.last_seen_ms))
-                .then(a.key.cmp(&b.key))
-        });
-        entries.truncate(limit);
-        Ok(entries)
     }
 
     /// Jobs per state.

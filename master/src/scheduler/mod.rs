@@ -45,6 +45,7 @@ use crate::replica::{Hooks, RaftHandle};
 pub use placement::Routing;
 use projection::{Change, Projection};
 use watchers::Watchers;
+pub use workers::OutgoingLease;
 use workers::WorkerEntry;
 
 /// Scheduling settings.
@@ -273,7 +274,7 @@ impl Scheduler {
 
     /// Opens a worker's lease stream; `None` when the worker is not registered. A draining
     /// worker's stream ends at once.
-    pub fn open_lease_stream(&self, worker_id: &str) -> Option<mpsc::Receiver<v1::Lease>> {
+    pub fn open_lease_stream(&self, worker_id: &str) -> Option<mpsc::Receiver<OutgoingLease>> {
         let mut core = self.lock();
         let entry = core.workers.get_mut(worker_id)?;
         let (tx, rx) = mpsc::channel(entry.capacity() as usize + 1);
@@ -378,7 +379,7 @@ pub fn role_name(role: raft::StateRole) -> &'static str {
 }
 
 impl Hooks for Scheduler {
-    fn applied(&self, changes: &[(Command, Applied)], is_leader: bool) {
+    fn applied(&self, changes: &mut [(Command, Applied)], is_leader: bool) {
         let mut core = self.lock();
         core.is_leader = is_leader;
         let deadline_ms = now_ms() + self.config.lease_ms;
@@ -411,7 +412,7 @@ impl Hooks for Scheduler {
                                 w.busy.insert(id.to_owned());
                             }
                             if is_leader {
-                                self.send_lease(&mut core, id, &lease, spec.as_deref());
+                                self.send_lease(&mut core, id, &lease, spec.take());
                             }
                         }
                     }
@@ -523,7 +524,7 @@ mod tests {
         let (scheduler, _inputs) = in_flight_scheduler(dir.path());
         let job = "p/x";
         scheduler.applied(
-            &[
+            &mut [
                 (
                     command::submit(job, v1::JobKind::Native, vec![1], "k", 1),
                     changed(job, JobState::Queued, 0, None),
@@ -545,7 +546,7 @@ mod tests {
         assert_eq!(scheduler.expire_leases(), 0, "that Requeue is in flight");
         // A second file the job lacked arrives, and a client resubmits it: both change nothing.
         scheduler.applied(
-            &[
+            &mut [
                 (
                     command::resymbolicate(job, "dbg-2 arrived", 3),
                     Applied::Ignored,
@@ -564,7 +565,7 @@ mod tests {
         );
         // The Requeue applies: settled, and the job waits for a worker.
         scheduler.applied(
-            &[(
+            &mut [(
                 command::requeue(job, 1, "lease expired", 5),
                 changed(job, JobState::Queued, 1, None),
             )],

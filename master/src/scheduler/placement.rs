@@ -98,7 +98,7 @@ mod tests {
 
     /// Workers `w1`, `w2` with 1 slot and 2 prefetch each, holding `held` leases, and the
     /// receiving ends of their lease streams (they count as connected while those live).
-    type Streams = Vec<tokio::sync::mpsc::Receiver<symcluster_proto::v1::Lease>>;
+    type Streams = Vec<tokio::sync::mpsc::Receiver<crate::scheduler::OutgoingLease>>;
     fn workers(held: [usize; 2]) -> (BTreeMap<String, WorkerEntry>, Streams) {
         let (mut workers, mut streams) = (BTreeMap::new(), Vec::new());
         for (id, held) in ["w1", "w2"].into_iter().zip(held) {

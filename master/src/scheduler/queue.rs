@@ -2,11 +2,10 @@
 //! file that arrived), and handing queued jobs to free worker slots as `Lease` commands, sent on
 //! the worker's stream once applied.
 
-use prost::Message;
 use symcluster_proto::v1;
 
 use super::projection::LeaseInfo;
-use super::workers::WorkerEntry;
+use super::workers::{OutgoingLease, WorkerEntry};
 use super::{Core, LOOKAHEAD, QueueStats, Routing, ScheduleError, Scheduler, placement};
 use crate::index::apply::Applied;
 use crate::index::command::{self, now_ms};
@@ -259,15 +258,14 @@ impl Scheduler {
         core: &mut Core,
         job_id: &str,
         lease: &LeaseInfo,
-        spec: Option<&[u8]>,
+        spec: Option<Vec<u8>>,
     ) {
-        let spec = spec.and_then(|s| v1::JobSpec::decode(s).ok());
         let (worker_id, attempt) = (lease.worker_id.as_str(), lease.attempt);
         // The attempt's trace starts here; the worker's `job` span and the completion continue it.
         let span = tracing::info_span!("lease", job_id, attempt, worker_id);
         let _entered = span.enter();
-        let sent_lease = v1::Lease {
-            job: spec,
+        let lease = v1::Lease {
+            job: None,
             attempt,
             deadline_ms: lease.deadline_ms,
             recheck_missing: core
@@ -277,6 +275,7 @@ impl Scheduler {
                 .is_some_and(|j| j.recheck_missing),
             traceparent: symcluster_telemetry::trace_context::traceparent(&span),
         };
+        let sent_lease = OutgoingLease { lease, spec };
         let sent = core
             .workers
             .get(worker_id)

@@ -6,12 +6,44 @@ use std::collections::HashSet;
 use std::sync::Arc;
 use std::time::Instant;
 
+use prost::Message;
 use symcluster_proto::v1;
 use tokio::sync::mpsc;
 
 /// The most leases a worker may hold waiting for a slot, per slot (`RegisterRequest.prefetch`
 /// is cut to this).
 pub const MAX_PREFETCH_PER_SLOT: u32 = 4;
+
+/// A lease on its way to a worker's stream: the `Lease` without its job, and the job's spec
+/// as the index stores it (an encoded `JobSpec`, up to 16 MiB). The spec is decoded by the
+/// worker's stream task ([`OutgoingLease::into_lease`]), not under the scheduler's lock on
+/// the Raft thread that applies the lease.
+#[derive(Debug)]
+pub struct OutgoingLease {
+    /// The lease, `job` empty.
+    pub lease: v1::Lease,
+    /// The encoded `JobSpec`; `None` when the index holds none.
+    pub spec: Option<Vec<u8>>,
+}
+
+impl OutgoingLease {
+    /// The lease with its job. A spec that does not decode (which the admission check makes
+    /// impossible for a committed job) is logged and sent without a job: the worker fails the
+    /// attempt as having no payload, and the job's attempts run out instead of it hanging.
+    pub fn into_lease(self) -> v1::Lease {
+        let mut lease = self.lease;
+        lease.job = self
+            .spec
+            .and_then(|bytes| match v1::JobSpec::decode(bytes.as_slice()) {
+                Ok(spec) => Some(spec),
+                Err(error) => {
+                    tracing::error!(%error, "a leased job's stored spec does not decode");
+                    None
+                }
+            });
+        lease
+    }
+}
 
 /// A worker as the master sees it.
 #[derive(Debug)]
@@ -24,7 +56,7 @@ pub struct WorkerEntry {
     /// Jobs leased to it (or being leased).
     pub busy: HashSet<String>,
     /// Its lease stream, while open.
-    pub sender: Option<mpsc::Sender<v1::Lease>>,
+    pub sender: Option<mpsc::Sender<OutgoingLease>>,
     /// When it last sent a heartbeat (or registered).
     pub last_heartbeat: Instant,
     /// Its cache counters, from its last heartbeat.

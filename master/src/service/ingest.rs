@@ -15,8 +15,11 @@ use tracing::Instrument as _;
 
 use super::submit::{submit_span, submit_spec};
 use super::watch::{Until, next_change, result_form};
-use super::{index_status, job_to_proto, require_leader, schedule_status, submit_stream};
+use super::{
+    index_status, job_to_proto, page_token, require_leader, schedule_status, submit_stream,
+};
 use crate::auth;
+use crate::index::listing::{GroupCursor, GroupFilter, JobCursor, MissingCursor};
 use crate::index::{is_terminal, keys};
 use crate::scheduler::Scheduler;
 
@@ -165,32 +168,42 @@ impl Ingest for IngestService {
         require_leader(&self.scheduler)?;
         let r = request.into_inner();
         let sees = caller.listing(&r.project)?;
-        let limit = match r.limit {
-            0 => 100,
-            n => n.min(1000) as usize,
-        };
+        let size = page_token::page_size(r.page_size, r.limit, 100, 1000);
         let state = match v1::JobState::try_from(r.state).unwrap_or_default() {
             v1::JobState::Unspecified => None,
             s => Some(s),
         };
+        let filter = format!("{};{}", r.state, r.project);
+        let after: Option<JobCursor> = page_token::decode(&r.page_token, "jobs", &filter)?;
         drop(sees);
         let index = self.scheduler.index().clone();
         let project = r.project;
-        let jobs = off_runtime(move || {
+        let page = off_runtime(move || {
             let sees = caller.listing(&project)?;
-            index.list_jobs(state, limit, sees).map_err(index_status)
+            index
+                .list_jobs_page(state, size, after, sees)
+                .map_err(index_status)
         })
-        .await?
-        .into_iter()
-        .map(|record| {
-            job_to_proto(crate::index::JobView {
-                record,
-                result_json: None,
-                result_zstd: None,
+        .await?;
+        let jobs = page
+            .items
+            .into_iter()
+            .map(|record| {
+                job_to_proto(crate::index::JobView {
+                    record,
+                    result_json: None,
+                    result_zstd: None,
+                })
             })
-        })
-        .collect();
-        Ok(Response::new(v1::ListJobsResponse { jobs }))
+            .collect();
+        let next_page_token = page
+            .next
+            .map(|c| page_token::encode("jobs", &filter, &c))
+            .unwrap_or_default();
+        Ok(Response::new(v1::ListJobsResponse {
+            jobs,
+            next_page_token,
+        }))
     }
 
     async fn list_groups(
@@ -200,10 +213,10 @@ impl Ingest for IngestService {
         let caller = auth::require(&request, auth::READ_ROLES, "listing crash groups")?;
         require_leader(&self.scheduler)?;
         let r = request.into_inner();
-        let limit = match r.limit {
-            0 => 20,
-            n => n.min(1000) as usize,
-        };
+        // A group's tree holds up to 2,000 nodes: fewer groups per page with trees keep an
+        // answer within clients' 4 MiB message limit.
+        let max = if r.call_trees { 50 } else { 1000 };
+        let size = page_token::page_size(r.page_size, r.limit, 20, max);
         let sees = caller.listing(&r.project)?;
         let kind = match r.kind.as_str() {
             "" => None,
@@ -215,16 +228,33 @@ impl Ingest for IngestService {
             }
         };
         drop(sees);
+        let filter = format!(
+            "{};{};{};{}",
+            r.project, r.kind, r.call_trees, r.fingerprint_prefix
+        );
+        let after: Option<GroupCursor> = page_token::decode(&r.page_token, "groups", &filter)?;
         let kind = kind.map(str::to_owned);
         let index = self.scheduler.index().clone();
-        let groups = off_runtime(move || {
+        let page = off_runtime(move || {
             let sees = caller.listing(&r.project)?;
+            let filter = GroupFilter {
+                kind: kind.as_deref(),
+                fingerprint_prefix: &r.fingerprint_prefix,
+                with_trees: r.call_trees,
+            };
             index
-                .groups(limit, kind.as_deref(), r.call_trees, sees)
+                .groups_page(size, filter, after.as_ref(), sees)
                 .map_err(index_status)
         })
         .await?;
-        Ok(Response::new(v1::ListGroupsResponse { groups }))
+        let next_page_token = page
+            .next
+            .map(|c| page_token::encode("groups", &filter, &c))
+            .unwrap_or_default();
+        Ok(Response::new(v1::ListGroupsResponse {
+            groups: page.items,
+            next_page_token,
+        }))
     }
 
     async fn list_missing(
@@ -234,19 +264,28 @@ impl Ingest for IngestService {
         let caller = auth::require(&request, auth::READ_ROLES, "listing missing files")?;
         require_leader(&self.scheduler)?;
         let r = request.into_inner();
-        let limit = match r.limit {
-            0 => 100,
-            n => n.min(1000) as usize,
-        };
+        let size = page_token::page_size(r.page_size, r.limit, 100, 1000);
         let sees = caller.listing(&r.project)?;
         drop(sees);
+        let after: Option<MissingCursor> =
+            page_token::decode(&r.page_token, "missing", &r.project)?;
         let index = self.scheduler.index().clone();
-        let missing = off_runtime(move || {
+        let filter = r.project.clone();
+        let page = off_runtime(move || {
             let sees = caller.listing(&r.project)?;
-            index.missing_files(limit, sees).map_err(index_status)
+            index
+                .missing_files_page(size, after.as_ref(), sees)
+                .map_err(index_status)
         })
         .await?;
-        Ok(Response::new(v1::ListMissingResponse { missing }))
+        let next_page_token = page
+            .next
+            .map(|c| page_token::encode("missing", &filter, &c))
+            .unwrap_or_default();
+        Ok(Response::new(v1::ListMissingResponse {
+            missing: page.items,
+            next_page_token,
+        }))
     }
 
     async fn files_uploaded(

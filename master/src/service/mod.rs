@@ -10,6 +10,7 @@
 mod admin;
 mod ingest;
 pub mod members;
+mod page_token;
 mod submit;
 mod submit_stream;
 mod watch;

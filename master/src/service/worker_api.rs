@@ -354,7 +354,10 @@ impl WorkerApi for WorkerApiService {
             .scheduler
             .open_lease_stream(id)
             .ok_or_else(|| Status::failed_precondition("unknown worker: register first"))?;
-        Ok(Response::new(Box::pin(ReceiverStream::new(rx).map(Ok))))
+        // The stored spec is decoded here, on this stream's task.
+        Ok(Response::new(Box::pin(
+            ReceiverStream::new(rx).map(|lease| Ok(lease.into_lease())),
+        )))
     }
 
     async fn complete_job(

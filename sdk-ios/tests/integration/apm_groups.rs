@@ -10,10 +10,11 @@ async fn groups(client: &symcluster_client::Client, kind: &str) -> Vec<api::Cras
     client
         .ingest()
         .list_groups(api::ListGroupsRequest {
-            limit: 100,
+            page_size: 100,
             project: String::new(),
             call_trees: false,
             kind: kind.to_owned(),
+            ..Default::default()
         })
         .await
         .unwrap()

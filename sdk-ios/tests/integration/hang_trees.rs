@@ -35,10 +35,11 @@ async fn two_hangs_sum_their_trees_in_their_group() {
         let groups = client
             .ingest()
             .list_groups(api::ListGroupsRequest {
-                limit: 10,
+                page_size: 10,
                 project: String::new(),
                 call_trees: true,
                 kind: String::new(),
+                ..Default::default()
             })
             .await
             .unwrap()

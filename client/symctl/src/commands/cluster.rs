@@ -233,23 +233,31 @@ fn render_apple(job: &api::Job) -> anyhow::Result<String> {
 }
 
 pub async fn groups(args: GroupsArgs) -> anyhow::Result<()> {
-    let groups = connect(&args.master)
-        .await?
-        .ingest()
-        .list_groups(api::ListGroupsRequest {
-            // A group picked by fingerprint may be past the first `limit`.
-            limit: if args.tree.is_some() {
-                1000
-            } else {
-                args.limit
-            },
-            project: args.project.unwrap_or_default(),
-            call_trees: args.tree.is_some(),
-            kind: args.kind.map(|k| k.name().to_owned()).unwrap_or_default(),
-        })
-        .await?
-        .into_inner()
-        .groups;
+    let mut ingest = connect(&args.master).await?.ingest();
+    let mut request = api::ListGroupsRequest {
+        project: args.project.unwrap_or_default(),
+        call_trees: args.tree.is_some(),
+        kind: args.kind.map(|k| k.name().to_owned()).unwrap_or_default(),
+        // A group picked by fingerprint: two answers say the prefix is ambiguous.
+        fingerprint_prefix: args.tree.clone().unwrap_or_default(),
+        ..Default::default()
+    };
+    let wanted = if args.tree.is_some() {
+        2
+    } else {
+        args.limit as usize
+    };
+    let mut groups = Vec::new();
+    // Page by page (the master sends at most 1,000 groups per page) until `wanted`.
+    while groups.len() < wanted {
+        request.page_size = (wanted - groups.len()).min(1000) as u32;
+        let page = ingest.list_groups(request.clone()).await?.into_inner();
+        groups.extend(page.groups);
+        if page.next_page_token.is_empty() {
+            break;
+        }
+        request.page_token = page.next_page_token;
+    }
     if let Some(prefix) = &args.tree {
         let found: Vec<&api::CrashGroup> = groups
             .iter()
@@ -343,16 +351,23 @@ fn print_folded(tree: &[api::CallTreeNode]) {
 }
 
 pub async fn missing(args: MissingArgs) -> anyhow::Result<()> {
-    let missing = connect(&args.master)
-        .await?
-        .ingest()
-        .list_missing(api::ListMissingRequest {
-            project: args.project.unwrap_or_default(),
-            limit: args.limit,
-        })
-        .await?
-        .into_inner()
-        .missing;
+    let mut ingest = connect(&args.master).await?.ingest();
+    let mut request = api::ListMissingRequest {
+        project: args.project.unwrap_or_default(),
+        ..Default::default()
+    };
+    let wanted = args.limit as usize;
+    let mut missing = Vec::new();
+    // Page by page (the master sends at most 1,000 entries per page) until `wanted`.
+    while missing.len() < wanted {
+        request.page_size = (wanted - missing.len()).min(1000) as u32;
+        let page = ingest.list_missing(request.clone()).await?.into_inner();
+        missing.extend(page.missing);
+        if page.next_page_token.is_empty() {
+            break;
+        }
+        request.page_token = page.next_page_token;
+    }
     super::output::missing(&missing, args.output)
 }
 
