@@ -340,3 +340,59 @@ async fn crashprobe_demo_and_js_jobs_end_to_end() {
     assert_eq!(abort.count, 1);
     assert_eq!(abort.title, "EXC_CRASH (SIGABRT) in -[CRLCrashAbort crash]");
 }
+
+/// A source map that breaks a rule of the format (ECMA-426, the TC39 suite's invalid maps) is
+/// refused at upload naming the rule, and a job whose map got into the bucket some other way
+/// fails with that message instead of answering wrong lines.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_invalid_source_map_is_refused_at_upload_and_fails_its_job() {
+    let cluster = Cluster::start(1, MasterOptions::default()).await;
+    // The second line's segment moves the original line from 0 to -2.
+    let map = br#"{"version":3,"sources":["a.js"],"names":[],"mappings":"AAAA;AAFA"}"#;
+    let rule = "mappings: line 2, segment 1: original line -2 is negative";
+    let path = cluster.dir.path().join("negative-line.js.map");
+    std::fs::write(&path, map).unwrap();
+    let debug_id = "00000000-0000-0000-0000-0000000bad01";
+    let out = cluster.symctl(&[
+        "upload",
+        "sourcemap",
+        "--map",
+        &path.display().to_string(),
+        "--debug-id",
+        debug_id,
+    ]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "the upload was accepted");
+    assert!(stderr.contains(rule), "{stderr}");
+
+    // Put there by hand, past symctl's check.
+    let prefix = symcluster_sources::layout::Scope::Project("default").prefix("");
+    let (key, _) =
+        symcluster_sources::layout::sourcemap_keys_by_debug_id(&prefix, debug_id).unwrap();
+    cluster
+        .garage
+        .bucket()
+        .await
+        .put(&key, map.to_vec())
+        .await
+        .unwrap();
+    let mut client = cluster.client().await;
+    client
+        .submit_js(
+            "bad-map",
+            api::JsJob {
+                stack: b"f@index.bundle:2:1\n".to_vec(),
+                debug_id: debug_id.into(),
+                ..Default::default()
+            },
+        )
+        .await
+        .unwrap();
+    let job = wait(&mut client, "bad-map").await;
+    assert_eq!(job.state, api::JobState::Failed as i32, "{job:?}");
+    assert!(
+        job.error.contains(&format!("malformed source map: {rule}")),
+        "{}",
+        job.error
+    );
+}

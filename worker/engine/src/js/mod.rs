@@ -5,7 +5,7 @@
 //! 2. [`sourcemap::JsSourceMap::parse`] prepares a source map of any kind React Native makes
 //!    (plain, indexed, RAM bundle, segmented, Metro function maps, Hermes bytecode maps) as
 //!    SourceMapCaches, once, each with a per-line index of its mappings
-//!    ([`line_index`]);
+//!    ([`line_index`]), after refusing maps that ECMA-426 calls invalid ([`validate`]);
 //! 3. [`restore::restore`] maps every frame, following metro-symbolicate's rules;
 //! 4. [`render::metro_text`] prints the result as metro-symbolicate does, for diffing.
 
@@ -16,6 +16,7 @@ pub mod result;
 pub mod sourcemap;
 mod sources;
 pub mod stack;
+mod validate;
 
 pub use restore::{RestoreOptions, restore, restore_with};
 pub use result::{JsFrameResult, JsFrameStatus, JsRestoreResult};

@@ -9,6 +9,10 @@
 //! Metro function map (`x_facebook_sources`). Segments also keep Metro's module line offsets
 //! (`x_facebook_offsets`) and Hermes' function offsets (`x_hermes_function_offsets`).
 //!
+//! Before any cache is built, the whole map (every section and every `x_facebook_segments` map)
+//! is checked against ECMA-426 ([`super::validate`]); a map that breaks a rule is refused as
+//! [`SourceMapError::Malformed`], naming the field and the rule.
+//!
 //! Lookups take 0-based generated lines and columns and match only on the same generated line,
 //! as Mozilla's `source-map` (which metro-symbolicate uses) does.
 //!
@@ -28,6 +32,7 @@ use symbolic_sourcemapcache::{
 
 use super::line_index::LineIndex;
 use super::sources::{SourceText, SourceTexts};
+use super::validate::{self, Json, MAX_SECTION_DEPTH, MapFields};
 use crate::guard::no_panic;
 
 /// Why a source map could not be prepared. One line.
@@ -39,7 +44,9 @@ pub enum SourceMapError {
     /// JSON, but not a source map.
     #[error("not a source map: {0}")]
     NotASourceMap(String),
-    /// A source map whose mappings or fields are broken (bad VLQ, out-of-range indices).
+    /// A source map that breaks a rule of ECMA-426 (a field of the wrong type, a bad VLQ, an
+    /// out-of-range index, overlapping sections...) or whose fields are otherwise broken. The
+    /// message names the field and the rule (see [`super::validate`]).
     #[error("malformed source map: {0}")]
     Malformed(String),
 }
@@ -163,15 +170,27 @@ enum Found<'a> {
     Location(MappedLocation<'a>),
 }
 
-/// Top-level fields read without building a tree of the (possibly huge) mappings;
-/// `sourcesContent` borrowed as raw JSON, so that a plain map's text can be given to the cache
-/// writer without it ([`without_sources_content`]).
+/// Top-level fields read without building a tree of the (possibly huge) mappings: borrowed as
+/// raw JSON, for validating a plain map ([`validate::regular_map`]) and so that its text can be
+/// given to the cache writer without `sourcesContent` ([`without_sources_content`]).
 #[derive(Deserialize)]
 struct Probe<'a> {
-    #[serde(default)]
-    version: Option<serde::de::IgnoredAny>,
-    #[serde(default)]
-    mappings: Option<serde::de::IgnoredAny>,
+    #[serde(borrow, default)]
+    version: Option<&'a RawValue>,
+    #[serde(borrow, default)]
+    file: Option<&'a RawValue>,
+    #[serde(borrow, default, rename = "sourceRoot")]
+    source_root: Option<&'a RawValue>,
+    #[serde(borrow, default)]
+    sources: Option<&'a RawValue>,
+    #[serde(borrow, default)]
+    names: Option<&'a RawValue>,
+    #[serde(borrow, default)]
+    mappings: Option<&'a RawValue>,
+    #[serde(borrow, default, rename = "ignoreList")]
+    ignore_list: Option<&'a RawValue>,
+    #[serde(borrow, default, rename = "x_google_ignoreList")]
+    x_google_ignore_list: Option<&'a RawValue>,
     #[serde(default)]
     sections: Option<serde::de::IgnoredAny>,
     #[serde(default)]
@@ -180,12 +199,31 @@ struct Probe<'a> {
     sources_content: Option<&'a RawValue>,
 }
 
+impl<'a> Probe<'a> {
+    /// The fields validation reads, as raw JSON.
+    fn fields(&self) -> MapFields<'a> {
+        MapFields {
+            version: self.version.map(Json::Raw),
+            file: self.file.map(Json::Raw),
+            source_root: self.source_root.map(Json::Raw),
+            sources: self.sources.map(Json::Raw),
+            sources_content: self.sources_content.map(Json::Raw),
+            names: self.names.map(Json::Raw),
+            mappings: self.mappings.map(Json::Raw),
+            ignore_list: self.ignore_list.map(Json::Raw),
+            x_google_ignore_list: self.x_google_ignore_list.map(Json::Raw),
+        }
+    }
+}
+
 impl JsSourceMap {
     /// Prepares a source map (`map`: the map file's bytes) for lookups.
     ///
     /// `bundle`, the minified JavaScript the map belongs to, is used to name enclosing functions
     /// from the bundle's scopes when the map has no Metro function map; it applies to
-    /// single-section maps only. Errors: [`SourceMapError`]; never panics.
+    /// single-section maps only. Errors: [`SourceMapError`], [`SourceMapError::Malformed`] for a
+    /// map that breaks a rule of ECMA-426 ([`super::validate`], checked before anything is
+    /// built); never panics.
     pub fn parse(map: &[u8], bundle: Option<&str>) -> Result<Self, SourceMapError> {
         let map = strip_xssi_prefix(map);
         if map.first().is_some_and(|&b| b != b'{') {
@@ -200,11 +238,10 @@ impl JsSourceMap {
                 "neither `mappings` nor `sections` present".into(),
             ));
         }
-        let _ = probe.version;
-
         if probe.sections.is_none() && probe.x_facebook_segments.is_none() {
             // The common case, and the one with the biggest maps: one plain map. Build its
             // cache from the original bytes without a second JSON round trip.
+            validate::regular_map(&probe.fields(), "")?;
             let value: SmallFields = serde_json::from_slice(map)
                 .map_err(|e| SourceMapError::InvalidJson(e.to_string()))?;
             let text =
@@ -224,19 +261,33 @@ impl JsSourceMap {
 
         let value: Value =
             serde_json::from_slice(map).map_err(|e| SourceMapError::InvalidJson(e.to_string()))?;
+        // Every map is validated before any cache is built.
+        validate::map_value(&value, "")?;
+        let extra = match value.get("x_facebook_segments") {
+            None | Some(Value::Null) => None,
+            Some(Value::Object(extra)) => Some(extra),
+            Some(_) => {
+                return Err(SourceMapError::Malformed(
+                    "x_facebook_segments is not an object".into(),
+                ));
+            }
+        };
+        let mut extra_ids = Vec::new();
+        for (key, segment) in extra.into_iter().flatten() {
+            let id: u32 = key.parse().map_err(|_| {
+                SourceMapError::Malformed(format!(
+                    "x_facebook_segments key {key:?} is not a number"
+                ))
+            })?;
+            validate::map_value(segment, &format!("x_facebook_segments[{key:?}]."))?;
+            extra_ids.push((id, segment));
+        }
         let mut segments = HashMap::new();
         segments.insert(0, Segment::from_value(&value, bundle)?);
         let legacy_format =
             value.get("x_facebook_segments").is_some() || value.get("x_facebook_offsets").is_some();
-        if let Some(extra) = value.get("x_facebook_segments").and_then(Value::as_object) {
-            for (key, segment) in extra {
-                let id: u32 = key.parse().map_err(|_| {
-                    SourceMapError::Malformed(format!(
-                        "x_facebook_segments key {key:?} is not a number"
-                    ))
-                })?;
-                segments.insert(id, Segment::from_value(segment, None)?);
-            }
+        for (id, segment) in extra_ids {
+            segments.insert(id, Segment::from_value(segment, None)?);
         }
         Ok(JsSourceMap {
             segments,
@@ -324,14 +375,12 @@ impl Segment {
             ignored_sources.extend(leaf_small.ignored_sources());
             let mut leaf = leaf.clone();
             let mut contents = Vec::new();
-            if let Some(object) = leaf.as_object_mut() {
-                if let Some(value) = object.remove("sourcesContent") {
-                    let read: Option<Vec<Option<String>>> = serde_json::from_value(value)
-                        .map_err(|e| SourceMapError::Malformed(format!("sourcesContent: {e}")))?;
-                    contents = read.unwrap_or_default();
-                }
-                // Metro omits `version` in some section maps; the decoder wants it.
-                object.entry("version").or_insert(Value::from(3));
+            if let Some(object) = leaf.as_object_mut()
+                && let Some(value) = object.remove("sourcesContent")
+            {
+                let read: Option<Vec<Option<String>>> = serde_json::from_value(value)
+                    .map_err(|e| SourceMapError::Malformed(format!("sourcesContent: {e}")))?;
+                contents = read.unwrap_or_default();
             }
             let text = serde_json::to_string(&leaf)
                 .map_err(|e| SourceMapError::Malformed(e.to_string()))?;
@@ -447,9 +496,8 @@ impl Section {
     }
 }
 
-const MAX_SECTION_DEPTH: usize = 8;
-
 /// Flattens (possibly nested) `sections` into `(line, column, leaf map)` with absolute offsets.
+/// The map has been validated ([`validate::map_value`]): the errors here are a second guard.
 fn collect_leaves<'a>(
     map: &'a Value,
     line: u32,
@@ -457,7 +505,7 @@ fn collect_leaves<'a>(
     out: &mut Vec<(u32, u32, &'a Value)>,
     depth: usize,
 ) -> Result<(), SourceMapError> {
-    let Some(sections) = map.get("sections") else {
+    let Some(sections) = map.get("sections").filter(|s| !s.is_null()) else {
         if map.get("mappings").is_none() {
             return Err(SourceMapError::NotASourceMap(
                 "a section map has neither `mappings` nor `sections`".into(),
@@ -485,12 +533,16 @@ fn collect_leaves<'a>(
                 })
         };
         let (l, c) = (offset("line")?, offset("column")?);
-        let Some(inner) = section.get("map") else {
-            // A section that only references another file by `url` cannot be resolved here.
-            continue;
+        let inner = section
+            .get("map")
+            .ok_or_else(|| SourceMapError::Malformed(format!("sections[{i}].map is missing")))?;
+        let overflow = || SourceMapError::Malformed(format!("sections[{i}]: offset too large"));
+        let abs_line = line.checked_add(l).ok_or_else(overflow)?;
+        let abs_column = if l == 0 {
+            column.checked_add(c).ok_or_else(overflow)?
+        } else {
+            c
         };
-        let abs_line = line + l;
-        let abs_column = if l == 0 { column + c } else { c };
         collect_leaves(inner, abs_line, abs_column, out, depth + 1)?;
     }
     Ok(())
