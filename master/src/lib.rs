@@ -249,6 +249,7 @@ pub async fn run(
         raft_handle.inbox(),
         raft_handle.members.clone(),
         raft_config.snapshot_dir.clone(),
+        config.tls_client_ca.is_some(),
     ))
     .max_decoding_message_size(MAX_MESSAGE_BYTES)
     .max_encoding_message_size(MAX_MESSAGE_BYTES);

@@ -163,4 +163,65 @@ async fn a_cluster_over_tls_symbolicates_and_refuses_plaintext() {
         .expect("worker-0 listed");
     assert_eq!(worker["connected"], true, "{status}");
     assert_eq!(worker["slots"], 2, "{status}");
+
+    // The Raft transport: a certificate of the cluster's CA that does not name member 2's host
+    // cannot speak for member 2, and no batch carries another member's messages.
+    use symcluster_client::BearerToken;
+    use symcluster_proto::cluster::v1::{RaftBatch, peer_client::PeerClient};
+    let step = |identity: (std::path::PathBuf, std::path::PathBuf), batch: RaftBatch| {
+        let endpoint = cluster.masters[0].endpoint();
+        let tls = Tls::from_files(Some(&files.ca), Some(&identity.0), Some(&identity.1)).unwrap();
+        async move {
+            let uri = endpoint.clone();
+            let channel = tls
+                .apply(
+                    tonic::transport::Endpoint::from_shared(endpoint).unwrap(),
+                    &uri,
+                )
+                .unwrap()
+                .connect()
+                .await
+                .unwrap();
+            PeerClient::with_interceptor(
+                channel,
+                BearerToken::new(symcluster_loadtest::cluster::TOKEN).unwrap(),
+            )
+            .step(batch)
+            .await
+        }
+    };
+    let from_worker = step(
+        files.worker_cert.clone().unwrap(),
+        RaftBatch {
+            from: 2,
+            messages: Vec::new(),
+        },
+    )
+    .await
+    .unwrap_err();
+    assert_eq!(
+        (from_worker.code(), from_worker.message()),
+        (
+            tonic::Code::PermissionDenied,
+            "the client certificate is not valid for 127.0.0.1, the host of member 2: a master \
+             speaks only for itself"
+        )
+    );
+    // raft-rs's `eraftpb.Message` with `to` = 1 and `from` = 3 (fields 2 and 3, varints).
+    let from_another = step(
+        (files.master_cert.clone(), files.master_key.clone()),
+        RaftBatch {
+            from: 2,
+            messages: vec![vec![0x10, 0x01, 0x18, 0x03]],
+        },
+    )
+    .await
+    .unwrap_err();
+    assert_eq!(
+        (from_another.code(), from_another.message()),
+        (
+            tonic::Code::PermissionDenied,
+            "a message from member 3 in a batch from member 2"
+        )
+    );
 }

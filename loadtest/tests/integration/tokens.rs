@@ -398,7 +398,8 @@ async fn report_outcomes(
 
 /// A lease belongs to the token of the worker it was granted to, in the replicated index: after
 /// the leader dies, the new leader (which has seen no registration yet) refuses another worker
-/// token's completion of it, and takes the holder's.
+/// token's completion of it and its registration under the holder's worker id, and takes the
+/// holder's completion.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_lease_is_completed_only_by_its_workers_token_across_a_failover() {
     let (mut cluster, _tokens) = cluster_with_tokens_and(
@@ -456,6 +457,19 @@ async fn a_lease_is_completed_only_by_its_workers_token_across_a_failover() {
     assert_denied(
         stolen,
         "job \"demo/f-1\" is leased to token \"worker-1\", not \"worker-2\"",
+    );
+    // Nor can it take w1's id on the new leader before w1 registers there again.
+    let squatted = w2
+        .worker_api()
+        .register(api::RegisterRequest {
+            worker_id: "w1".into(),
+            slots: 1,
+            prefetch: 0,
+        })
+        .await;
+    assert_denied(
+        squatted,
+        "worker \"w1\" is registered by token \"worker-1\", not \"worker-2\"",
     );
     let w1 = Client::connect(&endpoint, WORKER_1).await.unwrap();
     let kept = w1.worker_api().complete_job(complete("w1")).await.unwrap();

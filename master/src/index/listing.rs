@@ -1,14 +1,19 @@
 //! Paged reads of the index for the List calls (`ListJobs`, `ListGroups`, `ListMissing`).
 //!
 //! Each list has a total order, and a page resumes strictly after the last entry of the
-//! previous one (a keyset cursor, not an offset), so entries added or removed between pages
-//! neither repeat nor shift the rest:
+//! previous one (a keyset cursor, not an offset):
 //!
-//! - jobs: newest first, by submission sequence ([`JobCursor`]);
+//! - jobs: newest first, by submission sequence ([`JobCursor`]); a sequence never changes, so
+//!   jobs submitted or purged between pages neither repeat nor shift the rest;
 //! - crash groups: most jobs first, then most recently seen, then project and fingerprint
 //!   ([`GroupCursor`]);
 //! - missing files: most affected jobs first, then most recently seen, then project and key
 //!   ([`MissingCursor`]).
+//!
+//! Groups and missing files are ordered by counts that change as jobs finish: one whose count
+//! crosses the cursor between two pages is listed twice or not at all (a snapshot of the
+//! order would have to be kept per caller). Callers that page through them (symctl) drop
+//! repeats; the counts of a later page are as of that page.
 //!
 //! The service turns cursors into opaque page tokens (`service::page_token`, AIP-158).
 

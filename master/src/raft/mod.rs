@@ -23,6 +23,7 @@ pub mod join;
 pub mod logger;
 pub mod membership;
 pub mod node;
+pub mod peer_identity;
 pub mod segment_log;
 pub mod snapshot;
 pub mod state_machine;

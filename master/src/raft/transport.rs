@@ -23,10 +23,11 @@ use symcluster_proto::cluster::v1::{self as pb, peer_client::PeerClient, peer_se
 use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
 use tonic::service::interceptor::InterceptedService;
-use tonic::transport::{Channel, Endpoint};
+use tonic::transport::{CertificateDer, Channel, Endpoint};
 use tonic::{Request, Response, Status, Streaming};
 
 use super::membership::Members;
+use super::peer_identity;
 use super::snapshot::{self, Outbox};
 use super::{Inbox, Network, RaftConfig};
 use crate::metrics;
@@ -348,16 +349,27 @@ pub struct PeerService {
     node: Inbox,
     members: Members,
     snapshot_dir: PathBuf,
+    /// Mutual TLS: a batch's sender must hold the certificate of the member it names
+    /// ([`peer_identity`]).
+    bind_certificates: bool,
 }
 
 impl PeerService {
     /// Hands received batches to the node's channel; accepts only `members` (as they are when
-    /// a batch arrives); writes received snapshots into `snapshot_dir`.
-    pub fn new(node: Inbox, members: Members, snapshot_dir: PathBuf) -> Self {
+    /// a batch arrives), and with `bind_certificates` (mutual TLS) only from the member whose
+    /// host the client certificate names ([`peer_identity::check`]); writes received
+    /// snapshots into `snapshot_dir`.
+    pub fn new(
+        node: Inbox,
+        members: Members,
+        snapshot_dir: PathBuf,
+        bind_certificates: bool,
+    ) -> Self {
         PeerService {
             node,
             members,
             snapshot_dir,
+            bind_certificates,
         }
     }
 }
@@ -368,7 +380,8 @@ impl Peer for PeerService {
         &self,
         request: Request<pb::RaftBatch>,
     ) -> Result<Response<pb::StepResponse>, Status> {
-        let messages = self.decode(&request.into_inner())?;
+        let certs = request.peer_certs();
+        let messages = self.decode(&request.into_inner(), certs.as_deref().map(Vec::as_slice))?;
         self.deliver(messages)?;
         Ok(Response::new(pb::StepResponse {}))
     }
@@ -377,9 +390,10 @@ impl Peer for PeerService {
         &self,
         request: Request<Streaming<pb::RaftBatch>>,
     ) -> Result<Response<pb::StepResponse>, Status> {
+        let certs = request.peer_certs();
         let mut stream = request.into_inner();
         while let Some(batch) = stream.message().await? {
-            let messages = self.decode(&batch)?;
+            let messages = self.decode(&batch, certs.as_deref().map(Vec::as_slice))?;
             self.deliver(messages)?;
         }
         Ok(Response::new(pb::StepResponse {}))
@@ -389,7 +403,10 @@ impl Peer for PeerService {
         &self,
         request: Request<Streaming<pb::SnapshotChunk>>,
     ) -> Result<Response<pb::InstallSnapshotResponse>, Status> {
-        let result = self.receive_snapshot(request.into_inner()).await;
+        let certs = request.peer_certs();
+        let result = self
+            .receive_snapshot(request.into_inner(), certs.as_deref().map(Vec::as_slice))
+            .await;
         let outcome = if result.is_ok() { "ok" } else { "failed" };
         metrics::RAFT_SNAPSHOTS
             .with_label_values(&["received", outcome])
@@ -402,21 +419,37 @@ impl Peer for PeerService {
 }
 
 impl PeerService {
-    /// The batch's messages, once its sender is known to be a member.
-    fn decode(&self, batch: &pb::RaftBatch) -> Result<Vec<Message>, Status> {
+    /// The batch's messages, once its sender is known to be a member (the member its client
+    /// certificate names, with mutual TLS) and each message to come from it. PERMISSION_DENIED
+    /// otherwise; INVALID_ARGUMENT for a message that does not decode.
+    fn decode(
+        &self,
+        batch: &pb::RaftBatch,
+        certs: Option<&[CertificateDer<'_>]>,
+    ) -> Result<Vec<Message>, Status> {
         if !self.members.contains(batch.from) {
             return Err(Status::permission_denied(format!(
                 "member {} is not in this group",
                 batch.from
             )));
         }
+        if self.bind_certificates {
+            peer_identity::check(certs, &self.members, batch.from)?;
+        }
         batch
             .messages
             .iter()
             .map(|bytes| {
-                Message::decode(bytes.as_slice()).map_err(|e| {
+                let message = Message::decode(bytes.as_slice()).map_err(|e| {
                     Status::invalid_argument(format!("raft message does not decode: {e}"))
-                })
+                })?;
+                if message.from != batch.from {
+                    return Err(Status::permission_denied(format!(
+                        "a message from member {} in a batch from member {}",
+                        message.from, batch.from
+                    )));
+                }
+                Ok(message)
             })
             .collect()
     }
@@ -426,15 +459,19 @@ impl PeerService {
     async fn receive_snapshot(
         &self,
         mut stream: Streaming<pb::SnapshotChunk>,
+        certs: Option<&[CertificateDer<'_>]>,
     ) -> Result<u64, Status> {
         let first = stream
             .message()
             .await?
             .ok_or_else(|| Status::invalid_argument("an empty snapshot stream"))?;
-        let messages = self.decode(&pb::RaftBatch {
-            from: first.from,
-            messages: vec![first.message.clone()],
-        })?;
+        let messages = self.decode(
+            &pb::RaftBatch {
+                from: first.from,
+                messages: vec![first.message.clone()],
+            },
+            certs,
+        )?;
         let message = messages.into_iter().next().unwrap_or_default();
         if message.get_msg_type() != MessageType::MsgSnapshot
             || message.get_snapshot().data.as_slice() != snapshot::MARKER

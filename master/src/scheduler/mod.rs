@@ -225,7 +225,9 @@ impl Scheduler {
     /// leases waiting for a slot (at most [`workers::MAX_PREFETCH_PER_SLOT`] per slot), on
     /// behalf of token `owner`.
     /// A worker id registered by another token is refused (`Err` naming that token) unless
-    /// `take_over` (an admin token).
+    /// `take_over` (an admin token); so is one not registered here whose leases in the
+    /// replicated index record another token (after a failover, before the worker registers
+    /// with the new leader, no other token takes its id).
     pub fn register(
         &self,
         worker_id: &str,
@@ -240,6 +242,17 @@ impl Scheduler {
             && !take_over
         {
             return Err(existing.owner.clone());
+        }
+        if !take_over && !core.workers.contains_key(worker_id) {
+            let leased_to = core
+                .projection
+                .open
+                .values()
+                .filter_map(|j| j.lease.as_ref())
+                .find(|l| l.worker_id == worker_id && !l.token.is_empty() && *l.token != *owner);
+            if let Some(lease) = leased_to {
+                return Err(lease.token.as_str().into());
+            }
         }
         let entry = core
             .workers

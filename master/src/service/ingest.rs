@@ -214,8 +214,13 @@ impl Ingest for IngestService {
         require_leader(&self.scheduler)?;
         let r = request.into_inner();
         // A group's tree holds up to 2,000 nodes: fewer groups per page with trees keep an
-        // answer within clients' 4 MiB message limit.
-        let max = if r.call_trees { 50 } else { 1000 };
+        // answer within clients' 4 MiB message limit. The deprecated `limit` keeps its old
+        // maximum: older clients (`symctl groups --tree` before pages) read one answer only.
+        let max = if r.call_trees && r.page_size > 0 {
+            50
+        } else {
+            1000
+        };
         let size = page_token::page_size(r.page_size, r.limit, 20, max);
         let sees = caller.listing(&r.project)?;
         let kind = match r.kind.as_str() {

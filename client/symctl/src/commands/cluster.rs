@@ -247,12 +247,17 @@ pub async fn groups(args: GroupsArgs) -> anyhow::Result<()> {
     } else {
         args.limit as usize
     };
-    let mut groups = Vec::new();
+    let (mut groups, mut seen) = (Vec::new(), std::collections::HashSet::new());
     // Page by page (the master sends at most 1,000 groups per page) until `wanted`.
     while groups.len() < wanted {
         request.page_size = (wanted - groups.len()).min(1000) as u32;
         let page = ingest.list_groups(request.clone()).await?.into_inner();
-        groups.extend(page.groups);
+        // A group whose count changed between pages may come again: listed once.
+        for group in page.groups {
+            if seen.insert((group.project.clone(), group.fingerprint.clone())) {
+                groups.push(group);
+            }
+        }
         if page.next_page_token.is_empty() {
             break;
         }
@@ -357,12 +362,17 @@ pub async fn missing(args: MissingArgs) -> anyhow::Result<()> {
         ..Default::default()
     };
     let wanted = args.limit as usize;
-    let mut missing = Vec::new();
+    let (mut missing, mut seen) = (Vec::new(), std::collections::HashSet::new());
     // Page by page (the master sends at most 1,000 entries per page) until `wanted`.
     while missing.len() < wanted {
         request.page_size = (wanted - missing.len()).min(1000) as u32;
         let page = ingest.list_missing(request.clone()).await?.into_inner();
-        missing.extend(page.missing);
+        // An entry whose count changed between pages may come again: listed once.
+        for entry in page.missing {
+            if seen.insert((entry.project.clone(), entry.key.clone())) {
+                missing.push(entry);
+            }
+        }
         if page.next_page_token.is_empty() {
             break;
         }
