@@ -25,15 +25,54 @@ pub fn backoff(max: Duration) -> ExponentialBuilder {
 /// (`DEADLINE_EXCEEDED`), a rate limit (`RESOURCE_EXHAUSTED`), a conflict (`ABORTED`). A
 /// refusal (`INVALID_ARGUMENT`, `PERMISSION_DENIED`, `UNAUTHENTICATED`, `NOT_FOUND`, …) will be
 /// answered the same way every time.
+/// A server that answers a `grpc-retry-pushback-ms` that is not a non-negative integer asks not
+/// to be tried again (gRPC's retry design, gRFC A6): not retryable either.
 pub fn is_retryable(error: &ClientError) -> bool {
     match error {
         ClientError::Connect { .. } | ClientError::WatchEnded(_) => true,
         ClientError::BadToken => false,
-        ClientError::Status(status) => matches!(
-            status.code(),
-            Code::Unavailable | Code::DeadlineExceeded | Code::ResourceExhausted | Code::Aborted
-        ),
+        ClientError::Status(status) => {
+            matches!(
+                status.code(),
+                Code::Unavailable
+                    | Code::DeadlineExceeded
+                    | Code::ResourceExhausted
+                    | Code::Aborted
+            ) && pushback_value(status).is_none_or(|ms| ms.is_some())
+        }
     }
+}
+
+/// The server's `grpc-retry-pushback-ms` trailer (gRFC A6): `None` without one, `Some(None)`
+/// for one that is not a non-negative integer (do not retry), else `Some(Some(ms))`.
+fn pushback_value(status: &tonic::Status) -> Option<Option<u64>> {
+    let value = status.metadata().get(PUSHBACK_METADATA)?;
+    Some(
+        value
+            .to_str()
+            .ok()
+            .and_then(|v| v.trim().parse::<u64>().ok()),
+    )
+}
+
+/// The metadata key of gRPC's retry pushback (ms to wait before trying again).
+pub const PUSHBACK_METADATA: &str = "grpc-retry-pushback-ms";
+
+/// How long the server asked to wait before another try (`grpc-retry-pushback-ms`, the masters'
+/// RESOURCE_EXHAUSTED answers carry it); `None` when it asked nothing.
+pub fn pushback(error: &ClientError) -> Option<Duration> {
+    match error {
+        ClientError::Status(status) => pushback_value(status)?.map(Duration::from_millis),
+        _ => None,
+    }
+}
+
+/// The wait before the try after `error`: the backoff's `delay`, or the server's pushback when
+/// it asked for longer (a delay of `None`, the backoff given up, stays `None`). For backon's
+/// `Retry::adjust`.
+pub fn adjust(error: &ClientError, delay: Option<Duration>) -> Option<Duration> {
+    let delay = delay?;
+    Some(pushback(error).map_or(delay, |asked| asked.max(delay)))
 }
 
 #[cfg(test)]
@@ -69,6 +108,33 @@ mod tests {
             message: "refused".into()
         }));
         assert!(!is_retryable(&ClientError::BadToken));
+    }
+
+    #[test]
+    fn the_servers_pushback_sets_the_wait_and_can_forbid_a_retry() {
+        let with = |value: &str| {
+            let mut status = Status::resource_exhausted("over its rate");
+            status
+                .metadata_mut()
+                .insert(PUSHBACK_METADATA, value.parse().unwrap());
+            ClientError::from(status)
+        };
+        let short = Some(Duration::from_millis(200));
+        assert_eq!(
+            adjust(&with("1500"), short),
+            Some(Duration::from_millis(1500))
+        );
+        // Never shorter than the backoff's own delay, and no wait where the backoff gave up.
+        assert_eq!(adjust(&with("10"), short), short);
+        assert_eq!(adjust(&with("1500"), None), None);
+        let plain = ClientError::from(Status::resource_exhausted("x"));
+        assert_eq!((pushback(&plain), adjust(&plain, short)), (None, short));
+        assert!(is_retryable(&with("1500")));
+        assert!(
+            !is_retryable(&with("-1")),
+            "a negative pushback asks for no retry"
+        );
+        assert!(!is_retryable(&with("soon")));
     }
 
     #[test]

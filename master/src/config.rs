@@ -70,6 +70,17 @@ pub struct MasterConfig {
     )]
     pub device_rate: f64,
 
+    /// Calls (and streamed jobs) per second of all the `device` tokens of one project together,
+    /// on each master (burst: twice as many): a project whose app ships several device tokens
+    /// still cannot take more than this from the other projects.
+    #[arg(
+        long,
+        env = "SYMCLUSTER_DEVICE_PROJECT_RATE",
+        value_name = "PER_SECOND",
+        default_value_t = 1000.0
+    )]
+    pub device_project_rate: f64,
+
     /// Bytes of submitted jobs per second of each `device` token whose entry gives no
     /// `bytes_per_second`, on each master (`16MiB`; burst: four seconds' worth).
     #[arg(long, env = "SYMCLUSTER_DEVICE_BYTES_PER_SECOND", value_name = "BYTES", value_parser = symcluster_telemetry::flags::bytes, default_value = "16MiB")]
@@ -215,6 +226,11 @@ impl MasterConfig {
         if !(self.device_rate.is_finite() && self.device_rate > 0.0) {
             return Err("--device-rate must be a positive number of calls per second".into());
         }
+        if !(self.device_project_rate.is_finite() && self.device_project_rate > 0.0) {
+            return Err(
+                "--device-project-rate must be a positive number of calls per second".into(),
+            );
+        }
         if self.device_bytes_per_second == 0 || self.device_max_in_flight == 0 {
             return Err(
                 "--device-bytes-per-second and --device-max-in-flight must be at least 1".into(),
@@ -231,6 +247,7 @@ impl MasterConfig {
         crate::auth::budget::DeviceBudgets {
             max_report_bytes: self.device_max_report,
             rate: self.device_rate,
+            project_rate: self.device_project_rate,
             bytes_per_second: self.device_bytes_per_second,
             max_in_flight: self.device_max_in_flight,
         }

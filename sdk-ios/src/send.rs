@@ -261,12 +261,16 @@ pub async fn send_pending(
     let policy = retry::backoff(Duration::from_secs(10));
     let mut delays = policy.build();
     let mut last_error = String::new();
+    let mut pushback: Option<Duration> = None;
     for attempt in 0..attempts.max(1) {
         if files.is_empty() {
             break;
         }
         if attempt > 0 {
-            tokio::time::sleep(delays.next().unwrap_or(Duration::from_secs(10))).await;
+            let delay = delays.next().unwrap_or(Duration::from_secs(10));
+            // A master over its budget says how long to wait (`grpc-retry-pushback-ms`).
+            tokio::time::sleep(pushback.map_or(delay, |asked| asked.max(delay))).await;
+            pushback = None;
         }
         let mut client = match Client::connect(endpoint, token).await {
             Ok(client) => client,
@@ -290,7 +294,12 @@ pub async fn send_pending(
             let result = match std::fs::read(&file) {
                 Ok(bytes) => submit_held(&mut client, job_id.clone(), outgoing(&name, bytes))
                     .await
-                    .map_err(|e| (e.to_string(), Fate::of(&e))),
+                    .map_err(|e| {
+                        if let Some(asked) = retry::pushback(&e) {
+                            pushback = Some(pushback.map_or(asked, |p| p.max(asked)));
+                        }
+                        (e.to_string(), Fate::of(&e))
+                    }),
                 // Unreadable now (e.g. still being written): kept for a later launch.
                 Err(e) => Err((e.to_string(), Fate::Later)),
             };

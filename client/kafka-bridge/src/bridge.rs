@@ -343,6 +343,8 @@ async fn handle(shared: &Shared, message: &OwnedMessage, position: &Position) ->
     let submitted = (|| async { shared.stream.submit(spec.clone(), true).await })
         .retry(backoff())
         .when(|e| matches!(classify(e), Class::Retry))
+        // A master over its budget says how long to wait (`grpc-retry-pushback-ms`).
+        .adjust(symcluster_client::retry::adjust)
         .notify(|e, wait| {
             tracing::warn!(job = %spec.job_id, error = %e, ?wait, "submit failed; retrying")
         })
@@ -388,6 +390,7 @@ async fn handle(shared: &Shared, message: &OwnedMessage, position: &Position) ->
             let waited = (|| async { client.clone().wait(&spec.job_id).await })
                 .retry(backoff())
                 .when(|e| matches!(classify(e), Class::Retry))
+                .adjust(symcluster_client::retry::adjust)
                 .await;
             match waited {
                 Ok(job) => job,

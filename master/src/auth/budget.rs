@@ -3,7 +3,8 @@
 //!
 //! Every device token gets, on each master:
 //! - a rate of calls (and streamed jobs) per second ([`DeviceBudgets::rate`]), unless the tokens
-//!   file gives its own `rate`;
+//!   file gives its own `rate`, and a rate per project shared by all the device tokens of the
+//!   project ([`DeviceBudgets::project_rate`]);
 //! - a byte budget: the bytes of the job specs it submits per second
 //!   ([`DeviceBudgets::bytes_per_second`], or the file's `bytes_per_second`), a token bucket
 //!   ([`ByteBudget`]);
@@ -49,6 +50,8 @@ pub struct DeviceBudgets {
     pub max_report_bytes: usize,
     /// Calls (and streamed jobs) per second of one device token without its own `rate`.
     pub rate: f64,
+    /// Calls (and streamed jobs) per second of all the device tokens of one project together.
+    pub project_rate: f64,
     /// Job spec bytes per second of one device token without its own `bytes_per_second`.
     pub bytes_per_second: u64,
     /// Device reports (gRPC messages) read at once by this master, all device tokens together.
@@ -60,6 +63,7 @@ impl Default for DeviceBudgets {
         DeviceBudgets {
             max_report_bytes: 2 << 20,
             rate: 100.0,
+            project_rate: 1000.0,
             bytes_per_second: 16 << 20,
             max_in_flight: 16,
         }

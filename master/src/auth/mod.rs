@@ -68,6 +68,9 @@ pub struct Caller {
     pub limit: Option<RateLimit>,
     /// Its byte budget, when the tokens file gives one or the token is a device's.
     pub bytes: Option<budget::ByteBudget>,
+    /// A device token's projects' rate limits: each shared by every device token of that
+    /// project on this master (`--device-project-rate`); empty for other tokens.
+    pub project_limits: Arc<[(Arc<str>, RateLimit)]>,
     /// Largest report or JS stack it may submit (decompressed, bytes), when smaller than the
     /// API's: a device token's.
     pub max_report_bytes: Option<usize>,
@@ -126,24 +129,40 @@ impl Caller {
             None => self.serves(project),
         })
     }
-    /// Takes one call (or streamed job) from the token's budget: RESOURCE_EXHAUSTED naming the
-    /// token and its rate when the budget is spent.
+    /// Takes one call (or streamed job) from the token's budget, then from each of its
+    /// projects' device budgets: RESOURCE_EXHAUSTED naming the token (or the project) and its
+    /// rate when one is spent.
     pub fn take(&self) -> Result<(), Status> {
-        match &self.limit {
-            Some(limit) if limit.limiter.check().is_err() => {
+        if let Some(limit) = &self.limit
+            && limit.limiter.check().is_err()
+        {
+            crate::metrics::REFUSED
+                .with_label_values(&["device_rate"])
+                .inc();
+            return Err(crate::service::exhausted(
+                format!(
+                    "token {:?} is over its rate limit of {} calls per second (burst {})",
+                    self.name, limit.rate, limit.burst
+                ),
+                budget::DEVICE_RETRY_MS,
+            ));
+        }
+        for (project, limit) in self.project_limits.iter() {
+            if limit.limiter.check().is_err() {
                 crate::metrics::REFUSED
-                    .with_label_values(&["device_rate"])
+                    .with_label_values(&["device_project_rate"])
                     .inc();
-                Err(crate::service::exhausted(
+                return Err(crate::service::exhausted(
                     format!(
-                        "token {:?} is over its rate limit of {} calls per second (burst {})",
-                        self.name, limit.rate, limit.burst
+                        "the device tokens of project {project:?} are over their rate limit of {} \
+                         calls per second (burst {})",
+                        limit.rate, limit.burst
                     ),
                     budget::DEVICE_RETRY_MS,
-                ))
+                ));
             }
-            _ => Ok(()),
         }
+        Ok(())
     }
 }
 
@@ -252,6 +271,7 @@ impl Auth {
                 projects: None,
                 limit: None,
                 bytes: None,
+                project_limits: Arc::new([]),
                 max_report_bytes: None,
             },
         );
@@ -264,6 +284,7 @@ impl Auth {
                     projects: None,
                     limit: None,
                     bytes: None,
+                    project_limits: Arc::new([]),
                     max_report_bytes: None,
                 },
             );
@@ -459,6 +480,7 @@ mod tests {
             projects: projects.map(|p| p.iter().map(|s| s.to_string()).collect()),
             limit: None,
             bytes: None,
+            project_limits: Arc::new([]),
             max_report_bytes: None,
         };
         let one = caller(Some(&["demo"]));

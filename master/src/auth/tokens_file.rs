@@ -14,7 +14,9 @@
 //! ```
 //!
 //! A `device` token without `rate` or `bytes_per_second` gets the master's defaults
-//! (`--device-rate`, `--device-bytes-per-second`; [`super::budget`]).
+//! (`--device-rate`, `--device-bytes-per-second`; [`super::budget`]). Every device token also
+//! counts against its projects' rate (`--device-project-rate`), shared by all the device
+//! tokens of a project.
 //!
 //! A token is hashed with `printf %s "$TOKEN" | sha256sum` (SHA-256, FIPS 180-4, of the token's
 //! bytes, no newline).
@@ -70,6 +72,8 @@ fn parse(text: &str, devices: &DeviceBudgets) -> Result<HashMap<[u8; 32], Caller
     let file: TokensFile = toml::from_str(text).map_err(|e| e.message().to_owned())?;
     let mut table = HashMap::new();
     let mut names = std::collections::HashSet::new();
+    // One rate per project, shared by all its device tokens.
+    let mut project_limits: HashMap<String, (Arc<str>, RateLimit)> = HashMap::new();
     for (i, entry) in file.tokens.into_iter().enumerate() {
         let at = format!("token {} ({:?})", i + 1, entry.name);
         if entry.name.trim().is_empty() {
@@ -129,12 +133,32 @@ fn parse(text: &str, devices: &DeviceBudgets) -> Result<HashMap<[u8; 32], Caller
             }
             (Role::Worker | Role::Admin | Role::Peer, None) => None,
         };
+        let shared: Vec<(Arc<str>, RateLimit)> = match (&projects, device) {
+            (Some(list), true) => list
+                .iter()
+                .filter_map(|project| {
+                    let limit = match project_limits.get(project) {
+                        Some(shared) => shared.clone(),
+                        None => {
+                            let burst = (devices.project_rate * 2.0).ceil() as u32;
+                            let limit = RateLimit::new(devices.project_rate, Some(burst))?;
+                            let shared = (Arc::from(project.as_str()), limit);
+                            project_limits.insert(project.clone(), shared.clone());
+                            shared
+                        }
+                    };
+                    Some(limit)
+                })
+                .collect(),
+            _ => Vec::new(),
+        };
         let caller = Caller {
             name: Arc::from(entry.name),
             role: entry.role,
             projects,
             limit,
             bytes,
+            project_limits: shared.into(),
             max_report_bytes,
         };
         if table.insert(hash, caller).is_some() {
@@ -273,5 +297,40 @@ mod tests {
             parse_default(&(entry("w", &good, "worker") + "projects = [\"demo\"]\n")).unwrap_err(),
             "token 1 (\"w\"): worker tokens serve every project; remove `projects`"
         );
+    }
+
+    #[test]
+    fn the_device_tokens_of_a_project_share_its_rate() {
+        let device = |name: &str, project: &str| {
+            format!(
+                "[[tokens]]\nname = \"{name}\"\nsha256 = \"{}\"\nrole = \"device\"\n\
+                 projects = [\"{project}\"]\nrate = 1000\n",
+                hex::encode(sha256(name.as_bytes()))
+            )
+        };
+        let budgets = DeviceBudgets {
+            project_rate: 0.001,
+            ..DeviceBudgets::default()
+        };
+        let text = [
+            device("ios", "demo"),
+            device("tvos", "demo"),
+            device("other", "else"),
+        ]
+        .concat();
+        let table = parse(&text, &budgets).unwrap();
+        let (ios, tvos) = (&table[&sha256(b"ios")], &table[&sha256(b"tvos")]);
+        // A burst of 1 (twice 0.001, rounded up) for the two tokens of `demo` together.
+        assert!(ios.take().is_ok());
+        let refused = tvos.take().unwrap_err();
+        assert_eq!(refused.code(), tonic::Code::ResourceExhausted);
+        assert_eq!(
+            refused.message(),
+            "the device tokens of project \"demo\" are over their rate limit of 0.001 calls per \
+             second (burst 1)"
+        );
+        assert!(ios.take().is_err());
+        // Another project's device tokens have their own.
+        assert!(table[&sha256(b"other")].take().is_ok());
     }
 }
