@@ -228,6 +228,15 @@ async fn a_partitioned_leader_acknowledges_nothing_and_follows_after_healing() {
         "the cut-off leader acknowledged a submit: {}",
         String::from_utf8_lossy(&isolated.stdout)
     );
+    // By then it has stepped down (it heard no majority for an election timeout): it names no
+    // leader, rather than failing some other way.
+    let stderr = String::from_utf8_lossy(&isolated.stderr);
+    assert!(
+        stderr.contains(&format!(
+            "cannot connect to {leader_endpoint}: no leader elected among these masters"
+        )),
+        "{stderr}"
+    );
     let missing = client.job("isolated").await.unwrap_err();
     assert!(missing.to_string().contains("no job"), "{missing}");
 

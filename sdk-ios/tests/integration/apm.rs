@@ -205,7 +205,7 @@ fn a_real_oom_kill_is_reported_as_a_foreground_oom_at_the_next_launch() {
         });
     }
     let started = Instant::now();
-    let out = command.output().unwrap();
+    let out = crate::support::output(&mut command);
     let pid_run_ms = started.elapsed().as_millis() as u64;
     assert_eq!(
         out.status.signal(),
@@ -250,14 +250,12 @@ fn a_real_oom_kill_is_reported_as_a_foreground_oom_at_the_next_launch() {
 }
 
 fn launch_with(dir: &Path, version: &str) {
-    succeeded(
-        &Command::new(crasher())
+    succeeded(&crate::support::output(
+        Command::new(crasher())
             .arg(dir)
             .arg("clean")
-            .env("CRASHER_APP_VERSION", version)
-            .output()
-            .unwrap(),
-    );
+            .env("CRASHER_APP_VERSION", version),
+    ));
 }
 
 #[test]
@@ -296,14 +294,12 @@ fn slow_passes_are_janks_a_long_stall_is_a_hang_and_both_are_rate_limited() {
     // Four 400 ms passes (jank at 200 ms, hang at 1000 ms), two reports a launch.
     let dir = tempfile::tempdir().unwrap();
     let jank = |dir: &Path, day_limit: &str| {
-        succeeded(
-            &Command::new(crasher())
+        succeeded(&crate::support::output(
+            Command::new(crasher())
                 .arg(dir)
                 .args(["jank", "4"])
-                .env("CRASHER_DAY_LIMIT", day_limit)
-                .output()
-                .unwrap(),
-        )
+                .env("CRASHER_DAY_LIMIT", day_limit),
+        ))
     };
     jank(dir.path(), "3");
     let janks = reports(dir.path(), "jank");
@@ -328,13 +324,9 @@ fn slow_passes_are_janks_a_long_stall_is_a_hang_and_both_are_rate_limited() {
     // One slow pass that ends in a 1.2 s wait for events (`runloop_will_wait`), past the hang
     // threshold: one jank, and the wait is neither a jank nor a hang.
     let dir = tempfile::tempdir().unwrap();
-    succeeded(
-        &Command::new(crasher())
-            .arg(dir.path())
-            .args(["jank", "1"])
-            .output()
-            .unwrap(),
-    );
+    succeeded(&crate::support::output(
+        Command::new(crasher()).arg(dir.path()).args(["jank", "1"]),
+    ));
     assert_eq!(reports(dir.path(), "jank").len(), 1);
 
     // A 1.5 s stall with hang at 500 ms: one hang, no jank.

@@ -212,11 +212,14 @@ fn hang_report_names_the_blocking_function() {
 #[test]
 fn hang_report_survives_the_app_being_killed_blocked() {
     let dir = tempfile::tempdir().unwrap();
-    let mut child = std::process::Command::new(crate::support::crasher())
-        .arg(dir.path())
-        .arg("hang-forever")
-        .spawn()
-        .unwrap();
+    // Killed when dropped, also when an assertion below fails.
+    let mut child = crate::support::KillOnDrop(
+        std::process::Command::new(crate::support::crasher())
+            .arg(dir.path())
+            .arg("hang-forever")
+            .spawn()
+            .unwrap(),
+    );
     // Blocked after ~0.2 s of run loop, reported from 0.2 s of silence: wait for the report.
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
     loop {
@@ -234,8 +237,8 @@ fn hang_report_survives_the_app_being_killed_blocked() {
         std::thread::sleep(std::time::Duration::from_millis(50));
     }
     std::thread::sleep(std::time::Duration::from_millis(300));
-    child.kill().unwrap();
-    child.wait().unwrap();
+    child.0.kill().unwrap();
+    child.0.wait().unwrap();
     let result = symbolicate_report(&report(dir.path(), "hang"));
     assert_eq!(
         top(&result, 1),

@@ -41,11 +41,12 @@ fn unsent_reports_stay_when_the_master_is_unreachable() {
     let dir = tempfile::tempdir().unwrap();
     run(dir.path(), "null");
     let port = symcluster_loadtest::cluster::free_port();
-    let sent = std::process::Command::new(crasher())
-        .arg(dir.path())
-        .args(["send", &format!("http://127.0.0.1:{port}"), TOKEN])
-        .output()
-        .unwrap();
+    let sent =
+        crate::support::output(std::process::Command::new(crasher()).arg(dir.path()).args([
+            "send",
+            &format!("http://127.0.0.1:{port}"),
+            TOKEN,
+        ]));
     assert_eq!(String::from_utf8_lossy(&sent.stdout).trim(), "0");
     assert_eq!(
         symcluster_sdk::send::pending(dir.path()).len(),
@@ -208,11 +209,11 @@ async fn crash_reports_are_sent_with_the_images_their_frames_are_in() {
 
     let cluster = cluster_with_crasher().await;
     assert_eq!(send(referenced_dir.path(), &cluster.endpoint), "1");
-    let sent_all = std::process::Command::new(crate::support::crasher())
-        .arg(all_dir.path())
-        .args(["send-all-images", &cluster.endpoint, TOKEN])
-        .output()
-        .unwrap();
+    let sent_all = crate::support::output(
+        std::process::Command::new(crate::support::crasher())
+            .arg(all_dir.path())
+            .args(["send-all-images", &cluster.endpoint, TOKEN]),
+    );
     assert_eq!(String::from_utf8_lossy(&sent_all.stdout).trim(), "1");
 
     let name = on_disk_path.file_name().unwrap().to_str().unwrap();

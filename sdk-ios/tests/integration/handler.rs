@@ -3,33 +3,12 @@
 
 use std::os::unix::process::ExitStatusExt;
 use std::path::Path;
-use std::process::{Command, Output, Stdio};
-use std::time::{Duration, Instant};
+use std::process::Command;
+use std::time::Duration;
 
 use symcluster_engine::result::FrameStatus;
 
-use crate::support::{crasher, marker_line, report, run, symbolicate_report};
-
-/// Runs the crasher, killing it after `limit` (then `None`: it hung).
-fn run_bounded(dir: &Path, mode: &str, limit: Duration) -> Option<Output> {
-    let mut child = Command::new(crasher())
-        .arg(dir)
-        .arg(mode)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let deadline = Instant::now() + limit;
-    while Instant::now() < deadline {
-        if child.try_wait().unwrap().is_some() {
-            return Some(child.wait_with_output().unwrap());
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    child.kill().unwrap();
-    child.wait().unwrap();
-    None
-}
+use crate::support::{crasher, marker_line, output_within, report, run, symbolicate_report};
 
 fn files(dir: &Path) -> Vec<String> {
     let mut names: Vec<String> = std::fs::read_dir(dir)
@@ -71,8 +50,11 @@ fn the_apps_previous_handler_still_runs_after_the_report() {
 fn two_threads_crashing_at_once_give_one_whole_report() {
     for _ in 0..5 {
         let dir = tempfile::tempdir().unwrap();
-        let out = run_bounded(dir.path(), "two-threads", Duration::from_secs(30))
-            .expect("the process ended");
+        let out = output_within(
+            Command::new(crasher()).arg(dir.path()).arg("two-threads"),
+            Duration::from_secs(30),
+        )
+        .expect("the process ended");
         assert_eq!(out.status.signal(), Some(libc::SIGSEGV));
         // Exactly one report, complete JSON, and it symbolicates: the second crash waited for
         // the first one's report instead of ending the process under it.
@@ -106,8 +88,11 @@ fn a_crash_inside_the_handler_ends_the_process_without_hanging() {
     let dir = tempfile::tempdir().unwrap();
     // The app replaced the SDK's alternate stack with a 4 KiB one above a guard page: the
     // handler's own frames overflow it and fault inside the handler, for real.
-    let out = run_bounded(dir.path(), "tiny-altstack", Duration::from_secs(30))
-        .expect("a crash inside the handler must not hang the app");
+    let out = output_within(
+        Command::new(crasher()).arg(dir.path()).arg("tiny-altstack"),
+        Duration::from_secs(30),
+    )
+    .expect("a crash inside the handler must not hang the app");
     assert_eq!(out.status.signal(), Some(libc::SIGSEGV));
     // No report claims to be one: only the empty file opened at install is left, and the next
     // launch removes it.
@@ -129,8 +114,11 @@ fn a_crash_inside_the_handler_ends_the_process_without_hanging() {
 #[test]
 fn a_report_larger_than_its_buffer_is_whole_and_marked_truncated() {
     let dir = tempfile::tempdir().unwrap();
-    let out =
-        run_bounded(dir.path(), "many-threads", Duration::from_secs(60)).expect("the crasher hung");
+    let out = output_within(
+        Command::new(crasher()).arg(dir.path()).arg("many-threads"),
+        Duration::from_secs(60),
+    )
+    .expect("the crasher hung");
     assert_eq!(out.status.signal(), Some(libc::SIGSEGV));
     let path = report(dir.path(), "crash");
     let bytes = std::fs::read(&path).unwrap();

@@ -1,8 +1,10 @@
 //! Building and running the crasher.
 
+use std::io::Read;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::process::{Child, Command, Output, Stdio};
 use std::sync::OnceLock;
+use std::time::{Duration, Instant};
 
 use symcluster_engine::result::SymbolicationResult;
 use symcluster_engine::{LocalSymCaches, parse_report, symbolicate};
@@ -73,11 +75,80 @@ pub fn crasher() -> &'static Path {
 
 /// Runs the crasher with `args`.
 pub fn run(dir: &Path, mode: &str) -> Output {
-    Command::new(crasher())
-        .arg(dir)
-        .arg(mode)
-        .output()
-        .expect("run the crasher")
+    output(Command::new(crasher()).arg(dir).arg(mode))
+}
+
+/// How long one run of the crasher may take before the test kills it and fails.
+pub const CRASHER_LIMIT: Duration = Duration::from_secs(60);
+
+/// A child process killed and reaped when dropped, so that a test that fails (or a run that
+/// hangs) leaves no crasher behind.
+pub struct KillOnDrop(pub Child);
+
+impl Drop for KillOnDrop {
+    fn drop(&mut self) {
+        if matches!(self.0.try_wait(), Ok(None)) {
+            let _ = self.0.kill();
+        }
+        let _ = self.0.wait();
+    }
+}
+
+/// Runs `command` to its end, its output captured (read while it runs, so a chatty child never
+/// blocks on a full pipe), within `limit`; `None` when it had to be killed.
+pub fn output_within(command: &mut Command, limit: Duration) -> Option<Output> {
+    let mut child = command
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("start the crasher");
+    let read = |pipe: Option<Box<dyn Read + Send>>| {
+        std::thread::spawn(move || {
+            let mut bytes = Vec::new();
+            if let Some(mut pipe) = pipe {
+                let _ = pipe.read_to_end(&mut bytes);
+            }
+            bytes
+        })
+    };
+    let stdout = read(
+        child
+            .stdout
+            .take()
+            .map(|p| Box::new(p) as Box<dyn Read + Send>),
+    );
+    let stderr = read(
+        child
+            .stderr
+            .take()
+            .map(|p| Box::new(p) as Box<dyn Read + Send>),
+    );
+    let mut child = KillOnDrop(child);
+    let deadline = Instant::now() + limit;
+    let status = loop {
+        if let Some(status) = child.0.try_wait().expect("wait for the crasher") {
+            break status;
+        }
+        if Instant::now() >= deadline {
+            return None;
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    };
+    Some(Output {
+        status,
+        stdout: stdout.join().unwrap_or_default(),
+        stderr: stderr.join().unwrap_or_default(),
+    })
+}
+
+/// [`output_within`] [`CRASHER_LIMIT`]: fails the test when the run does not end.
+pub fn output(command: &mut Command) -> Output {
+    output_within(command, CRASHER_LIMIT).unwrap_or_else(|| {
+        panic!(
+            "{command:?} did not end within {} s (killed)",
+            CRASHER_LIMIT.as_secs()
+        )
+    })
 }
 
 /// The one report file of `kind` (`crash` or `hang`) in `dir`.
@@ -123,11 +194,11 @@ pub async fn cluster_with_crasher() -> symcluster_loadtest::cluster::Cluster {
 /// Sends the reports pending in `dir` to `endpoint` through the C API, as the app's next
 /// launch does; returns the number the crasher printed (reports sent).
 pub fn send(dir: &Path, endpoint: &str) -> String {
-    let sent = Command::new(crasher())
-        .arg(dir)
-        .args(["send", endpoint, symcluster_loadtest::cluster::TOKEN])
-        .output()
-        .unwrap();
+    let sent = output(Command::new(crasher()).arg(dir).args([
+        "send",
+        endpoint,
+        symcluster_loadtest::cluster::TOKEN,
+    ]));
     String::from_utf8_lossy(&sent.stdout).trim().to_owned()
 }
 
