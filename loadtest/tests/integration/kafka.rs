@@ -6,14 +6,16 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::{Duration, Instant};
 
-use rdkafka::consumer::{Consumer, StreamConsumer};
+use rdkafka::consumer::{BaseConsumer, Consumer, StreamConsumer};
 use rdkafka::message::{Header, Headers, OwnedHeaders};
 use rdkafka::producer::{FutureProducer, FutureRecord};
-use rdkafka::{ClientConfig, Message};
+use rdkafka::{ClientConfig, Message, Offset, TopicPartitionList};
 use symcluster_loadtest::cluster::{Cluster, MasterOptions};
 use symcluster_loadtest::kafka::{BridgeTopics, Tansu, start_bridge, start_bridge_with};
 
-use crate::support::{absent_metrics, dashboard_metrics, fixture, http_get, upload_dsyms};
+use crate::support::{
+    absent_metrics, dashboard_metrics, fixture, http_get, metric_value, upload_dsyms,
+};
 
 const REPORTS: usize = 1_000;
 
@@ -34,6 +36,48 @@ fn header<'a>(message: &'a impl Message, name: &str) -> Option<&'a str> {
         .iter()
         .find(|h| h.key == name)
         .and_then(|h| std::str::from_utf8(h.value?).ok())
+}
+
+/// The partition and offset of the input message a job id (`kafka:<topic>:<partition>:<offset>`)
+/// names.
+fn source_of(job_id: &str) -> (i32, i64) {
+    let mut parts = job_id.rsplitn(3, ':');
+    let offset = parts.next().and_then(|o| o.parse().ok()).expect("offset");
+    let partition = parts
+        .next()
+        .and_then(|p| p.parse().ok())
+        .expect("partition");
+    (partition, offset)
+}
+
+/// The offsets the bridges' consumer group committed on the input topic's `partitions`
+/// (0 where none).
+fn committed_offsets(brokers: &str, topics: &BridgeTopics, partitions: i32) -> Vec<i64> {
+    let reader: BaseConsumer = ClientConfig::new()
+        .set("bootstrap.servers", brokers)
+        .set("group.id", &topics.group)
+        .create()
+        .expect("consumer");
+    let mut list = TopicPartitionList::new();
+    for partition in 0..partitions {
+        list.add_partition(&topics.input, partition);
+    }
+    let committed = tokio::task::block_in_place(|| {
+        reader
+            .committed_offsets(list, Duration::from_secs(10))
+            .expect("committed offsets")
+    });
+    (0..partitions)
+        .map(|partition| {
+            match committed
+                .find_partition(&topics.input, partition)
+                .map(|p| p.offset())
+            {
+                Some(Offset::Offset(n)) => n,
+                _ => 0,
+            }
+        })
+        .collect()
 }
 
 /// Produces `report` to `topic` as a native report (header `symcluster-kind: native`) under
@@ -145,10 +189,10 @@ async fn a_bridge_killed_half_way_loses_and_duplicates_nothing() {
     let (mut first, _) = start_bridge(&cluster, &tansu, &topics, "bridge-1");
     let results = consumer(&tansu.brokers(), "test-reader", &topics.output);
     let mut seen = BTreeSet::new();
-    let mut publications = 0usize;
     let mut grouped = 0usize;
     let deadline = Instant::now() + Duration::from_secs(180);
     let mut second = None;
+    let mut committed = Vec::new();
     while seen.len() < REPORTS {
         let remaining = deadline.saturating_duration_since(Instant::now());
         let message = tokio::time::timeout(remaining, results.recv())
@@ -177,10 +221,12 @@ async fn a_bridge_killed_half_way_loses_and_duplicates_nothing() {
             grouped += 1;
         }
         assert!(expected.contains(&job_id), "unexpected job {job_id}");
-        publications += 1;
         seen.insert(job_id);
         if seen.len() == REPORTS / 2 && second.is_none() {
             first.kill();
+            // Where the second bridge must start: the offsets the first committed (none
+            // commits now).
+            committed = committed_offsets(&tansu.brokers(), &topics, 2);
             second = Some(start_bridge(&cluster, &tansu, &topics, "bridge-2"));
         }
     }
@@ -188,6 +234,119 @@ async fn a_bridge_killed_half_way_loses_and_duplicates_nothing() {
     let Some((_second, second_metrics)) = &second else {
         panic!("the bridge was killed half-way")
     };
+
+    // The second bridge read again every report from the committed offsets on, no other, each
+    // once: those the first had submitted as duplicates (their jobs exist), the rest as new
+    // jobs; and it published a result for each.
+    let uncommitted = expected
+        .iter()
+        .filter(|id| {
+            let (partition, offset) = source_of(id);
+            offset >= committed[partition as usize]
+        })
+        .count() as f64;
+    assert!(
+        uncommitted > 0.0,
+        "the first bridge had committed every report"
+    );
+    let counters = |exposition: &str| {
+        let messages = |outcome| {
+            metric_value(
+                exposition,
+                "symcluster_bridge_messages_total",
+                &[("outcome", outcome)],
+            )
+            .unwrap_or(0.0)
+        };
+        let published = metric_value(
+            exposition,
+            "symcluster_bridge_results_published_total",
+            &[("status", "completed")],
+        )
+        .unwrap_or(0.0);
+        (messages("submitted"), messages("duplicate"), published)
+    };
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let (submitted, redelivered, published) = loop {
+        let exposition = http_get(second_metrics, "/metrics").await;
+        let (submitted, redelivered, published) = counters(&exposition);
+        if submitted + redelivered >= uncommitted && published >= uncommitted {
+            break (submitted, redelivered, published);
+        }
+        assert!(
+            Instant::now() < deadline,
+            "bridge-2 handled {submitted} + {redelivered} of {uncommitted} uncommitted reports"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+    assert_eq!(
+        (submitted + redelivered, published),
+        (uncommitted, uncommitted),
+        "bridge-2: {submitted} submitted, {redelivered} redelivered, {published} published; \
+         committed offsets {committed:?}"
+    );
+    // Every result on the output topic: a report below the committed offsets once (only the
+    // first bridge read it), one above once or twice (the first may have published it too).
+    let mut times: BTreeMap<String, usize> = BTreeMap::new();
+    // The first bridge is dead, and the second one's publications were acknowledged before its
+    // counters moved: a marker produced now comes after the last of them on the output's one
+    // partition.
+    let marker = FutureRecord::<str, [u8]>::to(&topics.output)
+        .key("end-of-test")
+        .payload(&b"{}"[..]);
+    producer
+        .send(marker, Duration::from_secs(10))
+        .await
+        .map_err(|(e, _)| e)
+        .expect("produce the marker");
+    let all = consumer(&tansu.brokers(), "test-reader-all", &topics.output);
+    let mut total = 0usize;
+    loop {
+        let message = tokio::time::timeout(Duration::from_secs(30), all.recv())
+            .await
+            .expect("every publication within 30 s")
+            .expect("consume results");
+        if message.key() == Some(&b"end-of-test"[..]) {
+            break;
+        }
+        total += 1;
+        let value: serde_json::Value =
+            serde_json::from_slice(message.payload().expect("result payload")).expect("JSON");
+        *times
+            .entry(value["job_id"].as_str().expect("job_id").to_owned())
+            .or_default() += 1;
+    }
+    let missing: Vec<&String> = expected
+        .iter()
+        .filter(|id| !times.contains_key(*id))
+        .collect();
+    assert!(
+        missing.is_empty() && times.len() == expected.len(),
+        "{total} publications of {} jobs; not published: {missing:?}",
+        times.len()
+    );
+    // More than one result per report only for those the first bridge had submitted and the
+    // second read again.
+    assert!(
+        (REPORTS..=REPORTS + redelivered as usize).contains(&total),
+        "{total} results published for {REPORTS} reports, {redelivered} read again"
+    );
+    for (id, n) in &times {
+        let (partition, offset) = source_of(id);
+        let most = if offset >= committed[partition as usize] {
+            2
+        } else {
+            1
+        };
+        assert!(
+            (1..=most).contains(n),
+            "{id} published {n} times (committed {committed:?})"
+        );
+    }
+    eprintln!(
+        "kafka: {total} results published for {REPORTS} reports; {uncommitted} read again by \
+         bridge-2 from offsets {committed:?} ({redelivered} already submitted)"
+    );
     // The dashboard's bridge metrics exist (the lag once the bridge has read its committed
     // offsets, within seconds).
     let bridge_metrics: Vec<String> = dashboard_metrics()
@@ -220,7 +379,7 @@ async fn a_bridge_killed_half_way_loses_and_duplicates_nothing() {
             status.jobs_running
         ),
         (REPORTS as u64, 0, 0, 0),
-        "{publications} results published for {REPORTS} reports"
+        "one job per report"
     );
 
     // Both malformed messages are on the dead-letter topic, as they came, with their reason.
