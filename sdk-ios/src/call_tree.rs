@@ -47,6 +47,47 @@ impl CallTree {
         path
     }
 
+    /// Nodes below this one.
+    pub fn nodes(&self) -> usize {
+        self.children.values().map(|c| 1 + c.nodes()).sum()
+    }
+
+    /// This tree with at most `max_nodes` nodes below the root: the heaviest (a node's hits
+    /// are never more than its parent's, so every node kept keeps its callers). The hits of
+    /// the nodes kept are unchanged; the samples of the nodes left out stay counted in their
+    /// callers'.
+    pub fn pruned(&self, max_nodes: usize) -> CallTree {
+        let mut hits = Vec::with_capacity(self.nodes());
+        self.collect_hits(&mut hits);
+        if hits.len() <= max_nodes {
+            return self.clone();
+        }
+        hits.sort_unstable_by(|a, b| b.cmp(a));
+        // Keep what is heavier than the first node left out (ties all go, so at most
+        // `max_nodes` stay).
+        let cut = hits[max_nodes];
+        self.keep_above(cut)
+    }
+
+    fn collect_hits(&self, into: &mut Vec<u64>) {
+        for child in self.children.values() {
+            into.push(child.hits);
+            child.collect_hits(into);
+        }
+    }
+
+    fn keep_above(&self, cut: u64) -> CallTree {
+        CallTree {
+            hits: self.hits,
+            children: self
+                .children
+                .iter()
+                .filter(|(_, c)| c.hits > cut)
+                .map(|(a, c)| (*a, c.keep_above(cut)))
+                .collect(),
+        }
+    }
+
     /// Writes the tree below this node as a flat JSON array in pre-order (a parent before its
     /// children): `{"instruction_addr": "0x…", "hits": N, "parent": P}` per node, `P` the
     /// index of its parent in the array, or `null` for the outermost frames. Flat, so that a
@@ -108,14 +149,40 @@ pub struct SampledReport<'a> {
 
 impl SampledReport<'_> {
     /// The report's JSON: `{"symcluster_sdk_report", "kind", "crash_reason", <extra>,
-    /// "samples", "metadata", "modules", "stacktraces": [key stack], "call_tree"}`.
+    /// "samples", ["truncated": true,] "metadata", "modules", "stacktraces": [key stack],
+    /// "call_tree"}`, at most [`MAX_SAMPLED_REPORT_BYTES`]: a tree too large for it is written
+    /// with its heaviest nodes only (halved until it fits, [`CallTree::pruned`]) and the report
+    /// marked `"truncated": true`, so that it always stays whole JSON that a master accepts.
     pub fn to_json(&self, extra: &dyn Fn(&mut Writer<'_>)) -> Vec<u8> {
-        let mut buf = vec![0u8; 1 << 20];
-        let mut w = Writer::new(&mut buf);
-        write_head(&mut w, self.kind, self.reason.as_bytes());
-        extra(&mut w);
+        let mut buf = vec![0u8; MAX_SAMPLED_REPORT_BYTES];
+        let mut pruned: Option<CallTree> = None;
+        loop {
+            let tree = pruned.as_ref().unwrap_or(self.tree);
+            let mut w = Writer::new(&mut buf);
+            self.write(&mut w, tree, pruned.is_some(), extra);
+            let nodes = tree.nodes();
+            if !w.truncated() || nodes == 0 {
+                return w.as_bytes().to_vec();
+            }
+            pruned = Some(self.tree.pruned(nodes / 2));
+        }
+    }
+
+    fn write(
+        &self,
+        w: &mut Writer<'_>,
+        tree: &CallTree,
+        truncated: bool,
+        extra: &dyn Fn(&mut Writer<'_>),
+    ) {
+        write_head(w, self.kind, self.reason.as_bytes());
+        extra(w);
         w.key("samples", false);
         w.dec(self.tree.hits);
+        if truncated {
+            w.key("truncated", false);
+            w.raw(b"true");
+        }
         w.key("metadata", false);
         w.raw(self.metadata_json);
         w.key("modules", false);
@@ -132,11 +199,14 @@ impl SampledReport<'_> {
         w.frames(&self.tree.key_stack());
         w.raw(b"}]");
         w.key("call_tree", false);
-        self.tree.write(&mut w);
+        tree.write(w);
         w.raw(b"}\n");
-        w.as_bytes().to_vec()
     }
 }
+
+/// Largest hang, jank or CPU report, bytes: 1 MiB, within the masters' default largest device
+/// report (2 MiB, `--device-max-report`).
+pub const MAX_SAMPLED_REPORT_BYTES: usize = 1 << 20;
 
 /// Opens an SDK report: `{"symcluster_sdk_report": 1, "kind": kind, "crash_reason": reason`
 /// (the caller writes the other fields, each after a `,`, and the closing `}`).
@@ -204,5 +274,81 @@ mod tests {
              {\"instruction_addr\":\"0x31\",\"hits\":1,\"parent\":1},\
              {\"instruction_addr\":\"0x40\",\"hits\":1,\"parent\":0}]"
         );
+    }
+
+    #[test]
+    fn a_tree_too_large_for_its_report_keeps_its_heaviest_nodes_and_says_so() {
+        // One hot path hit 1,000 times, then 60,000 distinct cold paths 8 frames deep: far
+        // more than 1 MiB of nodes.
+        let mut tree = CallTree::default();
+        for _ in 0..1_000 {
+            tree.add(&[0x30, 0x20, 0x10]);
+        }
+        for i in 0..60_000u64 {
+            let cold: Vec<u64> = (0..8).map(|d| 0x1_0000_0000 + i * 16 + d).collect();
+            tree.add(&[&cold[..], &[0x20, 0x10]].concat());
+        }
+        assert!(tree.nodes() > 400_000);
+        let report = SampledReport {
+            kind: "hang",
+            reason: "main thread blocked",
+            thread: SampledThread {
+                id: 1,
+                name: b"main",
+            },
+            tree: &tree,
+            metadata_json: b"{}",
+        };
+        let json = report.to_json(&|_| {});
+        assert!(
+            json.len() <= MAX_SAMPLED_REPORT_BYTES,
+            "{} bytes",
+            json.len()
+        );
+        let value: serde_json::Value = serde_json::from_slice(&json).expect("whole JSON");
+        assert_eq!(value["truncated"], true);
+        assert_eq!(value["samples"], 61_000);
+        let nodes = value["call_tree"].as_array().unwrap();
+        assert!(
+            !nodes.is_empty() && nodes.len() < tree.nodes() / 2,
+            "{}",
+            nodes.len()
+        );
+        // The hot path is kept whole, with its hits.
+        assert_eq!(nodes[0]["instruction_addr"], "0x10");
+        assert_eq!(nodes[0]["hits"], 61_000);
+        let hot = nodes
+            .iter()
+            .find(|n| n["instruction_addr"] == "0x30")
+            .expect("the hot leaf kept");
+        assert_eq!(hot["hits"], 1_000);
+
+        // A tree that fits is written whole, unmarked.
+        let mut small = CallTree::default();
+        small.add(&[0x30, 0x20, 0x10]);
+        let report = SampledReport {
+            tree: &small,
+            ..report
+        };
+        let value: serde_json::Value = serde_json::from_slice(&report.to_json(&|_| {})).unwrap();
+        assert!(value.get("truncated").is_none());
+        assert_eq!(value["call_tree"].as_array().unwrap().len(), 3);
+    }
+
+    #[test]
+    fn pruning_keeps_the_heaviest_nodes_and_their_callers() {
+        let mut tree = CallTree::default();
+        for _ in 0..3 {
+            tree.add(&[0x30, 0x20, 0x10]);
+        }
+        tree.add(&[0x31, 0x20, 0x10]);
+        tree.add(&[0x40, 0x10]);
+        assert_eq!(tree.nodes(), 5);
+        let pruned = tree.pruned(3);
+        assert_eq!(pruned.nodes(), 3);
+        assert_eq!(pruned.key_stack(), vec![0x30, 0x20, 0x10]);
+        // Ties at the cut all go: at most the nodes asked for.
+        assert_eq!(tree.pruned(4).nodes(), 3);
+        assert_eq!(tree.pruned(10).nodes(), 5);
     }
 }
