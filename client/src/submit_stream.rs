@@ -190,7 +190,14 @@ impl Kept {
                 }
             }
             Event::Refused(refused) => {
-                let status = Status::new(refused.code.into(), refused.message);
+                let mut status = Status::new(refused.code.into(), refused.message);
+                if refused.retry_after_ms > 0 {
+                    // As `Submit` would carry it, for `retry::pushback`.
+                    status.metadata_mut().insert(
+                        crate::retry::PUSHBACK_METADATA,
+                        refused.retry_after_ms.into(),
+                    );
+                }
                 for job in self.by_id.remove(&refused.job_id).unwrap_or_default() {
                     let _ = job.accepted.send(Err(ClientError::Status(status.clone())));
                     if let Some(tx) = job.finished {

@@ -284,7 +284,8 @@ pub async fn send_pending(
         };
         let sent_before = summary.sent.len();
         let mut still = Vec::new();
-        for file in files {
+        let mut queue = files.into_iter();
+        while let Some(file) = queue.next() {
             let name = file
                 .file_name()
                 .and_then(|n| n.to_str())
@@ -315,6 +316,10 @@ pub async fn send_pending(
                 Err((e, Fate::Retry)) => {
                     last_error = e;
                     still.push(file);
+                    if pushback.is_some() {
+                        // Told to wait: the rest waits too, for the next pass.
+                        still.extend(queue.by_ref());
+                    }
                 }
                 Err((e, Fate::Later)) => kept_for_later.push((file.display().to_string(), e)),
             }

@@ -50,6 +50,25 @@ fn source_of(job_id: &str) -> (i32, i64) {
     (partition, offset)
 }
 
+/// [`committed_offsets`] once two reads 300 ms apart agree (within 10 s): a commit request
+/// already on its way when its bridge was killed has landed by then.
+async fn settled_offsets(brokers: &str, topics: &BridgeTopics, partitions: i32) -> Vec<i64> {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let mut last = committed_offsets(brokers, topics, partitions);
+    loop {
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        let now = committed_offsets(brokers, topics, partitions);
+        if now == last {
+            return now;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the committed offsets kept moving: {now:?}"
+        );
+        last = now;
+    }
+}
+
 /// The offsets the bridges' consumer group committed on the input topic's `partitions`
 /// (0 where none).
 fn committed_offsets(brokers: &str, topics: &BridgeTopics, partitions: i32) -> Vec<i64> {
@@ -224,9 +243,9 @@ async fn a_bridge_killed_half_way_loses_and_duplicates_nothing() {
         seen.insert(job_id);
         if seen.len() == REPORTS / 2 && second.is_none() {
             first.kill();
-            // Where the second bridge must start: the offsets the first committed (none
-            // commits now).
-            committed = committed_offsets(&tansu.brokers(), &topics, 2);
+            // Where the second bridge must start: the offsets the first committed. A commit
+            // it sent just before the kill may still land: read until two reads agree.
+            committed = settled_offsets(&tansu.brokers(), &topics, 2).await;
             second = Some(start_bridge(&cluster, &tansu, &topics, "bridge-2"));
         }
     }

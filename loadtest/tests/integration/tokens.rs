@@ -191,7 +191,13 @@ async fn each_role_does_only_what_it_may() {
     let mut limited = Client::connect(&cluster.endpoint, LIMITED).await.unwrap();
     limited.submit_native("l-1", report.clone()).await.unwrap();
     limited.submit_native("l-2", report.clone()).await.unwrap();
-    let over = status(limited.submit_native("l-3", report.clone()).await);
+    let refused = limited.submit_native("l-3", report.clone()).await;
+    // The wait the master asks for, as the clients' retry reads it.
+    let pushback =
+        |r: &Result<(), ClientError>| symcluster_client::retry::pushback(r.as_ref().unwrap_err());
+    let refused = refused.map(|_| ());
+    assert_eq!(pushback(&refused), Some(std::time::Duration::from_secs(1)));
+    let over = status(refused);
     assert_eq!(over.code(), tonic::Code::ResourceExhausted);
     assert_eq!(
         over.message(),
@@ -203,7 +209,10 @@ async fn each_role_does_only_what_it_may() {
         .submit_stream();
     let spec = |id: &str| symcluster_client::native_spec(id, &report).unwrap();
     streaming.submit(spec("s-1"), false).await.unwrap();
-    let over = status(streaming.submit(spec("s-2"), false).await.map(|_| ()));
+    let refused = streaming.submit(spec("s-2"), false).await.map(|_| ());
+    // Also through the stream (`SubmitRefused.retry_after_ms`).
+    assert_eq!(pushback(&refused), Some(std::time::Duration::from_secs(1)));
+    let over = status(refused);
     assert_eq!(over.code(), tonic::Code::ResourceExhausted);
 
     // Unknown token.

@@ -199,6 +199,11 @@ fn refused(job_id: String, status: Status) -> v1::SubmitStreamResponse {
             job_id,
             code: status.code() as i32,
             message: status.message().to_owned(),
+            retry_after_ms: status
+                .metadata()
+                .get(super::RETRY_PUSHBACK_METADATA)
+                .and_then(|v| v.to_str().ok()?.parse().ok())
+                .unwrap_or(0),
         })),
     }
 }
