@@ -71,8 +71,12 @@ pub fn pushback(error: &ClientError) -> Option<Duration> {
 /// it asked for longer (a delay of `None`, the backoff given up, stays `None`). For backon's
 /// `Retry::adjust`.
 pub fn adjust(error: &ClientError, delay: Option<Duration>) -> Option<Duration> {
-    let delay = delay?;
-    Some(pushback(error).map_or(delay, |asked| asked.max(delay)))
+    Some(at_least_asked(delay?, pushback(error)))
+}
+
+/// The backoff's `delay`, or the server's `asked` pushback when that is longer.
+pub fn at_least_asked(delay: Duration, asked: Option<Duration>) -> Duration {
+    asked.map_or(delay, |asked| asked.max(delay))
 }
 
 #[cfg(test)]

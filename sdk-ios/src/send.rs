@@ -269,7 +269,7 @@ pub async fn send_pending(
         if attempt > 0 {
             let delay = delays.next().unwrap_or(Duration::from_secs(10));
             // A master over its budget says how long to wait (`grpc-retry-pushback-ms`).
-            tokio::time::sleep(pushback.map_or(delay, |asked| asked.max(delay))).await;
+            tokio::time::sleep(retry::at_least_asked(delay, pushback)).await;
             pushback = None;
         }
         let mut client = match Client::connect(endpoint, token).await {

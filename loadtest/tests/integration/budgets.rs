@@ -119,7 +119,7 @@ async fn attack(endpoint: &str, first: u64, calls: u64) -> Vec<(Answer, u64)> {
                             assert_eq!(
                                 status
                                     .metadata()
-                                    .get("grpc-retry-pushback-ms")
+                                    .get(symcluster_client::retry::PUSHBACK_METADATA)
                                     .map(|v| v.to_str().unwrap()),
                                 Some(expected),
                                 "a budget refusal says when to retry: {status:?}"

@@ -66,7 +66,7 @@ fn index_status(e: IndexError) -> Status {
 
 /// Response metadata of a RESOURCE_EXHAUSTED answer: how long to wait before trying again, ms
 /// (gRPC's retry pushback, gRFC A6).
-pub const RETRY_PUSHBACK_METADATA: &str = "grpc-retry-pushback-ms";
+pub const RETRY_PUSHBACK_METADATA: &str = symcluster_client::retry::PUSHBACK_METADATA;
 
 /// RESOURCE_EXHAUSTED with `message`, telling the caller to retry after `retry_after_ms`
 /// ([`RETRY_PUSHBACK_METADATA`]).
