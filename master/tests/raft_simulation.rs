@@ -595,20 +595,22 @@ fn lossless(sim: &mut Sim, rounds: usize, tick: bool) {
         for m in &mut sim.members {
             m.turn(tick);
         }
-        let sent: Vec<Message> = sim
-            .members
-            .iter()
-            .flat_map(|m| std::mem::take(&mut *m.sent.lock().unwrap()))
-            .collect();
-        for m in sent {
-            if let Some(to) = sim.member(m.to) {
-                to.deliver(Input::Step(vec![m]));
-            }
-        }
+        deliver_all_but(sim, 0);
         for m in &mut sim.members {
             m.turn(false);
         }
     }
+}
+
+/// Lossless rounds with ticks until a member leads; its id.
+fn elect(sim: &mut Sim) -> u64 {
+    for _ in 0..200 {
+        lossless(sim, 1, true);
+        if let Some(leader) = sim.leader() {
+            return leader;
+        }
+    }
+    panic!("no leader elected");
 }
 
 /// A leader asked to remove itself the moment it is elected (before any follower answered its
@@ -619,15 +621,7 @@ fn lossless(sim: &mut Sim, rounds: usize, tick: bool) {
 #[test]
 fn a_leader_just_elected_hands_leadership_over_when_asked_to_remove_itself() {
     let mut sim = Sim::new(7);
-    let mut leader = None;
-    for _ in 0..200 {
-        lossless(&mut sim, 1, true);
-        leader = sim.leader();
-        if leader.is_some() {
-            break;
-        }
-    }
-    let leader = leader.expect("no leader elected");
+    let leader = elect(&mut sim);
     // Its first appends are sent and not yet answered: ask it now, and let only it take a turn.
     let (reply, mut answer) = oneshot::channel();
     sim.member(leader).unwrap().deliver(Input::ChangeMembers {
@@ -662,4 +656,99 @@ fn a_leader_just_elected_hands_leadership_over_when_asked_to_remove_itself() {
     let mut want: Vec<u64> = (1..=3).filter(|id| *id != leader).collect();
     want.sort_unstable();
     assert_eq!(sim.voters(), want, "after removing {leader} on {next}");
+}
+
+/// Member `i` takes a turn (a tick when `tick`), then what was sent is delivered, except what
+/// goes to or comes from member `cut`.
+fn one_turn(sim: &mut Sim, i: usize, tick: bool, cut: u64) {
+    sim.members[i].turn(tick);
+    deliver_all_but(sim, cut);
+}
+
+/// Delivers every message sent, in order, except what goes to or comes from member `cut`
+/// (0: none is cut).
+fn deliver_all_but(sim: &mut Sim, cut: u64) {
+    let sent: Vec<Message> = sim
+        .members
+        .iter()
+        .flat_map(|m| std::mem::take(&mut *m.sent.lock().unwrap()))
+        .collect();
+    for m in sent {
+        if m.from == cut || m.to == cut {
+            continue;
+        }
+        if let Some(to) = sim.member(m.to) {
+            to.deliver(Input::Step(vec![m]));
+        }
+    }
+}
+
+/// A leader asked for a membership change the moment it is elected under load (raft-rs then
+/// counts a change as pending until the leader applied every entry before its term's first
+/// one) makes the change once that clears, instead of refusing it as "in progress".
+/// Reproduces a CI failure of
+/// `membership::the_group_grows_from_three_to_five_and_shrinks_back_under_load`: the member a
+/// removed leader handed leadership to refused the operator's retry.
+#[test]
+fn a_change_asked_of_a_leader_just_elected_is_made_once_its_term_begins() {
+    let mut sim = Sim::new(11);
+    let old = elect(&mut sim);
+    // The leader's last entries reach the followers, but not their answers: then it is cut off
+    // and the others elect a leader whose log ends in entries it does not know committed.
+    for _ in 0..5 {
+        sim.propose();
+    }
+    let i = sim.members.iter().position(|m| m.id == old).unwrap();
+    one_turn(&mut sim, i, false, 0);
+    for m in sim.members.iter_mut().filter(|m| m.id != old) {
+        m.turn(false);
+    }
+    let mut leader = None;
+    'elect: for _ in 0..400 {
+        for i in 0..sim.members.len() {
+            if sim.members[i].id == old {
+                continue;
+            }
+            one_turn(&mut sim, i, true, old);
+            if sim.members[i].is_leader() {
+                leader = Some(sim.members[i].id);
+                break 'elect;
+            }
+        }
+    }
+    let leader = leader.expect("no leader elected without the old one");
+    let raft = sim
+        .member(leader)
+        .unwrap()
+        .running
+        .as_ref()
+        .unwrap()
+        .node
+        .raft();
+    assert!(
+        raft.has_pending_conf(),
+        "member {leader} just elected counts a change as pending: last index {}, applied {}",
+        raft.raft_log.last_index(),
+        raft.raft_log.applied
+    );
+    let removed = old;
+    let (reply, mut answer) = oneshot::channel();
+    sim.member(leader).unwrap().deliver(Input::ChangeMembers {
+        change: MemberChange::Remove { ids: vec![removed] },
+        reply,
+    });
+    let mut done = Err(oneshot::error::TryRecvError::Empty);
+    for _ in 0..200 {
+        lossless(&mut sim, 1, true);
+        done = answer.try_recv();
+        if !matches!(done, Err(oneshot::error::TryRecvError::Empty)) {
+            break;
+        }
+    }
+    assert!(
+        matches!(done, Ok(Ok(()))),
+        "the removal of {removed} asked on {leader}: {done:?}"
+    );
+    let want: Vec<u64> = (1..=3).filter(|id| *id != removed).collect();
+    assert_eq!(sim.voters(), want);
 }

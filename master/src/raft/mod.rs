@@ -340,7 +340,9 @@ impl<O: Send + 'static> RaftHandle<O> {
         let _ = self.inputs.send(Input::StepDown);
     }
 
-    /// Asks for a membership change (leader only); resolves once it is applied. Errors:
+    /// Asks for a membership change (leader only); resolves once it is applied, or at once
+    /// when it was already made. While another change is in progress it waits up to 10 s for
+    /// that one to be applied. Errors:
     /// [`ProposeError::NotLeader`] (also when the leader is asked to remove itself: it hands
     /// leadership over first), [`ProposeError::Membership`] with the reason.
     pub async fn change_members(&self, change: MemberChange) -> Result<(), ProposeError> {

@@ -65,6 +65,19 @@ pub struct Membership {
 /// proposal was lost.
 const SEEN_RETRY: Duration = Duration::from_secs(5);
 
+/// A membership change asked while another was in progress may wait this long for it to be
+/// applied before it is refused: long enough for the changes that end on their own (a new
+/// leader's first entry, leaving a joint configuration), not for a learner's catch-up.
+const CHANGE_WAIT: Duration = Duration::from_secs(10);
+
+/// A membership change waiting for the one in progress ([`Node::change_members`]).
+struct ParkedChange {
+    change: MemberChange,
+    reply: oneshot::Sender<Result<(), ProposeError>>,
+    /// When it is refused if still waiting.
+    until: Instant,
+}
+
 /// The node thread's state, over the state machine `S`.
 pub struct Node<S: StateMachine> {
     raw: RawNode<RaftStorage>,
@@ -85,6 +98,9 @@ pub struct Node<S: StateMachine> {
     conf_state: ConfState,
     /// Operators waiting for a membership change, by proposal id.
     member_waiters: HashMap<u64, oneshot::Sender<Result<(), ProposeError>>>,
+    /// Membership changes asked while another was in progress, in the order asked: see
+    /// [`Node::change_members`].
+    parked_changes: Vec<ParkedChange>,
     /// When each other member was last heard from.
     last_contact: HashMap<u64, Instant>,
     /// Members proposed as seen (`MembersSeen`), and when.
@@ -149,6 +165,7 @@ impl<S: StateMachine> Node<S> {
             membership,
             conf_state,
             member_waiters: HashMap::new(),
+            parked_changes: Vec::new(),
             last_contact: HashMap::new(),
             seen_proposed: HashMap::new(),
             deferred: Vec::new(),
@@ -206,6 +223,9 @@ impl<S: StateMachine> Node<S> {
             self.leader_duties();
         }
         self.on_ready()?;
+        if tick && !self.parked_changes.is_empty() {
+            self.make_parked_changes();
+        }
         if tick {
             self.apply_deferred()?;
         }
@@ -414,35 +434,79 @@ impl<S: StateMachine> Node<S> {
         }
     }
 
-    /// Proposes a membership change asked for by an operator, once checked.
+    /// Proposes a membership change asked for by an operator, once checked. A change already
+    /// made (asked again after a failover) is answered at once. While another change is in
+    /// progress it waits, up to [`CHANGE_WAIT`], and is made once that one is applied: raft-rs
+    /// counts a change as pending on a leader just elected until it applied the entries before
+    /// its term's first one, which an operator's retry after a leader hand-over meets.
     fn change_members(
         &mut self,
         change: MemberChange,
         reply: oneshot::Sender<Result<(), ProposeError>>,
     ) {
-        if self.role != StateRole::Leader {
-            let _ = reply.send(Err(self.not_leader()));
-            return;
-        }
-        if self.raw.raft.has_pending_conf() || membership::is_joint(&self.conf_state) {
-            let _ = reply.send(Err(ProposeError::Membership(
-                "a membership change is in progress; ask again once it is applied".into(),
-            )));
-            return;
-        }
-        // Asked again (a retry after a failover, when the first ask was applied): done.
-        let change = match change {
-            MemberChange::Add { id, address } => {
-                let same =
-                    self.membership.current.as_ref().is_some_and(|m| {
-                        m.members.iter().any(|r| r.id == id && r.address == address)
-                    });
-                if same {
-                    let _ = reply.send(Ok(()));
-                    return;
-                }
-                MemberChange::Add { id, address }
+        self.parked_changes.push(ParkedChange {
+            change,
+            reply,
+            until: Instant::now() + CHANGE_WAIT,
+        });
+        self.make_parked_changes();
+    }
+
+    /// Makes the waiting membership changes that can be made now, in the order asked, and
+    /// refuses those that waited too long (at each tick and when one is asked).
+    fn make_parked_changes(&mut self) {
+        for parked in std::mem::take(&mut self.parked_changes) {
+            if self.role != StateRole::Leader {
+                let _ = parked.reply.send(Err(self.not_leader()));
+                continue;
             }
+            if self.already_made(&parked.change) {
+                let _ = parked.reply.send(Ok(()));
+                continue;
+            }
+            if self.raw.raft.has_pending_conf() || membership::is_joint(&self.conf_state) {
+                if Instant::now() < parked.until {
+                    self.parked_changes.push(parked);
+                } else {
+                    let _ = parked.reply.send(Err(ProposeError::Membership(
+                        "a membership change is in progress; ask again once it is applied".into(),
+                    )));
+                }
+                continue;
+            }
+            self.make_change(parked.change, parked.reply);
+        }
+    }
+
+    /// Whether `change` is already what the applied configuration holds: a member added at
+    /// the same address (a learner still counts), or none of the members to remove left
+    /// (outgoing voters of a joint configuration count as removed: the leader leaves it).
+    fn already_made(&self, change: &MemberChange) -> bool {
+        match change {
+            MemberChange::Add { id, address } => {
+                self.membership.current.as_ref().is_some_and(|m| {
+                    m.members
+                        .iter()
+                        .any(|r| r.id == *id && r.address == *address)
+                })
+            }
+            MemberChange::Remove { ids } => {
+                let cs = &self.conf_state;
+                !ids.is_empty()
+                    && ids
+                        .iter()
+                        .all(|id| !cs.voters.contains(id) && !cs.learners.contains(id))
+            }
+        }
+    }
+
+    /// Proposes `change` (checked; no change in progress, not already made).
+    fn make_change(
+        &mut self,
+        change: MemberChange,
+        reply: oneshot::Sender<Result<(), ProposeError>>,
+    ) {
+        let change = match change {
             MemberChange::Remove { ids } => {
                 let cs = &self.conf_state;
                 let present: Vec<u64> = ids
@@ -450,12 +514,9 @@ impl<S: StateMachine> Node<S> {
                     .copied()
                     .filter(|id| cs.voters.contains(id) || cs.learners.contains(id))
                     .collect();
-                if present.is_empty() && !ids.is_empty() {
-                    let _ = reply.send(Ok(()));
-                    return;
-                }
                 MemberChange::Remove { ids: present }
             }
+            add => add,
         };
         let checked = match &change {
             MemberChange::Add { id, address } => {
@@ -610,6 +671,9 @@ impl<S: StateMachine> Node<S> {
         }
         for (_, reply) in self.member_waiters.drain() {
             let _ = reply.send(Err(error.clone()));
+        }
+        for parked in self.parked_changes.drain(..) {
+            let _ = parked.reply.send(Err(error.clone()));
         }
     }
 
