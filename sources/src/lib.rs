@@ -9,11 +9,15 @@
 //!   release/dist/bundle;
 //! - [`source`]: a [`Source`] (an S3 bucket through `aws-sdk-s3`, or a local directory with the
 //!   same layout) with `fetch`, `exists` and `put`;
+//! - [`download`]: big objects streamed to a file, bounded by their size, resumed with ranged
+//!   GETs when cut;
 //! - [`BucketArgs`]: the bucket flags the worker and `symctl` share.
 
+pub mod download;
 pub mod layout;
 pub mod source;
 
+pub use download::{DownloadLimits, Downloaded, LocalFile};
 pub use layout::Scope;
 pub use source::{FetchError, S3Settings, Source};
 

@@ -228,14 +228,14 @@ impl Source {
 }
 
 /// [`crate::layout::check_key`] as a [`FetchError`].
-fn checked(key: &str) -> Result<(), FetchError> {
+pub(crate) fn checked(key: &str) -> Result<(), FetchError> {
     crate::layout::check_key(key).map_err(|e| FetchError {
         key: key.to_owned(),
         message: e.to_string(),
     })
 }
 
-fn describe_sdk_error<
+pub(crate) fn describe_sdk_error<
     E: ProvideErrorMetadata + std::error::Error + 'static,
     R: std::fmt::Debug + 'static,
 >(

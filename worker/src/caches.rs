@@ -126,6 +126,8 @@ pub struct CacheSettings {
     /// Whether SymCaches are shared through the bucket: read before converting, and uploaded
     /// after converting ([`layout::symcache_key`]).
     pub share_symcaches: bool,
+    /// How a debug file's download is bounded and resumed.
+    pub download: symcluster_sources::DownloadLimits,
 }
 
 impl Caches {
@@ -301,8 +303,8 @@ impl Caches {
             None
         };
         self.count(Layer::Source);
-        // At most `--max-conversions` debug files in memory at once, from their download to the
-        // end of their conversion (a 1 GB dSYM needs about twice that while converting).
+        // At most `--max-conversions` debug files at once, from their download to the end of
+        // their conversion: each is on disk, mapped, with its SymCache being built in memory.
         let permit = self
             .conversions
             .clone()
@@ -310,8 +312,14 @@ impl Caches {
             .await
             .map_err(|e| SymCacheLoadError::Malformed(format!("conversion slots closed: {e}")))?;
         let fetch_started = std::time::Instant::now();
-        let object = match self.fetch(&key, "native", Some(debug_id)).await {
-            Ok(Some(bytes)) => bytes,
+        let span = tracing::info_span!("fetch", %debug_id, key);
+        let fetched =
+            crate::debug_file::bring(&self.source, &self.disk, &key, &self.settings.download)
+                .instrument(span)
+                .await;
+        crate::metrics::step("fetch", "native", fetch_started.elapsed());
+        let object = match fetched {
+            Ok(Some(object)) => object,
             Ok(None) => {
                 tracing::debug!(%key, "debug file not in the bucket");
                 return Err(SymCacheLoadError::Missing);
@@ -321,15 +329,15 @@ impl Caches {
                 return Err(SymCacheLoadError::Fetch(e.to_string()));
             }
         };
-        tracing::debug!(%key, bytes = object.len(), ms = fetch_started.elapsed().as_millis() as u64,
-            "debug file fetched");
+        tracing::debug!(%key, bytes = object.bytes.len(), resumes = object.resumes,
+            ms = fetch_started.elapsed().as_millis() as u64, "debug file on disk");
         let convert_started = std::time::Instant::now();
         let disk = self.disk.clone();
-        let span = tracing::info_span!("convert", %debug_id, bytes = object.len());
+        let span = tracing::info_span!("convert", %debug_id, bytes = object.bytes.len());
         let converted = tokio::task::spawn_blocking(move || {
             let _entered = span.enter();
             let _converting = crate::metrics::Converting::start("native");
-            let converted = match SymCacheFile::from_object_file(&object, debug_id) {
+            let converted = match SymCacheFile::from_object_file(&object.bytes, debug_id) {
                 Ok(symcache) => {
                     disk.put(&disk_key, symcache.bytes());
                     Ok(Arc::new(symcache))

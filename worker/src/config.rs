@@ -1,6 +1,7 @@
 //! The worker's configuration: flags, each with an environment variable.
 
 use std::path::PathBuf;
+use std::time::Duration;
 
 use clap::Parser;
 pub use symcluster_sources::BucketArgs;
@@ -77,9 +78,9 @@ pub struct WorkerConfig {
         default_value = "2GiB")]
     pub memory_cache_bytes: u64,
 
-    /// Debug files converted to SymCaches at once; each conversion holds the debug file and its
-    /// SymCache in memory (about twice a 1 GB dSYM). Default: one per 2 GiB of `--memory-cache`,
-    /// at least one.
+    /// Debug files converted to SymCaches at once; each conversion holds its debug file on disk
+    /// (in `--cache-dir`, outside `--disk-cache`; memory-mapped) and builds its SymCache in
+    /// memory. Default: one per 2 GiB of `--memory-cache`, at least one.
     #[arg(long, env = "SYMCLUSTER_MAX_CONVERSIONS", value_name = "N")]
     pub max_conversions: Option<usize>,
 
@@ -117,6 +118,21 @@ pub struct WorkerConfig {
         default_value = "5s")]
     pub s3_timeout_ms: u64,
 
+    /// A debug file download that receives no byte for this long is cut and resumed where it
+    /// stopped with a ranged GET, at most 5 times (`30s`; a bare number is milliseconds).
+    /// Held in milliseconds.
+    #[arg(long, env = "SYMCLUSTER_DOWNLOAD_STALL", value_name = "DURATION",
+        value_parser = symcluster_telemetry::flags::millis, default_value = "30s")]
+    pub download_stall_ms: u64,
+
+    /// The slowest debug file download tolerated, per second (`1MiB`; a bare number is
+    /// bytes): a file of `n` bytes must arrive within `--download-stall` plus `n` divided by
+    /// this rate (a 2 GB dSYM: 35 minutes at the default), so big files get the time their
+    /// size needs. Held in bytes per second.
+    #[arg(long, env = "SYMCLUSTER_DOWNLOAD_MIN_RATE", value_name = "SIZE",
+        value_parser = symcluster_telemetry::flags::bytes, default_value = "1MiB")]
+    pub download_min_rate: u64,
+
     /// HTTP address of the Prometheus `/metrics` endpoint and the `/ready` probe.
     #[arg(
         long,
@@ -133,6 +149,15 @@ pub struct WorkerConfig {
 }
 
 impl WorkerConfig {
+    /// How debug file downloads are bounded (`--download-stall`, `--download-min-rate`).
+    pub fn download_limits(&self) -> symcluster_sources::DownloadLimits {
+        symcluster_sources::DownloadLimits {
+            idle_timeout: Duration::from_millis(self.download_stall_ms),
+            min_bytes_per_sec: self.download_min_rate.max(1),
+            ..symcluster_sources::DownloadLimits::default()
+        }
+    }
+
     /// `--max-conversions`, or its default: one per 2 GiB of the memory cache, at least one.
     pub fn max_conversions(&self) -> usize {
         self.max_conversions

@@ -144,6 +144,14 @@ impl DiskCache {
         }
     }
 
+    /// A new empty file in the cache's directory, outside the budget, removed when dropped (and
+    /// at the next open when a crash left it): where a debug file is downloaded to be converted.
+    pub fn temporary_file(&self) -> std::io::Result<tempfile::NamedTempFile> {
+        tempfile::Builder::new()
+            .prefix(TMP_PREFIX)
+            .tempfile_in(&self.dir)
+    }
+
     /// Bytes currently stored.
     pub fn total_bytes(&self) -> u64 {
         self.lock().total

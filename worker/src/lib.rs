@@ -20,6 +20,7 @@
 
 pub mod caches;
 pub mod config;
+pub mod debug_file;
 pub mod disk_cache;
 pub mod grouping;
 pub mod metrics;
@@ -91,6 +92,7 @@ pub async fn run_until(
             negative_ttl: Duration::from_secs(config.negative_cache_secs),
             max_conversions: config.max_conversions(),
             share_symcaches: config.share_symcaches,
+            download: config.download_limits(),
         },
     ));
     let prefetch = config

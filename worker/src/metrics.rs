@@ -122,12 +122,52 @@ pub(crate) fn downloaded(bytes: usize) {
     DOWNLOADED_BYTES.inc_by(bytes as u64);
 }
 
+static DOWNLOAD_BYTES_IN_FLIGHT: LazyLock<IntGauge> = LazyLock::new(|| {
+    register(
+        IntGauge::new(
+            "symcluster_worker_download_bytes_in_flight",
+            "Bytes received so far by the debug file downloads under way (streamed to disk)",
+        )
+        .expect("valid metric"),
+    )
+});
+
+/// One streamed download under way: the bytes it received count in
+/// `symcluster_worker_download_bytes_in_flight` until it ends, and in
+/// `symcluster_worker_downloaded_bytes_total` as they arrive.
+pub(crate) struct Downloading {
+    received: std::sync::atomic::AtomicU64,
+}
+
+impl Downloading {
+    pub(crate) fn start() -> Self {
+        Downloading {
+            received: std::sync::atomic::AtomicU64::new(0),
+        }
+    }
+
+    /// Counts `bytes` more received.
+    pub(crate) fn received(&self, bytes: u64) {
+        self.received
+            .fetch_add(bytes, std::sync::atomic::Ordering::Relaxed);
+        DOWNLOAD_BYTES_IN_FLIGHT.add(bytes as i64);
+        DOWNLOADED_BYTES.inc_by(bytes);
+    }
+}
+
+impl Drop for Downloading {
+    fn drop(&mut self) {
+        let received = self.received.load(std::sync::atomic::Ordering::Relaxed);
+        DOWNLOAD_BYTES_IN_FLIGHT.sub(received as i64);
+    }
+}
+
 static CONVERSIONS_IN_FLIGHT: LazyLock<IntGauge> = LazyLock::new(|| {
     register(
         IntGauge::new(
             "symcluster_worker_conversions_in_flight",
             "Debug files and source maps being converted now (each holds the original and \
-             its cache in memory)",
+             its cache)",
         )
         .expect("valid metric"),
     )
@@ -217,4 +257,5 @@ pub fn register_all() {
     LazyLock::force(&STEP_SECONDS);
     LazyLock::force(&DOWNLOADED_BYTES);
     LazyLock::force(&CONVERSIONS_IN_FLIGHT);
+    LazyLock::force(&DOWNLOAD_BYTES_IN_FLIGHT);
 }

@@ -1,0 +1,82 @@
+//! A debug file brought to this worker's disk for its conversion, memory-mapped: never whole in
+//! the heap. From S3 it is streamed into a temporary file of the disk cache's directory
+//! ([`DiskCache::temporary_file`], removed once converted), bounded by its size and resumed when
+//! cut ([`symcluster_sources::download`]); from a directory source it is mapped in place.
+//!
+//! A mapped file's pages count in the process's resident memory as they are read, but the
+//! kernel may drop them at any time (they are the file's, not the heap's): a conversion under
+//! memory pressure slows down instead of being killed.
+
+use symbolic_common::ByteView;
+use symcluster_sources::{DownloadLimits, FetchError, LocalFile, Source};
+
+use crate::disk_cache::DiskCache;
+
+/// A debug file's bytes, mapped from disk, and the temporary file they live in (when
+/// downloaded).
+pub struct DebugFileOnDisk {
+    /// The file's bytes (a memory map).
+    pub bytes: ByteView<'static>,
+    /// How many times its download was cut and resumed.
+    pub resumes: u32,
+    /// The downloaded file, removed when this is dropped (the map stays readable until then).
+    _temporary: Option<tempfile::NamedTempFile>,
+}
+
+/// Brings `key` from `source` to disk and maps it: `Ok(None)` when there is no such object.
+/// Errors: the download failed ([`Source::download_to`]), or the file could not be created or
+/// mapped (the message names the file).
+pub async fn bring(
+    source: &Source,
+    disk: &DiskCache,
+    key: &str,
+    limits: &DownloadLimits,
+) -> Result<Option<DebugFileOnDisk>, FetchError> {
+    let fail = |message: String| FetchError {
+        key: key.to_owned(),
+        message,
+    };
+    if let Some(LocalFile(path)) = source.local_file(key)? {
+        let mapped = tokio::task::spawn_blocking(move || match ByteView::open(&path) {
+            Ok(bytes) => Ok(Some(bytes)),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+            Err(e) => Err(format!("mapping {}: {e}", path.display())),
+        })
+        .await
+        .map_err(|e| fail(e.to_string()))?
+        .map_err(fail)?;
+        return Ok(mapped.map(|bytes| DebugFileOnDisk {
+            bytes,
+            resumes: 0,
+            _temporary: None,
+        }));
+    }
+    let temporary = disk
+        .temporary_file()
+        .map_err(|e| fail(format!("creating a file to download into: {e}")))?;
+    let file = temporary
+        .as_file()
+        .try_clone()
+        .map_err(|e| fail(format!("opening {}: {e}", temporary.path().display())))?;
+    let mut file = tokio::fs::File::from_std(file);
+    let downloading = crate::metrics::Downloading::start();
+    let progress = |bytes: u64| downloading.received(bytes);
+    let Some(downloaded) = source
+        .download_to(key, &mut file, limits, &progress)
+        .await?
+    else {
+        return Ok(None);
+    };
+    drop(downloading);
+    drop(file);
+    let path = temporary.path().to_owned();
+    let bytes = tokio::task::spawn_blocking(move || ByteView::open(&path))
+        .await
+        .map_err(|e| fail(e.to_string()))?
+        .map_err(|e| fail(format!("mapping {}: {e}", temporary.path().display())))?;
+    Ok(Some(DebugFileOnDisk {
+        bytes,
+        resumes: downloaded.resumes,
+        _temporary: Some(temporary),
+    }))
+}
