@@ -373,7 +373,8 @@ fn big_dwarf() -> Option<PathBuf> {
 
 /// The child's work: read the file and convert its first object, as a worker does.
 fn convert_only(path: &Path) {
-    let bytes = std::fs::read(path).expect("read the dSYM");
+    // Memory-mapped, as the worker does (`worker/src/debug_file.rs`).
+    let bytes = symbolic_common::ByteView::open(path).expect("map the dSYM");
     let (debug_id, _, _) = list_objects(&bytes).expect("an object file")[0];
     let symcache = SymCacheFile::from_object_file(&bytes, debug_id).expect("conversion");
     std::hint::black_box(symcache.size_bytes());
