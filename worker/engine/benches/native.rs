@@ -54,10 +54,17 @@ fn fixture(rel: &str) -> PathBuf {
 
 /// Set in the child process that converts the big dSYM (so that its peak RSS is its own).
 const CONVERT_ENV: &str = "SYMCLUSTER_BENCH_CONVERT";
+/// Set in the child process that answers a report's addresses from the big dSYM before any
+/// SymCache of it exists (a partial SymCache of their units).
+const FIRST_ANSWER_ENV: &str = "SYMCLUSTER_BENCH_FIRST_ANSWER";
 
 fn main() {
     if let Some(path) = std::env::var_os(CONVERT_ENV) {
         convert_only(Path::new(&path));
+        return;
+    }
+    if let Some(path) = std::env::var_os(FIRST_ANSWER_ENV) {
+        first_answer_only(Path::new(&path));
         return;
     }
     let dwarf = fixture(
@@ -380,6 +387,25 @@ fn convert_only(path: &Path) {
     std::hint::black_box(symcache.size_bytes());
 }
 
+/// The first answer from a dSYM no SymCache exists for: maps it, builds the partial SymCache of
+/// the addresses read from stdin (image-relative, hex, one per line), and looks each up.
+fn first_answer_only(path: &Path) {
+    let mut input = String::new();
+    std::io::Read::read_to_string(&mut std::io::stdin(), &mut input).expect("addresses");
+    let addresses: Vec<u64> = input
+        .lines()
+        .map(|l| u64::from_str_radix(l.trim().trim_start_matches("0x"), 16).expect("hex"))
+        .collect();
+    let bytes = symbolic_common::ByteView::open(path).expect("map the dSYM");
+    let (debug_id, _, _) = list_objects(&bytes).expect("an object file")[0];
+    let partial = SymCacheFile::for_addresses(&bytes, debug_id, &addresses).expect("partial");
+    let found = addresses
+        .iter()
+        .filter(|a| partial.get().lookup(**a).next().is_some())
+        .count();
+    assert_eq!(found, addresses.len(), "every address has a function");
+}
+
 /// Wall time and peak resident memory of one process.
 struct Measured {
     wall: Duration,
@@ -423,7 +449,11 @@ struct BigDsym {
     dwarf_mb: f64,
     symcache_mb: f64,
     convert: Measured,
+    /// The report's frames answered from the dSYM alone (partial SymCache), one process.
+    first_answer: Measured,
     llvm_first: Option<Measured>,
+    /// llvm-symbolizer started and asked the report's frames, one process.
+    llvm_first_report: Option<Measured>,
     frames: usize,
 }
 
@@ -465,6 +495,15 @@ impl BigDsym {
             .enumerate()
             .map(|(i, r)| format!("{:#x}\n", vmaddr + if i == 0 { *r } else { r - 4 }))
             .collect();
+        let first_answer = measure(
+            Command::new(std::env::current_exe().unwrap()).env(FIRST_ANSWER_ENV, dwarf),
+            &relative
+                .iter()
+                .map(|r| format!("{r:#x}\n"))
+                .collect::<String>(),
+        );
+        let llvm_first_report =
+            llvm.map(|llvm| measure(&mut llvm_symbolizer(llvm, dwarf), &lookups));
         let llvm_first = llvm.map(|llvm| {
             measure(
                 &mut llvm_symbolizer(llvm, dwarf),
@@ -489,7 +528,9 @@ impl BigDsym {
             dwarf_mb,
             symcache_mb,
             convert,
+            first_answer,
             llvm_first,
+            llvm_first_report,
             frames,
         }
     }
@@ -505,6 +546,20 @@ impl BigDsym {
             self.convert.wall.as_secs_f64(),
             self.convert.max_rss_mib
         );
+        println!(
+            "  first answer, {} frames, no SymCache yet (map + partial SymCache of their units): {:>6.2} s, peak RSS {:>6.0} MiB",
+            self.frames,
+            self.first_answer.wall.as_secs_f64(),
+            self.first_answer.max_rss_mib
+        );
+        if let Some(first) = &self.llvm_first_report {
+            println!(
+                "  llvm-symbolizer, first answer, {} frames (start + the frames): {:>6.2} s, peak RSS {:>6.0} MiB",
+                self.frames,
+                first.wall.as_secs_f64(),
+                first.max_rss_mib
+            );
+        }
         if let Some(first) = &self.llvm_first {
             println!(
                 "  llvm-symbolizer, first answer (start + one address): {:>6.1} s, peak RSS {:>6.0} MiB",

@@ -24,6 +24,7 @@ pub mod js;
 pub mod local;
 pub mod model;
 pub mod names;
+mod partial;
 pub mod render;
 pub mod reports;
 pub mod result;

@@ -10,7 +10,7 @@ use std::collections::HashMap;
 use std::sync::{Arc, RwLock};
 
 use symbolic_common::{ByteView, DebugId, Language, SelfCell};
-use symbolic_debuginfo::Archive;
+use symbolic_debuginfo::{Archive, Object};
 use symbolic_symcache::{SymCache, SymCacheConverter};
 
 use crate::guard::no_panic;
@@ -131,22 +131,34 @@ impl SymCacheFile {
 
 /// Converts the object with `debug_id` in `object_file` to SymCache bytes.
 fn convert(object_file: &[u8], debug_id: DebugId) -> Result<Vec<u8>, SymCacheError> {
+    convert_with(object_file, debug_id, |object| {
+        let mut converter = SymCacheConverter::new();
+        converter
+            .process_object(object)
+            .map_err(|e| e.to_string())?;
+        let mut bytes = Vec::new();
+        converter
+            .serialize(&mut std::io::Cursor::new(&mut bytes))
+            .map_err(|e| e.to_string())?;
+        Ok(bytes)
+    })
+}
+
+/// SymCache bytes made by `make` from the object with `debug_id` in `object_file`, under
+/// [`no_panic`]. Errors: [`SymCacheError::Malformed`] when the container does not parse or
+/// `make` fails (its message), [`SymCacheError::WrongDebugId`] when no object has that id.
+pub(crate) fn convert_with(
+    object_file: &[u8],
+    debug_id: DebugId,
+    make: impl FnOnce(&Object<'_>) -> Result<Vec<u8>, String>,
+) -> Result<Vec<u8>, SymCacheError> {
     let outcome = no_panic(|| {
         let archive = Archive::parse(object_file).map_err(|e| e.to_string())?;
         for object in archive.objects() {
             let object = object.map_err(|e| e.to_string())?;
-            if object.debug_id() != debug_id {
-                continue;
+            if object.debug_id() == debug_id {
+                return make(&object).map(Some);
             }
-            let mut converter = SymCacheConverter::new();
-            converter
-                .process_object(&object)
-                .map_err(|e| e.to_string())?;
-            let mut bytes = Vec::new();
-            converter
-                .serialize(&mut std::io::Cursor::new(&mut bytes))
-                .map_err(|e| e.to_string())?;
-            return Ok(Some(bytes));
         }
         Ok(None)
     });

@@ -11,4 +11,5 @@ mod js_bad_input;
 mod js_demo;
 mod js_metro;
 mod modules;
+mod partial;
 mod support;
