@@ -36,5 +36,5 @@ pub use model::{Modules, NativeReport, ReportFormat, ReportKind};
 pub use reports::{ReportError, parse_report, parse_report_with};
 pub use result::SymbolicationResult;
 pub use symbolicate::{
-    ModuleLoad, SymCacheSource, referenced_images, symbolicate, symbolicate_owned,
+    ModuleLoad, SymCacheSource, image_lookups, referenced_images, symbolicate, symbolicate_owned,
 };

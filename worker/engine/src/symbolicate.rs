@@ -185,12 +185,7 @@ fn symbolicate_tree(
     images: &[Option<usize>],
     loads: &[Option<ModuleLoad>],
 ) -> Vec<CallTreeResult> {
-    let mut has_children = vec![false; report.call_tree.len()];
-    for node in &report.call_tree {
-        if let Some(slot) = node.parent.and_then(|p| has_children.get_mut(p)) {
-            *slot = true;
-        }
-    }
+    let has_children = tree_has_children(report);
     report
         .call_tree
         .iter()
@@ -198,17 +193,11 @@ fn symbolicate_tree(
         .enumerate()
         .map(|(index, (node, image_index))| {
             let image = image_index.map(|i| &report.images[i]);
-            let arch = match image.map(|i| i.arch) {
-                Some(Arch::Unknown) | None => report.arch,
-                Some(arch) => arch,
-            };
-            let mut info = InstructionInfo::new(arch, node.instruction_addr);
-            info.is_crashing_frame(!has_children[index]);
-            let lookup_addr = if has_children[index] {
-                info.caller_address()
-            } else {
-                info.aligned_address()
-            };
+            let lookup_addr = tree_lookup_address(
+                arch_of(report, image),
+                node.instruction_addr,
+                has_children[index],
+            );
             let frame = RawFrame {
                 instruction_addr: node.instruction_addr,
                 function: None,
@@ -235,15 +224,90 @@ fn symbolicate_thread(
     let mut out = Vec::with_capacity(thread.frames.len());
     for (index, (frame, image_index)) in thread.frames.iter().zip(images).enumerate() {
         let image = image_index.map(|i| &report.images[i]);
-        let arch = match image.map(|i| i.arch) {
-            Some(Arch::Unknown) | None => report.arch,
-            Some(arch) => arch,
-        };
-        let lookup_addr = lookup_address(report, thread, index, frame, arch);
+        let lookup_addr = lookup_address(report, thread, index, frame, arch_of(report, image));
         let load = image_index.and_then(|i| loads[i].as_ref());
         symbolicate_frame(index, frame, lookup_addr, image, load, &mut out);
     }
     out
+}
+
+/// Whether each call-tree node has children (then it holds a return address).
+fn tree_has_children(report: &NativeReport) -> Vec<bool> {
+    let mut has_children = vec![false; report.call_tree.len()];
+    for node in &report.call_tree {
+        if let Some(slot) = node.parent.and_then(|p| has_children.get_mut(p)) {
+            *slot = true;
+        }
+    }
+    has_children
+}
+
+/// The address to look up for a call-tree node at `addr`: the calling instruction when it has
+/// children (a return address), else the sampled PC itself.
+fn tree_lookup_address(arch: Arch, addr: u64, has_children: bool) -> u64 {
+    let mut info = InstructionInfo::new(arch, addr);
+    info.is_crashing_frame(!has_children);
+    if has_children {
+        info.caller_address()
+    } else {
+        info.aligned_address()
+    }
+}
+
+/// The architecture a frame in `image` is read with: the image's, else the report's.
+fn arch_of(report: &NativeReport, image: Option<&Image>) -> Arch {
+    match image.map(|i| i.arch) {
+        Some(Arch::Unknown) | None => report.arch,
+        Some(arch) => arch,
+    }
+}
+
+/// For every image a frame or call-tree node is in (those [`referenced_images`] lists), the
+/// addresses [`symbolicate`] looks up in its SymCache, relative to the image's load address,
+/// sorted and without repeats: what a partial SymCache
+/// ([`SymCacheFile::for_addresses`]) must hold to answer the report as the full one would.
+pub fn image_lookups(report: &NativeReport) -> Vec<(usize, Vec<u64>)> {
+    let ranges = ImageRanges::new(&report.images);
+    let mut by_image: std::collections::BTreeMap<usize, Vec<u64>> = Default::default();
+    let mut add = |i: usize, lookup_addr: u64| {
+        if let Some(relative) = report
+            .images
+            .get(i)
+            .and_then(|image| lookup_addr.checked_sub(image.image_addr))
+        {
+            by_image.entry(i).or_default().push(relative);
+        }
+    };
+    for thread in &report.threads {
+        for (index, frame) in thread.frames.iter().enumerate() {
+            let Some(i) = frame
+                .image_index
+                .or_else(|| ranges.find(frame.instruction_addr))
+            else {
+                continue;
+            };
+            let arch = arch_of(report, report.images.get(i));
+            add(i, lookup_address(report, thread, index, frame, arch));
+        }
+    }
+    let has_children = tree_has_children(report);
+    for (index, node) in report.call_tree.iter().enumerate() {
+        if let Some(i) = ranges.find(node.instruction_addr) {
+            let arch = arch_of(report, report.images.get(i));
+            add(
+                i,
+                tree_lookup_address(arch, node.instruction_addr, has_children[index]),
+            );
+        }
+    }
+    by_image
+        .into_iter()
+        .map(|(i, mut addresses)| {
+            addresses.sort_unstable();
+            addresses.dedup();
+            (i, addresses)
+        })
+        .collect()
 }
 
 /// The address to look up for frame `index` of `thread`: the PC itself for a thread's frame 0

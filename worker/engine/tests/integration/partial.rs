@@ -7,10 +7,16 @@
 use std::path::{Path, PathBuf};
 
 use symbolic_common::Language;
-use symcluster_engine::debug_files::list_objects;
+use symcluster_engine::debug_files::{DebugFileIndex, list_objects};
+use symcluster_engine::model::Image;
+use symcluster_engine::result::FrameStatus;
 use symcluster_engine::symcache::SymCacheFile;
+use symcluster_engine::{
+    LocalSymCaches, ModuleLoad, NativeReport, SymCacheSource, image_lookups, parse_report,
+    symbolicate,
+};
 
-use crate::support::{fixture, repo};
+use crate::support::{demo, fixture, repo};
 
 /// Every object file under `root` (files that parse as Mach-O or ELF).
 fn object_files(root: &Path) -> Vec<PathBuf> {
@@ -170,4 +176,87 @@ fn a_partial_symcache_of_the_big_dsym_answers_as_the_full_one() {
     let (checked, smaller) = check_file(&big, &mut rng);
     assert!(checked >= 16 * 48, "{checked}");
     assert_eq!(smaller, 48);
+}
+
+/// The SymCaches of a report's images built from only the addresses the report looks up
+/// ([`image_lookups`]), from the debug files `index` found.
+struct PartialSymCaches<'a> {
+    index: &'a DebugFileIndex,
+    report: &'a NativeReport,
+    lookups: Vec<(usize, Vec<u64>)>,
+}
+
+impl SymCacheSource for PartialSymCaches<'_> {
+    fn load(&self, image: &Image) -> ModuleLoad {
+        let Some(debug_id) = image.debug_id else {
+            return ModuleLoad::Missing;
+        };
+        let Some(entry) = self.index.get(&debug_id) else {
+            return ModuleLoad::Missing;
+        };
+        // Every image with this debug id: their addresses together.
+        let addresses: Vec<u64> = self
+            .lookups
+            .iter()
+            .filter(|(i, _)| self.report.images[*i].debug_id == Some(debug_id))
+            .flat_map(|(_, a)| a.iter().copied())
+            .collect();
+        let bytes = std::fs::read(&entry.path).unwrap();
+        match SymCacheFile::for_addresses(&bytes, debug_id, &addresses) {
+            Ok(symcache) => ModuleLoad::Found(std::sync::Arc::new(symcache)),
+            Err(e) => ModuleLoad::Malformed(e.to_string()),
+        }
+    }
+}
+
+/// Every CrashProbe report (debug and release) and the demo's reports, symbolicated with
+/// partial SymCaches of the addresses each looks up, give the very result the full SymCaches
+/// give: every thread, frame, module and status.
+#[test]
+fn reports_symbolicated_with_partial_symcaches_equal_the_full_results() {
+    let mut cases: Vec<(PathBuf, PathBuf)> = Vec::new();
+    for build in ["debug", "release"] {
+        let reports = fixture(&format!("crashprobe/{build}/arm64"));
+        let mut names: Vec<PathBuf> = std::fs::read_dir(&reports)
+            .unwrap()
+            .map(|e| e.unwrap().path())
+            .filter(|p| p.extension().is_some_and(|e| e == "json"))
+            .collect();
+        names.sort();
+        let dsyms = fixture(&format!("crashprobe/{build}/dSYMs"));
+        cases.extend(names.into_iter().map(|r| (r, dsyms.clone())));
+    }
+    for report in ["DemoApp.crash", "DemoApp.ips", "DemoApp-sentry.json"] {
+        cases.push((demo(report), demo("DemoApp.dSYM")));
+    }
+    assert!(cases.len() >= 20, "{cases:?}");
+    let mut symbolicated = 0;
+    for (report_path, debug_files) in &cases {
+        let data = std::fs::read(report_path).unwrap();
+        let report = parse_report(&data).unwrap();
+        let full = LocalSymCaches::scan(&[debug_files]).unwrap();
+        let partial = PartialSymCaches {
+            index: full.index(),
+            report: &report,
+            lookups: image_lookups(&report),
+        };
+        let want = symbolicate(&report, &full);
+        let got = symbolicate(&report, &partial);
+        assert_eq!(
+            serde_json::to_value(&got).unwrap(),
+            serde_json::to_value(&want).unwrap(),
+            "{}",
+            report_path.display()
+        );
+        symbolicated += want
+            .threads
+            .iter()
+            .flat_map(|t| &t.frames)
+            .filter(|f| f.status == FrameStatus::Symbolicated)
+            .count();
+    }
+    assert!(
+        symbolicated > 100,
+        "only {symbolicated} frames symbolicated"
+    );
 }
