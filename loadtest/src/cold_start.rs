@@ -7,14 +7,18 @@
 //! dSYM's symbol table), and runs that report once on each of three workers, one at a time,
 //! each started with empty caches:
 //!
-//! 1. `first`: downloads the dSYM, converts it, and shares the SymCache (`--share-symcaches`,
-//!    the default); the run waits until the shared SymCache is in the bucket;
+//! 1. `first`: downloads the dSYM, answers the job from a partial SymCache of the report's
+//!    units, converts the whole file in the background and shares the SymCache
+//!    (`--share-symcaches`, the default); the run waits until the shared SymCache is in the
+//!    bucket;
 //! 2. `second`: downloads the shared SymCache and converts nothing;
 //! 3. `second, no sharing`: a cold worker with `--share-symcaches=false`, which downloads the
-//!    dSYM and converts it again: the cost sharing saves.
+//!    dSYM, answers from a partial SymCache and converts it again: the cost sharing saves.
 //!
-//! Each row gives the job's time from submit to result (ms), the worker's conversions and
-//! shared-SymCache hits (its `/metrics`), and its peak resident memory (`VmHWM`, MiB). The three
+//! Each row gives the job's time from submit to result (ms: the first answer), the partial
+//! SymCaches it was answered from, the time from submit to the end of the worker's conversion
+//! when it converted, the worker's conversions and shared-SymCache hits (its `/metrics`), and
+//! its peak resident memory (`VmHWM`, MiB). The three
 //! results must be the same, frame for frame, and every frame must resolve to a function;
 //! otherwise the run fails.
 
@@ -40,6 +44,10 @@ struct Row {
     worker: &'static str,
     fetched: &'static str,
     job_ms: f64,
+    /// Jobs images answered from a partial SymCache.
+    partial: f64,
+    /// From the submit to the end of the worker's conversion, when it converted.
+    converted_ms: Option<f64>,
     conversions: f64,
     shared_hits: f64,
     peak_rss_mib: f64,
@@ -95,6 +103,7 @@ pub async fn run(dsym: &Path) -> anyhow::Result<()> {
         "the dSYM, converted",
         options(true),
         &report,
+        true,
     )
     .await?;
     rows.push(first);
@@ -116,7 +125,15 @@ pub async fn run(dsym: &Path) -> anyhow::Result<()> {
         ("second", "the shared SymCache", true),
         ("second, no sharing", "the dSYM, converted", false),
     ] {
-        let (row, index) = measure(&mut cluster, worker, fetched, options(share), &report).await?;
+        let (row, index) = measure(
+            &mut cluster,
+            worker,
+            fetched,
+            options(share),
+            &report,
+            !share,
+        )
+        .await?;
         rows.push(row);
         cluster.stop_worker(index, Duration::from_secs(10)).await;
     }
@@ -130,13 +147,21 @@ pub async fn run(dsym: &Path) -> anyhow::Result<()> {
 
     println!("shared SymCache: {shared_mb:.1} MB at {shared_key}");
     println!(
-        "| worker (cold) | fetched | job ms | conversions | shared SymCache hits | peak RSS MiB |"
+        "| worker (cold) | fetched | job ms (first answer) | partial SymCaches | converted after ms | conversions | shared SymCache hits | peak RSS MiB |"
     );
-    println!("|---|---|---|---|---|---|");
+    println!("|---|---|---|---|---|---|---|---|");
     for row in &rows {
         println!(
-            "| {} | {} | {:.0} | {} | {} | {:.0} |",
-            row.worker, row.fetched, row.job_ms, row.conversions, row.shared_hits, row.peak_rss_mib
+            "| {} | {} | {:.0} | {} | {} | {} | {} | {:.0} |",
+            row.worker,
+            row.fetched,
+            row.job_ms,
+            row.partial,
+            row.converted_ms
+                .map_or_else(|| "-".to_owned(), |ms| format!("{ms:.0}")),
+            row.conversions,
+            row.shared_hits,
+            row.peak_rss_mib
         );
     }
     println!(
@@ -217,6 +242,7 @@ async fn measure(
     fetched: &'static str,
     options: WorkerOptions,
     report: &[u8],
+    converts: bool,
 ) -> anyhow::Result<(Row, usize)> {
     let index = cluster.add_worker_with(options).await;
     let pid = cluster.workers[index]
@@ -247,16 +273,36 @@ async fn measure(
         frames >= FRAMES && unresolved == 0,
         "worker `{worker}`: {unresolved} of {frames} frames without a function"
     );
-    let metrics = procstat::http_get(&cluster.worker_metrics[index], "/metrics").await?;
+    // A worker that converts answers from a partial SymCache first; the conversion ends after.
+    let conversions = |metrics: &str| {
+        sample(
+            metrics,
+            "symcluster_worker_step_seconds_count{",
+            &["step=\"convert\"", "kind=\"native\""],
+        )
+    };
+    let mut metrics = procstat::http_get(&cluster.worker_metrics[index], "/metrics").await?;
+    let converted_ms = if converts {
+        let deadline = Instant::now() + Duration::from_secs(600);
+        while conversions(&metrics) < 1.0 {
+            anyhow::ensure!(
+                Instant::now() < deadline,
+                "worker `{worker}` did not convert within 10 minutes"
+            );
+            tokio::time::sleep(Duration::from_millis(50)).await;
+            metrics = procstat::http_get(&cluster.worker_metrics[index], "/metrics").await?;
+        }
+        Some(started.elapsed().as_secs_f64() * 1e3)
+    } else {
+        None
+    };
     let row = Row {
         worker,
         fetched,
         job_ms,
-        conversions: sample(
-            &metrics,
-            "symcluster_worker_step_seconds_count{",
-            &["step=\"convert\"", "kind=\"native\""],
-        ),
+        partial: sample(&metrics, "symcluster_worker_partial_symcaches_total", &[]),
+        converted_ms,
+        conversions: conversions(&metrics),
         shared_hits: sample(
             &metrics,
             "symcluster_worker_cache_lookups_total{",

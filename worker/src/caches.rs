@@ -107,6 +107,8 @@ pub struct Caches {
     symcaches: Cache<String, Arc<SymCacheFile>>,
     sourcemaps: Cache<String, Arc<JsSourceMap>>,
     missing: Cache<String, ()>,
+    /// Debug files on disk while converted, for the jobs answered from partial SymCaches.
+    on_disk: crate::first_answer::OnDisk,
     /// Conversions allowed at once (`--max-conversions`).
     conversions: Arc<tokio::sync::Semaphore>,
     settings: CacheSettings,
@@ -128,6 +130,9 @@ pub struct CacheSettings {
     pub share_symcaches: bool,
     /// How a debug file's download is bounded and resumed.
     pub download: symcluster_sources::DownloadLimits,
+    /// Whether a job whose debug file is being converted is answered from a partial SymCache
+    /// of its own addresses ([`crate::first_answer`]) instead of waiting.
+    pub partial_symcaches: bool,
 }
 
 impl Caches {
@@ -155,6 +160,7 @@ impl Caches {
                 .max_capacity(100_000)
                 .time_to_live(negative_ttl)
                 .build(),
+            on_disk: Default::default(),
             conversions: Arc::new(tokio::sync::Semaphore::new(settings.max_conversions.max(1))),
             settings,
             counters: CacheCounters::default(),
@@ -209,10 +215,22 @@ impl Caches {
     /// shared one ([`layout::native_scopes`]); any answer but "missing" from the project ends
     /// the search. With `recheck`, a file the negative cache remembers as not found is looked
     /// up again (it may have just been uploaded).
+    ///
+    /// `addresses` are the job's lookups in this debug file (image-relative, as
+    /// [`symcluster_engine::image_lookups`] gives them): when the debug file must be converted,
+    /// the job is answered from a partial SymCache of them as soon as the file is on disk
+    /// ([`crate::first_answer`]), and the conversion goes on in the background. Empty (or
+    /// `--partial-symcaches=false`): the job waits for the conversion.
     #[tracing::instrument(name = "debug_file", level = "debug", skip_all, fields(debug_id = %debug_id))]
-    pub async fn symcache(&self, project: &str, debug_id: DebugId, recheck: bool) -> ModuleLoad {
+    pub async fn symcache(
+        self: &Arc<Self>,
+        project: &str,
+        debug_id: DebugId,
+        recheck: bool,
+        addresses: &[u64],
+    ) -> ModuleLoad {
         for scope in layout::native_scopes(project) {
-            match self.symcache_in(scope, debug_id, recheck).await {
+            match self.symcache_in(scope, debug_id, recheck, addresses).await {
                 ModuleLoad::Missing => continue,
                 found => return found,
             }
@@ -220,7 +238,13 @@ impl Caches {
         ModuleLoad::Missing
     }
 
-    async fn symcache_in(&self, scope: Scope<'_>, debug_id: DebugId, recheck: bool) -> ModuleLoad {
+    async fn symcache_in(
+        self: &Arc<Self>,
+        scope: Scope<'_>,
+        debug_id: DebugId,
+        recheck: bool,
+        addresses: &[u64],
+    ) -> ModuleLoad {
         let key = layout::debug_file_key(&scope.prefix(&self.prefix), &debug_id);
         if recheck {
             self.missing.invalidate(&key).await;
@@ -228,6 +252,81 @@ impl Caches {
             self.count(Layer::Negative);
             return ModuleLoad::Missing;
         }
+        if addresses.is_empty() || !self.settings.partial_symcaches {
+            return self.full_symcache(key, debug_id).await;
+        }
+        if let Some(symcache) = self.symcaches.get(&key).await {
+            self.count(Layer::Memory);
+            return ModuleLoad::Found(symcache);
+        }
+        // Followed before the conversion is asked for, so that its file cannot be missed.
+        let mut on_disk = self.on_disk.subscribe(&key);
+        // In the job's span: the conversion's logs and trace spans stay the first job's.
+        let full = tokio::spawn(
+            {
+                let caches = self.clone();
+                let key = key.clone();
+                async move {
+                    let load = caches.full_symcache(key.clone(), debug_id).await;
+                    caches.on_disk.ended(&key);
+                    load
+                }
+            }
+            .instrument(tracing::Span::current()),
+        );
+        let failed = |e: tokio::task::JoinError| {
+            ModuleLoad::Malformed(format!("the SymCache task failed: {e}"))
+        };
+        tokio::pin!(full);
+        // The file is taken whenever it was published to this job, even when the conversion
+        // ended meanwhile: a job that waited for a download is answered from its partial
+        // SymCache; one whose SymCache came from a disk or the bucket gets that.
+        let mut ended = None;
+        let file = loop {
+            if let Some(file) = on_disk.borrow_and_update().clone() {
+                break file;
+            }
+            tokio::select! {
+                load = &mut full => {
+                    let load = load.unwrap_or_else(failed);
+                    match on_disk.borrow().clone() {
+                        Some(file) => {
+                            ended = Some(load);
+                            break file;
+                        }
+                        None => return load,
+                    }
+                }
+                changed = on_disk.changed() => {
+                    if changed.is_err() {
+                        // The conversion ended without a file on disk, or after it: the
+                        // value, if any, is still there for the next turn.
+                        if on_disk.borrow().is_none() {
+                            return full.await.unwrap_or_else(failed);
+                        }
+                    }
+                }
+            }
+        };
+        match crate::first_answer::partial(file, debug_id, addresses.to_vec()).await {
+            Ok(partial) => {
+                crate::metrics::partial_symcache();
+                ModuleLoad::Found(Arc::new(partial))
+            }
+            Err(e) => {
+                // The full conversion says what is wrong with the file.
+                tracing::debug!(error = %e, "no partial SymCache; waiting for the conversion");
+                match ended {
+                    Some(load) => load,
+                    None => full.await.unwrap_or_else(failed),
+                }
+            }
+        }
+    }
+
+    /// The whole SymCache of the debug file at `key`, from the first layer that has it
+    /// (single flight per key: concurrent callers share one load).
+    async fn full_symcache(&self, key: String, debug_id: DebugId) -> ModuleLoad {
         let entry = self
             .symcaches
             .entry(key.clone())
@@ -330,7 +429,9 @@ impl Caches {
             }
         };
         tracing::debug!(%key, bytes = object.bytes.len(), resumes = object.resumes,
-            ms = fetch_started.elapsed().as_millis() as u64, "debug file on disk");
+            ms = fetch_started.elapsed().as_millis() as u64, "debug file fetched");
+        let object = Arc::new(object);
+        self.on_disk.publish(&key, object.clone());
         let convert_started = std::time::Instant::now();
         let disk = self.disk.clone();
         let span = tracing::info_span!("convert", %debug_id, bytes = object.bytes.len());

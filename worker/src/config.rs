@@ -118,6 +118,14 @@ pub struct WorkerConfig {
         default_value = "5s")]
     pub s3_timeout_ms: u64,
 
+    /// Answer a job whose debug file is being converted from a partial SymCache of the
+    /// compilation units its own addresses fall in (the same frames, in a fraction of the
+    /// time), while the whole conversion goes on in the background for later jobs. `false`:
+    /// the job waits for the conversion.
+    #[arg(long, env = "SYMCLUSTER_PARTIAL_SYMCACHES", value_name = "BOOL",
+        default_value_t = true, action = clap::ArgAction::Set)]
+    pub partial_symcaches: bool,
+
     /// A debug file download that receives no byte for this long is cut and resumed where it
     /// stopped with a ranged GET, at most 5 times (`30s`; a bare number is milliseconds).
     /// Held in milliseconds.

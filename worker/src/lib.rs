@@ -22,6 +22,7 @@ pub mod caches;
 pub mod config;
 pub mod debug_file;
 pub mod disk_cache;
+pub mod first_answer;
 pub mod grouping;
 pub mod metrics;
 mod outcomes;
@@ -93,6 +94,7 @@ pub async fn run_until(
             max_conversions: config.max_conversions(),
             share_symcaches: config.share_symcaches,
             download: config.download_limits(),
+            partial_symcaches: config.partial_symcaches,
         },
     ));
     let prefetch = config

@@ -122,6 +122,22 @@ pub(crate) fn downloaded(bytes: usize) {
     DOWNLOADED_BYTES.inc_by(bytes as u64);
 }
 
+static PARTIAL_SYMCACHES: LazyLock<IntCounter> = LazyLock::new(|| {
+    register(
+        IntCounter::new(
+            "symcluster_worker_partial_symcaches_total",
+            "Jobs answered from a partial SymCache of their own addresses while the debug file's \
+             conversion went on",
+        )
+        .expect("valid metric"),
+    )
+});
+
+/// Counts one image of a job answered from a partial SymCache.
+pub(crate) fn partial_symcache() {
+    PARTIAL_SYMCACHES.inc();
+}
+
 static DOWNLOAD_BYTES_IN_FLIGHT: LazyLock<IntGauge> = LazyLock::new(|| {
     register(
         IntGauge::new(
@@ -258,4 +274,5 @@ pub fn register_all() {
     LazyLock::force(&DOWNLOADED_BYTES);
     LazyLock::force(&CONVERSIONS_IN_FLIGHT);
     LazyLock::force(&DOWNLOAD_BYTES_IN_FLIGHT);
+    LazyLock::force(&PARTIAL_SYMCACHES);
 }

@@ -17,7 +17,7 @@ use symcluster_engine::js::{parse_stack, restore};
 use symcluster_engine::model::Image;
 use symcluster_engine::result::{ModuleStatus, SymbolicationResult};
 use symcluster_engine::{
-    ModuleLoad, Modules, SymCacheSource, parse_report_with, referenced_images, symbolicate_owned,
+    ModuleLoad, Modules, SymCacheSource, image_lookups, parse_report_with, symbolicate_owned,
 };
 use symcluster_proto::v1::{self as api, job_spec::Payload};
 
@@ -205,17 +205,22 @@ async fn run_native(
         Ok(report) => report,
         Err(e) => return permanent(e),
     };
-    let mut ids: Vec<DebugId> = referenced_images(&report)
-        .into_iter()
-        .filter_map(|i| report.images[i].debug_id)
-        .collect();
-    ids.sort();
-    ids.dedup();
+    // Each referenced debug id with the addresses the report looks up in it (several images
+    // may share one).
+    let mut lookups: std::collections::BTreeMap<DebugId, Vec<u64>> = Default::default();
+    for (i, addresses) in image_lookups(&report) {
+        if let Some(debug_id) = report.images[i].debug_id {
+            lookups.entry(debug_id).or_default().extend(addresses);
+        }
+    }
     // Fetch every module's debug file concurrently.
-    let loads =
-        futures::future::join_all(ids.iter().map(|id| caches.symcache(project, *id, recheck)))
-            .await;
-    let prefetched = Prefetched(ids.into_iter().zip(loads).collect());
+    let loads = futures::future::join_all(
+        lookups
+            .iter()
+            .map(|(id, addresses)| caches.symcache(project, *id, recheck, addresses)),
+    )
+    .await;
+    let prefetched = Prefetched(lookups.into_keys().zip(loads).collect());
     let span = tracing::info_span!("symbolicate");
     let result = tokio::task::spawn_blocking(move || {
         let _entered = span.enter();

@@ -85,7 +85,24 @@ async fn a_job_is_followed_by_its_id_through_json_logs() {
 
     // The worker: every event of the job carries the job's span, with the same id; the debug
     // file of the app image was fetched and converted inside its own span.
-    let worker = json_lines(&cluster.worker_log(0), "worker");
+    // The conversions end after the job (answered from partial SymCaches): wait for them.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    let worker = loop {
+        let lines = json_lines(&cluster.worker_log(0), "worker");
+        let converted = lines
+            .iter()
+            .filter(|e| e["message"] == "SymCache converted")
+            .count();
+        if converted >= found.len() {
+            break lines;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "{converted} of {} debug files converted",
+            found.len()
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    };
     let in_job: Vec<&serde_json::Value> = worker
         .iter()
         .filter(|e| span(e, "job").is_some_and(|s| s["job_id"] == key))
@@ -109,7 +126,10 @@ async fn a_job_is_followed_by_its_id_through_json_logs() {
     };
     assert_eq!(debug_ids("debug file fetched"), found);
     assert_eq!(debug_ids("SymCache converted"), found);
-    let finished = in_job.last().unwrap();
-    assert_eq!(finished["message"], "job finished");
-    assert_eq!(finished["ok"], true);
+    let finished: Vec<_> = in_job
+        .iter()
+        .filter(|e| e["message"] == "job finished")
+        .collect();
+    assert_eq!(finished.len(), 1, "{in_job:#?}");
+    assert_eq!(finished[0]["ok"], true);
 }

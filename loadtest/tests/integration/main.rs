@@ -12,6 +12,7 @@ mod cluster_api;
 mod downloads;
 mod drain;
 mod faults;
+mod first_answer;
 mod kafka;
 mod late_files;
 mod logs;

@@ -135,8 +135,9 @@ async fn a_job_is_one_trace_across_master_and_worker() {
     let found = one_crashprobe_job(&cluster, "traced").await;
     let key = "default/traced";
 
-    // Wait for the last span of each process to end: the master's completion and the worker's
-    // run (each process queues its spans as they end, so the earlier ones came before).
+    // Wait for the last span of each process to end: the master's completion, the worker's
+    // run, and the conversions, which end after the run (it was answered from partial
+    // SymCaches); each process queues its spans as they end, so the earlier ones came before.
     let deadline = Instant::now() + Duration::from_secs(30);
     let spans = loop {
         let spans = collector.0.lock().unwrap().clone();
@@ -144,7 +145,8 @@ async fn a_job_is_one_trace_across_master_and_worker() {
             spans
                 .iter()
                 .any(|s| s.name == *name && s.attribute("job_id") == Some(key))
-        }) {
+        }) && spans.iter().filter(|s| s.name == "convert").count() >= found.len()
+        {
             break spans;
         }
         assert!(
@@ -183,7 +185,8 @@ async fn a_job_is_one_trace_across_master_and_worker() {
 
     // Inside the run (at the default `info`; `debug` adds a `debug_file` span around each
     // debug file's lookup): every debug file fetched from the bucket, each one found converted
-    // to a SymCache once, and the symbolication.
+    // to a SymCache once (after the run ended), a partial SymCache of each for the run, and
+    // the symbolication.
     let children = |parent: &Span, name: &str| -> Vec<Span> {
         spans
             .iter()
@@ -211,5 +214,11 @@ async fn a_job_is_one_trace_across_master_and_worker() {
         })
         .collect();
     assert_eq!(converted, found);
+    // The job itself was answered from a partial SymCache of each.
+    let partial: std::collections::BTreeSet<String> = children(run, "partial")
+        .iter()
+        .map(|s| s.attribute("debug_id").unwrap().to_owned())
+        .collect();
+    assert_eq!(partial, found);
     assert_eq!(children(run, "symbolicate").len(), 1);
 }

@@ -264,18 +264,20 @@ fn arch_of(report: &NativeReport, image: Option<&Image>) -> Arch {
 
 /// For every image a frame or call-tree node is in (those [`referenced_images`] lists), the
 /// addresses [`symbolicate`] looks up in its SymCache, relative to the image's load address,
-/// sorted and without repeats: what a partial SymCache
+/// sorted and without repeats (none for an image whose frames are all below it): what a partial SymCache
 /// ([`SymCacheFile::for_addresses`]) must hold to answer the report as the full one would.
 pub fn image_lookups(report: &NativeReport) -> Vec<(usize, Vec<u64>)> {
     let ranges = ImageRanges::new(&report.images);
     let mut by_image: std::collections::BTreeMap<usize, Vec<u64>> = Default::default();
+    // An image is listed even when none of its addresses is above its load address (then
+    // with none): symbolicate still loads it.
     let mut add = |i: usize, lookup_addr: u64| {
-        if let Some(relative) = report
-            .images
-            .get(i)
-            .and_then(|image| lookup_addr.checked_sub(image.image_addr))
-        {
-            by_image.entry(i).or_default().push(relative);
+        let Some(image) = report.images.get(i) else {
+            return;
+        };
+        let addresses = by_image.entry(i).or_default();
+        if let Some(relative) = lookup_addr.checked_sub(image.image_addr) {
+            addresses.push(relative);
         }
     };
     for thread in &report.threads {
