@@ -28,6 +28,12 @@ pub struct FetchError {
     pub message: String,
 }
 
+/// What [`Source::put_body`] stores: bytes in memory, or a file streamed from disk.
+enum Body<'a> {
+    Bytes(Vec<u8>),
+    File(&'a std::path::Path),
+}
+
 /// A source of files by key.
 #[derive(Debug, Clone)]
 pub enum Source {
@@ -75,6 +81,12 @@ impl Source {
             .await;
         let mut builder = aws_sdk_s3::config::Builder::from(&shared)
             .force_path_style(true)
+            // Checksums only where an operation requires one: with the default (a CRC trailer
+            // on every upload, in aws-chunked encoding), S3-compatible servers such as Garage
+            // refuse bodies streamed from a file ("Invalid payload signature").
+            .request_checksum_calculation(
+                aws_sdk_s3::config::RequestChecksumCalculation::WhenRequired,
+            )
             .retry_config(
                 RetryConfig::standard()
                     .with_max_attempts(config.attempts.max(1))
@@ -166,6 +178,15 @@ impl Source {
 
     /// Stores `bytes` under `key`.
     pub async fn put(&self, key: &str, bytes: Vec<u8>) -> Result<(), FetchError> {
+        self.put_body(key, Body::Bytes(bytes)).await
+    }
+
+    /// Stores the file at `path` under `key`, streamed from disk (never whole in memory).
+    pub async fn put_file(&self, key: &str, path: &std::path::Path) -> Result<(), FetchError> {
+        self.put_body(key, Body::File(path)).await
+    }
+
+    async fn put_body(&self, key: &str, body: Body<'_>) -> Result<(), FetchError> {
         checked(key)?;
         let fail = |message: String| FetchError {
             key: key.to_owned(),
@@ -173,25 +194,36 @@ impl Source {
         };
         match self {
             Source::Dir(dir) => {
-                let path = dir.join(key);
-                if let Some(parent) = path.parent() {
+                let target = dir.join(key);
+                if let Some(parent) = target.parent() {
                     tokio::fs::create_dir_all(parent)
                         .await
                         .map_err(|e| fail(e.to_string()))?;
                 }
-                tokio::fs::write(path, bytes)
-                    .await
-                    .map_err(|e| fail(e.to_string()))
+                match body {
+                    Body::Bytes(bytes) => tokio::fs::write(target, bytes).await,
+                    Body::File(path) => tokio::fs::copy(path, target).await.map(|_| ()),
+                }
+                .map_err(|e| fail(e.to_string()))
             }
-            Source::S3 { client, bucket } => client
-                .put_object()
-                .bucket(bucket)
-                .key(key)
-                .body(bytes.into())
-                .send()
-                .await
-                .map(|_| ())
-                .map_err(|e| fail(describe_sdk_error(&e))),
+            Source::S3 { client, bucket } => {
+                let body =
+                    match body {
+                        Body::Bytes(bytes) => bytes.into(),
+                        Body::File(path) => aws_sdk_s3::primitives::ByteStream::from_path(path)
+                            .await
+                            .map_err(|e| fail(format!("reading {}: {e}", path.display())))?,
+                    };
+                client
+                    .put_object()
+                    .bucket(bucket)
+                    .key(key)
+                    .body(body)
+                    .send()
+                    .await
+                    .map(|_| ())
+                    .map_err(|e| fail(describe_sdk_error(&e)))
+            }
         }
     }
 

@@ -21,7 +21,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use moka::future::Cache;
-use symbolic_common::{ByteView, DebugId};
+use symbolic_common::DebugId;
 use symcluster_engine::ModuleLoad;
 use symcluster_engine::js::JsSourceMap;
 use symcluster_engine::symcache::{
@@ -360,8 +360,8 @@ impl Caches {
         let disk = self.disk.clone();
         let dk = disk_key.clone();
         let cached = tokio::task::spawn_blocking(move || {
-            disk.get(&dk)
-                .and_then(|bytes| SymCacheFile::parse(ByteView::from_vec(bytes)).ok())
+            disk.map(&dk)
+                .and_then(|bytes| SymCacheFile::parse(bytes).ok())
                 // A file for another debug id (a corrupt or foreign entry) is not used.
                 .filter(|symcache| symcache.get().debug_id() == debug_id)
         })
@@ -391,10 +391,8 @@ impl Caches {
                 }
             };
             let shared_key = layout::symcache_key(&key, &symcache_format(), &original);
-            if let Some(symcache) = self.shared_symcache(&shared_key, debug_id).await {
+            if let Some(symcache) = self.shared_symcache(&shared_key, debug_id, &disk_key).await {
                 self.count(Layer::Shared);
-                let (disk, bytes) = (self.disk.clone(), symcache.bytes().to_vec());
-                let _ = tokio::task::spawn_blocking(move || disk.put(&disk_key, &bytes)).await;
                 return Ok(symcache);
             }
             Some(shared_key)
@@ -433,15 +431,20 @@ impl Caches {
         let object = Arc::new(object);
         self.on_disk.publish(&key, object.clone());
         let convert_started = std::time::Instant::now();
-        let disk = self.disk.clone();
+        let (disk, dk) = (self.disk.clone(), disk_key.clone());
         let span = tracing::info_span!("convert", %debug_id, bytes = object.bytes.len());
         let converted = tokio::task::spawn_blocking(move || {
+            let disk_key = dk;
             let _entered = span.enter();
             let _converting = crate::metrics::Converting::start("native");
             let converted = match SymCacheFile::from_object_file(&object.bytes, debug_id) {
                 Ok(symcache) => {
+                    // Kept mapped from the disk cache, not in the heap, when it fits there.
                     disk.put(&disk_key, symcache.bytes());
-                    Ok(Arc::new(symcache))
+                    let mapped = disk
+                        .map(&disk_key)
+                        .and_then(|bytes| SymCacheFile::parse(bytes).ok());
+                    Ok(Arc::new(mapped.unwrap_or(symcache)))
                 }
                 Err(SymCacheError::WrongDebugId(_)) => Err(SymCacheLoadError::Malformed(format!(
                     "{key} holds no object with debug id {debug_id}"
@@ -461,7 +464,7 @@ impl Caches {
                     "SymCache converted"
                 );
                 if let Some(shared_key) = shared_key {
-                    self.share(shared_key, symcache.bytes().to_vec());
+                    self.share(shared_key, &disk_key, symcache);
                 }
             }
             Err(e) => tracing::warn!(error = ?e, "SymCache conversion failed"),
@@ -471,24 +474,62 @@ impl Caches {
 
     /// The SymCache another worker shared at `shared_key`, when it is there, parses, and is for
     /// `debug_id` (anything else is ignored: the original is converted again, and the shared
-    /// copy replaced).
+    /// one replaced). Streamed into the disk cache as `disk_key` and mapped from there.
     async fn shared_symcache(
         &self,
         shared_key: &str,
         debug_id: DebugId,
+        disk_key: &str,
     ) -> Option<Arc<SymCacheFile>> {
-        let bytes = match self.fetch(shared_key, "native", Some(debug_id)).await {
-            Ok(Some(bytes)) => bytes,
+        let skipped = |e: &dyn std::fmt::Display| {
+            tracing::debug!(key = shared_key, error = %e, "shared SymCache not read");
+        };
+        let temporary = self.disk.temporary_file().map_err(|e| skipped(&e)).ok()?;
+        let mut file = tokio::fs::File::from_std(
+            temporary
+                .as_file()
+                .try_clone()
+                .map_err(|e| skipped(&e))
+                .ok()?,
+        );
+        let span = tracing::info_span!("fetch", %debug_id, key = shared_key);
+        let started = std::time::Instant::now();
+        let downloading = crate::metrics::Downloading::start();
+        let progress = |bytes: u64| downloading.received(bytes);
+        let fetched = self
+            .source
+            .download_to(shared_key, &mut file, &self.settings.download, &progress)
+            .instrument(span)
+            .await;
+        crate::metrics::step("fetch", "native", started.elapsed());
+        drop(downloading);
+        match fetched {
+            Ok(Some(_)) => {}
             Ok(None) => return None,
             Err(e) => {
-                tracing::debug!(key = shared_key, error = %e, "shared SymCache not read");
+                skipped(&e);
                 return None;
             }
-        };
+        }
+        drop(file);
+        let (disk, key) = (self.disk.clone(), disk_key.to_owned());
         let parsed = tokio::task::spawn_blocking(move || {
-            SymCacheFile::parse(ByteView::from_vec(bytes))
+            let size = temporary.as_file().metadata().ok()?.len();
+            let bytes = if size <= disk.budget() {
+                disk.adopt(&key, temporary).ok()?;
+                disk.map(&key)?
+            } else {
+                // Larger than the whole disk cache: mapped where it was downloaded (the file
+                // is removed when `temporary` drops; the map stays readable).
+                symbolic_common::ByteView::open(temporary.path()).ok()?
+            };
+            let parsed = SymCacheFile::parse(bytes)
                 .ok()
-                .filter(|symcache| symcache.get().debug_id() == debug_id)
+                .filter(|symcache| symcache.get().debug_id() == debug_id);
+            if parsed.is_none() {
+                disk.remove(&key);
+            }
+            parsed
         })
         .await
         .ok()
@@ -502,12 +543,20 @@ impl Caches {
         parsed.map(Arc::new)
     }
 
-    /// Uploads a SymCache this worker converted, for the others, without holding up the job.
-    /// A bucket that refuses it (read-only credentials) costs a warning.
-    fn share(&self, shared_key: String, bytes: Vec<u8>) {
+    /// Uploads a SymCache this worker converted, for the others, without holding up the job:
+    /// streamed from its disk cache file (`disk_key`), or from memory when it is not there. A
+    /// bucket that refuses it (read-only credentials) costs a warning.
+    fn share(&self, shared_key: String, disk_key: &str, symcache: &Arc<SymCacheFile>) {
         let source = self.source.clone();
+        let path = self.disk.path(disk_key);
+        // Held until uploaded: an entry evicted meanwhile stays readable through it.
+        let symcache = symcache.clone();
         tokio::spawn(async move {
-            match source.put(&shared_key, bytes).await {
+            let shared = match path {
+                Some(path) => source.put_file(&shared_key, &path).await,
+                None => source.put(&shared_key, symcache.bytes().to_vec()).await,
+            };
+            match shared {
                 Ok(()) => tracing::debug!(key = %shared_key, "SymCache shared"),
                 Err(e) => tracing::warn!(error = %e,
                     "cannot share the SymCache (read-only bucket? --share-symcaches=false turns this off)"),

@@ -87,19 +87,70 @@ impl DiskCache {
 
     /// Reads an entry, marking it used. `None` when absent (or unreadable: then it is dropped).
     pub fn get(&self, key: &str) -> Option<Vec<u8>> {
+        self.read(key, |path| std::fs::read(path))
+    }
+
+    /// `read` of an entry's file, marking it used; `None` when absent, or when `read` fails
+    /// (then the entry is dropped).
+    fn read<T>(&self, key: &str, read: impl FnOnce(&Path) -> std::io::Result<T>) -> Option<T> {
         if !self.lock().entries.contains_key(key) {
             return None;
         }
-        match std::fs::read(self.dir.join(key)) {
-            Ok(bytes) => {
+        match read(&self.dir.join(key)) {
+            Ok(value) => {
                 self.lock().touch(key);
-                Some(bytes)
+                Some(value)
             }
             Err(_) => {
                 self.lock().remove(key);
                 None
             }
         }
+    }
+
+    /// Maps an entry into memory (read-only), marking it used: its pages are the file's, read
+    /// as they are touched and dropped by the kernel under memory pressure, never copied into
+    /// the heap. The map stays readable after the entry is evicted (the file is removed from
+    /// the directory; its space is freed when the map is dropped). `None` when absent (or
+    /// unreadable: then it is dropped).
+    pub fn map(&self, key: &str) -> Option<symbolic_common::ByteView<'static>> {
+        self.read(key, |path| symbolic_common::ByteView::open(path))
+    }
+
+    /// Stores `file` (made by [`Self::temporary_file`], written whole) as the entry `key`,
+    /// without copying it: renamed into place, least recently used entries evicted first.
+    /// Errors: the file is larger than the budget (it is removed), or it cannot be renamed.
+    pub fn adopt(&self, key: &str, file: tempfile::NamedTempFile) -> std::io::Result<()> {
+        let size = file.as_file().metadata()?.len();
+        if size > self.budget {
+            return Err(std::io::Error::other(format!(
+                "{size} bytes is more than the whole disk cache ({} bytes)",
+                self.budget
+            )));
+        }
+        self.evict_to(self.budget - size);
+        let path = self.dir.join(key);
+        if let Some(parent) = path.parent() {
+            std::fs::create_dir_all(parent)?;
+        }
+        file.persist(&path).map_err(|e| e.error)?;
+        self.lock().insert(key.to_owned(), size);
+        Ok(())
+    }
+
+    /// Removes an entry (one found unusable).
+    pub fn remove(&self, key: &str) {
+        if self.lock().remove(key) {
+            let _ = std::fs::remove_file(self.dir.join(key));
+        }
+    }
+
+    /// The file of an entry, when it is stored.
+    pub fn path(&self, key: &str) -> Option<PathBuf> {
+        self.lock()
+            .entries
+            .contains_key(key)
+            .then(|| self.dir.join(key))
     }
 
     /// Stores an entry, evicting least recently used ones first. Entries larger than the budget
@@ -228,6 +279,30 @@ mod tests {
         }
         let cache = DiskCache::open(dir.path(), 400).unwrap();
         assert_eq!(cache.total_bytes(), 300);
+    }
+
+    #[test]
+    fn an_adopted_file_is_an_entry_mapped_whole_and_stays_readable_once_evicted() {
+        let dir = tempfile::tempdir().unwrap();
+        let cache = DiskCache::open(dir.path(), 100).unwrap();
+        let mut file = cache.temporary_file().unwrap();
+        std::io::Write::write_all(&mut file, &[7; 60]).unwrap();
+        cache.adopt("s/one", file).unwrap();
+        assert_eq!(cache.total_bytes(), 60);
+        let mapped = cache.map("s/one").unwrap();
+        assert_eq!(&mapped[..], &[7; 60][..]);
+        // Evicted for another entry: the map still reads the bytes; the file is gone.
+        cache.put("s/two", &[8; 50]);
+        assert!(cache.map("s/one").is_none());
+        assert!(!dir.path().join("s/one").exists());
+        assert_eq!(&mapped[..], &[7; 60][..]);
+        // Larger than the whole budget: refused, and the file removed.
+        let mut big = cache.temporary_file().unwrap();
+        std::io::Write::write_all(&mut big, &[9; 101]).unwrap();
+        let path = big.path().to_owned();
+        assert!(cache.adopt("s/big", big).is_err());
+        assert!(!path.exists());
+        assert_eq!(cache.total_bytes(), 50);
     }
 
     #[test]

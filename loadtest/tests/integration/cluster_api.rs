@@ -178,9 +178,34 @@ async fn the_dashboard_queries_metrics_that_exist() {
     .unwrap();
     let mut client = cluster.client().await;
     client.submit_native("one", report).await.unwrap();
-    crate::support::wait(&mut client, "one").await;
+    let job = crate::support::wait(&mut client, "one").await;
+    let found = crate::support::result(&job)["modules"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|m| m["status"] == "found")
+        .count() as f64;
 
     let worker = &cluster.worker_metrics[0];
+    // The job was answered from partial SymCaches; its conversions end after it, one by one.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    loop {
+        let text = http_get(worker, "/metrics").await;
+        let done =
+            crate::support::metric_value(&text, "symcluster_worker_conversions_in_flight", &[])
+                == Some(0.0)
+                && crate::support::metric_value(
+                    &text,
+                    "symcluster_worker_step_seconds",
+                    &[("step", "convert"), ("kind", "native")],
+                )
+                .is_some_and(|n| n == found);
+        if done {
+            break;
+        }
+        assert!(std::time::Instant::now() < deadline, "{text}");
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
     assert_eq!(http_get(worker, "/ready").await, "ready\n");
     let exposition = format!(
         "{}\n{}",

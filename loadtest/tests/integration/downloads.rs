@@ -166,3 +166,17 @@ async fn a_download_slower_than_its_size_allows_fails_in_that_time() {
     // S3 is still paused: the deadline ended the download, not S3.
     assert!(!staller.continued.load(Ordering::Relaxed));
 }
+
+/// A file stored with `put_file` (streamed from disk, as a worker shares a SymCache) reads
+/// back whole.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_file_put_from_disk_reads_back_whole() {
+    let dir = tempfile::tempdir().unwrap();
+    let garage = Garage::start(&dir.path().join("garage"));
+    let bucket = garage.bucket().await;
+    let bytes = incompressible(3 << 20);
+    let path = dir.path().join("file");
+    std::fs::write(&path, &bytes).unwrap();
+    bucket.put_file("test/from-disk", &path).await.unwrap();
+    assert!(bucket.fetch("test/from-disk").await.unwrap() == Some(bytes));
+}
