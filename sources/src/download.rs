@@ -9,7 +9,6 @@
 //! the whole body must arrive by `idle_timeout + size / min_bytes_per_sec`, so a 2 GB dSYM is
 //! given the time its size needs while a stalled transfer of any size ends quickly.
 
-use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use aws_sdk_s3::error::SdkError;
@@ -57,21 +56,7 @@ pub struct Downloaded {
     pub resumes: u32,
 }
 
-/// Where an object can be read without a download: a directory source's file.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct LocalFile(pub PathBuf);
-
 impl Source {
-    /// The file behind `key` when this source is a directory (read in place, never copied);
-    /// `None` for S3. The key is checked as every key is ([`crate::layout::check_key`]).
-    pub fn local_file(&self, key: &str) -> Result<Option<LocalFile>, FetchError> {
-        crate::source::checked(key)?;
-        Ok(match self {
-            Source::Dir(dir) => Some(LocalFile(dir.join(key))),
-            Source::S3 { .. } => None,
-        })
-    }
-
     /// Downloads `key` into `file` (from its start; it is truncated to the object's size),
     /// streamed, bounded by `limits`, resumed with ranged GETs when the transfer is cut;
     /// `progress` is called with the length of each chunk written. `Ok(None)` when there is
@@ -166,8 +151,31 @@ impl Source {
                     continue;
                 }
             };
+            // A resume must continue at `written`: a server that ignored the range (a whole
+            // body, `200`) or answered another one starts the file again from its first byte.
+            let resumed_at = response
+                .content_range()
+                .and_then(|r| r.strip_prefix("bytes "))
+                .and_then(|r| r.split_once('-'))
+                .and_then(|(first, _)| first.parse::<u64>().ok());
+            if object.is_some() && resumed_at != Some(written) {
+                object = None;
+                written = 0;
+                if resumed_at.is_some() {
+                    // Another range: ask for the whole object again.
+                    resumes += 1;
+                    last_error = "the server answered another range".into();
+                    continue;
+                }
+            }
             if object.is_none() {
-                let size = response.content_length().unwrap_or_default().max(0) as u64;
+                let Some(size) = response
+                    .content_length()
+                    .and_then(|n| u64::try_from(n).ok())
+                else {
+                    return Err(fail("the response has no Content-Length".into()));
+                };
+                // Whole bodies only here: a ranged answer was dropped just above.
                 object = Some((response.e_tag().map(str::to_owned), size));
                 file.set_len(0).await.map_err(|e| fail(e.to_string()))?;
                 file.seek(std::io::SeekFrom::Start(0))
@@ -183,6 +191,11 @@ impl Source {
                     .min(deadline.saturating_duration_since(Instant::now()));
                 match tokio::time::timeout(wait, body.next()).await {
                     Ok(Some(Ok(chunk))) => {
+                        if written + chunk.len() as u64 > size {
+                            return Err(fail(format!(
+                                "the server sent more than the object's {size} bytes"
+                            )));
+                        }
                         file.write_all(&chunk)
                             .await
                             .map_err(|e| fail(format!("writing the download: {e}")))?;
@@ -203,7 +216,8 @@ impl Source {
                 }
             };
             match cut {
-                None if written >= size => {
+                // Whole, even when the transfer was cut after its last byte.
+                _ if written >= size => {
                     file.flush().await.map_err(|e| fail(e.to_string()))?;
                     return Ok(Some(Downloaded {
                         bytes: written,

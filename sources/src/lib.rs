@@ -17,7 +17,7 @@ pub mod download;
 pub mod layout;
 pub mod source;
 
-pub use download::{DownloadLimits, Downloaded, LocalFile};
+pub use download::{DownloadLimits, Downloaded};
 pub use layout::Scope;
 pub use source::{FetchError, S3Settings, Source};
 

@@ -194,16 +194,29 @@ impl Source {
         };
         match self {
             Source::Dir(dir) => {
+                // Written beside the target and renamed over it: a reader (a worker that maps
+                // the file) never sees it half written or cut short.
                 let target = dir.join(key);
-                if let Some(parent) = target.parent() {
-                    tokio::fs::create_dir_all(parent)
-                        .await
-                        .map_err(|e| fail(e.to_string()))?;
-                }
-                match body {
-                    Body::Bytes(bytes) => tokio::fs::write(target, bytes).await,
-                    Body::File(path) => tokio::fs::copy(path, target).await.map(|_| ()),
-                }
+                let body = match body {
+                    Body::Bytes(bytes) => Ok(bytes),
+                    Body::File(path) => Err(path.to_owned()),
+                };
+                tokio::task::spawn_blocking(move || {
+                    let parent = target.parent().unwrap_or(std::path::Path::new("."));
+                    std::fs::create_dir_all(parent)?;
+                    let mut file = tempfile::Builder::new()
+                        .prefix(".tmp-")
+                        .tempfile_in(parent)?;
+                    match body {
+                        Ok(bytes) => std::io::Write::write_all(&mut file, &bytes)?,
+                        Err(path) => {
+                            std::io::copy(&mut std::fs::File::open(path)?, &mut file)?;
+                        }
+                    }
+                    file.persist(&target).map(|_| ()).map_err(|e| e.error)
+                })
+                .await
+                .map_err(|e| fail(e.to_string()))?
                 .map_err(|e| fail(e.to_string()))
             }
             Source::S3 { client, bucket } => {

@@ -109,6 +109,8 @@ pub struct Caches {
     missing: Cache<String, ()>,
     /// Debug files on disk while converted, for the jobs answered from partial SymCaches.
     on_disk: crate::first_answer::OnDisk,
+    /// Partial SymCaches built at once (`--max-conversions`).
+    partials: tokio::sync::Semaphore,
     /// Conversions allowed at once (`--max-conversions`).
     conversions: Arc<tokio::sync::Semaphore>,
     settings: CacheSettings,
@@ -161,6 +163,7 @@ impl Caches {
                 .time_to_live(negative_ttl)
                 .build(),
             on_disk: Default::default(),
+            partials: tokio::sync::Semaphore::new(settings.max_conversions.max(1)),
             conversions: Arc::new(tokio::sync::Semaphore::new(settings.max_conversions.max(1))),
             settings,
             counters: CacheCounters::default(),
@@ -308,6 +311,9 @@ impl Caches {
                 }
             }
         };
+        // At most `--max-conversions` partial SymCaches at once too (a burst of jobs for a new
+        // release would otherwise build one per image per job, beside the conversions).
+        let _permit = self.partials.acquire().await;
         match crate::first_answer::partial(file, debug_id, addresses.to_vec()).await {
             Ok(partial) => {
                 crate::metrics::partial_symcache();
@@ -545,11 +551,11 @@ impl Caches {
 
     /// Uploads a SymCache this worker converted, for the others, without holding up the job:
     /// streamed from its disk cache file (`disk_key`), or from memory when it is not there. A
-    /// bucket that refuses it (read-only credentials) costs a warning.
+    /// bucket that refuses it (read-only credentials), or an entry evicted before its upload
+    /// read it (a disk cache smaller than a few SymCaches), costs a warning: it is not shared.
     fn share(&self, shared_key: String, disk_key: &str, symcache: &Arc<SymCacheFile>) {
         let source = self.source.clone();
         let path = self.disk.path(disk_key);
-        // Held until uploaded: an entry evicted meanwhile stays readable through it.
         let symcache = symcache.clone();
         tokio::spawn(async move {
             let shared = match path {

@@ -1,14 +1,16 @@
 //! A debug file brought to this worker's disk for its conversion, memory-mapped: never whole in
-//! the heap. From S3 it is streamed into a temporary file of the disk cache's directory
+//! the heap. It is streamed into a temporary file of the disk cache's directory
 //! ([`DiskCache::temporary_file`], removed once converted), bounded by its size and resumed when
-//! cut ([`symcluster_sources::download`]); from a directory source it is mapped in place.
+//! cut ([`symcluster_sources::download`]); from a directory source it is copied there too, never
+//! mapped in place: a file another program rewrote in place under a map would kill the worker
+//! (SIGBUS) when read past its new end.
 //!
 //! A mapped file's pages count in the process's resident memory as they are read, but the
 //! kernel may drop them at any time (they are the file's, not the heap's): a conversion under
 //! memory pressure slows down instead of being killed.
 
 use symbolic_common::ByteView;
-use symcluster_sources::{DownloadLimits, FetchError, LocalFile, Source};
+use symcluster_sources::{DownloadLimits, FetchError, Source};
 
 use crate::disk_cache::DiskCache;
 
@@ -36,21 +38,6 @@ pub async fn bring(
         key: key.to_owned(),
         message,
     };
-    if let Some(LocalFile(path)) = source.local_file(key)? {
-        let mapped = tokio::task::spawn_blocking(move || match ByteView::open(&path) {
-            Ok(bytes) => Ok(Some(bytes)),
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
-            Err(e) => Err(format!("mapping {}: {e}", path.display())),
-        })
-        .await
-        .map_err(|e| fail(e.to_string()))?
-        .map_err(fail)?;
-        return Ok(mapped.map(|bytes| DebugFileOnDisk {
-            bytes,
-            resumes: 0,
-            _temporary: None,
-        }));
-    }
     let temporary = disk
         .temporary_file()
         .map_err(|e| fail(format!("creating a file to download into: {e}")))?;

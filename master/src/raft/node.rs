@@ -435,8 +435,9 @@ impl<S: StateMachine> Node<S> {
     }
 
     /// Proposes a membership change asked for by an operator, once checked. A change already
-    /// made (asked again after a failover) is answered at once. While another change is in
-    /// progress it waits, up to [`CHANGE_WAIT`], and is made once that one is applied: raft-rs
+    /// made (asked again after a failover) is answered without a proposal. While another change
+    /// (or a leadership transfer) is in progress it waits, up to [`CHANGE_WAIT`], and is made
+    /// once that one is applied; one whose caller gave up meanwhile is dropped. raft-rs
     /// counts a change as pending on a leader just elected until it applied the entries before
     /// its term's first one, which an operator's retry after a leader hand-over meets.
     fn change_members(
@@ -456,15 +457,21 @@ impl<S: StateMachine> Node<S> {
     /// refuses those that waited too long (at each tick and when one is asked).
     fn make_parked_changes(&mut self) {
         for parked in std::mem::take(&mut self.parked_changes) {
+            // The operator gave up (the call ended): the change is not made.
+            if parked.reply.is_closed() {
+                continue;
+            }
             if self.role != StateRole::Leader {
                 let _ = parked.reply.send(Err(self.not_leader()));
                 continue;
             }
-            if self.already_made(&parked.change) {
-                let _ = parked.reply.send(Ok(()));
-                continue;
-            }
-            if self.raw.raft.has_pending_conf() || membership::is_joint(&self.conf_state) {
+            // While a change is pending, the configuration is not yet what it will be: a
+            // change is "already made" only once nothing is pending. During a leadership
+            // transfer raft-rs drops proposals: the change waits for it to end too.
+            if self.raw.raft.has_pending_conf()
+                || membership::is_joint(&self.conf_state)
+                || self.raw.raft.lead_transferee.is_some()
+            {
                 if Instant::now() < parked.until {
                     self.parked_changes.push(parked);
                 } else {
@@ -474,21 +481,27 @@ impl<S: StateMachine> Node<S> {
                 }
                 continue;
             }
+            if self.already_made(&parked.change) {
+                let _ = parked.reply.send(Ok(()));
+                continue;
+            }
             self.make_change(parked.change, parked.reply);
         }
     }
 
-    /// Whether `change` is already what the applied configuration holds: a member added at
-    /// the same address (a learner still counts), or none of the members to remove left
-    /// (outgoing voters of a joint configuration count as removed: the leader leaves it).
+    /// Whether `change` is already what the applied configuration holds (asked when no change
+    /// is pending): a member added at the same address (a learner still counts), or none of
+    /// the members to remove left.
     fn already_made(&self, change: &MemberChange) -> bool {
         match change {
             MemberChange::Add { id, address } => {
-                self.membership.current.as_ref().is_some_and(|m| {
-                    m.members
-                        .iter()
-                        .any(|r| r.id == *id && r.address == *address)
-                })
+                let cs = &self.conf_state;
+                (cs.voters.contains(id) || cs.learners.contains(id))
+                    && self.membership.current.as_ref().is_some_and(|m| {
+                        m.members
+                            .iter()
+                            .any(|r| r.id == *id && r.address == *address)
+                    })
             }
             MemberChange::Remove { ids } => {
                 let cs = &self.conf_state;
