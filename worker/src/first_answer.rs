@@ -51,16 +51,6 @@ impl OnDisk {
     pub fn ended(&self, key: &str) {
         self.lock().remove(key);
     }
-
-    /// How many debug files are followed now.
-    pub fn len(&self) -> usize {
-        self.lock().len()
-    }
-
-    /// Whether no debug file is followed now.
-    pub fn is_empty(&self) -> bool {
-        self.len() == 0
-    }
 }
 
 /// A partial SymCache of `file` for `addresses` (image-relative), built off the async
