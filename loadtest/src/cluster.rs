@@ -674,7 +674,7 @@ impl Cluster {
             .args(["--worker-id", &id])
             .args(["--slots", &slots.to_string()])
             .arg("--cache-dir")
-            .arg(self.dir.path().join(format!("{id}-cache")))
+            .arg(self.worker_cache_dir(index))
             .args(["--s3-attempts", "2", "--s3-timeout"])
             .arg(format!("{}ms", options.s3_timeout_ms))
             .args(&options.args)
@@ -737,6 +737,16 @@ impl Cluster {
         within: Duration,
     ) -> Option<std::process::ExitStatus> {
         self.workers[index].take()?.terminate(within).await
+    }
+
+    /// Worker `index`'s `--cache-dir`.
+    pub fn worker_cache_dir(&self, index: usize) -> PathBuf {
+        self.dir.path().join(format!("worker-{index}-cache"))
+    }
+
+    /// Worker `index`'s pid, while it runs.
+    pub fn worker_pid(&self, index: usize) -> Option<u32> {
+        self.workers.get(index)?.as_ref().map(|p| p.child.id())
     }
 
     /// SIGKILLs worker `index`.

@@ -578,6 +578,25 @@ async fn run(
         procstat::cpu_ms(&[std::process::id()]),
     );
 
+    // Every worker's cache directory, watched until the run ends: the disk cache's budget.
+    let watching = Arc::new(std::sync::atomic::AtomicBool::new(true));
+    let disk_watch = {
+        let watched: Vec<(std::path::PathBuf, u32)> = (0..cluster.workers.len())
+            .filter_map(|i| Some((cluster.worker_cache_dir(i), cluster.worker_pid(i)?)))
+            .collect();
+        let watching = watching.clone();
+        tokio::task::spawn_blocking(move || {
+            let mut peak = procstat::DiskUse::default();
+            while watching.load(std::sync::atomic::Ordering::Relaxed) {
+                for (dir, pid) in &watched {
+                    peak = peak.max(procstat::disk_use(dir, *pid));
+                }
+                std::thread::sleep(Duration::from_millis(50));
+            }
+            peak
+        })
+    };
+
     let client = cluster.client().await;
     let stream = (args.submit == "stream").then(|| client.submit_stream());
     let gate = Arc::new(Semaphore::new(args.concurrency));
@@ -704,19 +723,34 @@ async fn run(
         .fold((0, 0), |(h, m), w| (h + w.cache_hits, m + w.cache_misses));
     // SymCache conversions over the run, all workers: what routing and shared SymCaches save.
     let mut conversions = 0.0;
+    let (mut evictions, mut evicted_bytes) = (0.0, 0.0);
     for metrics in &cluster.worker_metrics {
         let text = procstat::http_get(metrics, "/metrics")
             .await
             .unwrap_or_default();
-        conversions += text
-            .lines()
-            .filter(|l| {
-                l.starts_with("symcluster_worker_step_seconds_count{")
-                    && l.contains("step=\"convert\"")
-            })
-            .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
-            .sum::<f64>();
+        let sum = |prefix: &str, label: &str| -> f64 {
+            text.lines()
+                .filter(|l| l.starts_with(prefix) && l.contains(label))
+                .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+                .sum()
+        };
+        conversions += sum("symcluster_worker_step_seconds_count{", "step=\"convert\"");
+        evictions += sum("symcluster_worker_disk_cache_evictions_total ", "");
+        evicted_bytes += sum("symcluster_worker_disk_cache_evicted_bytes_total ", "");
     }
+    watching.store(false, std::sync::atomic::Ordering::Relaxed);
+    let disk = disk_watch.await?;
+    let mib = |bytes: u64| bytes as f64 / f64::from(1 << 20);
+    eprintln!(
+        "worker disk, peak of any worker: {:.1} MiB in the disk cache (budget {:.1} MiB), {:.1} MiB \
+         temporary (downloads), {:.1} MiB evicted but still mapped; {evictions} evictions of \
+         {:.1} MiB, all workers",
+        mib(disk.entries),
+        mib(args.disk_cache_bytes),
+        mib(disk.temporary),
+        mib(disk.evicted_mapped),
+        evicted_bytes / f64::from(1 << 20),
+    );
     let jobs = args.jobs as f64;
     let per_job = |before: u64, after: u64| (after.saturating_sub(before)) as f64 / jobs;
     // After a failover: the new leader's CPU over the whole run (a follower, then the leader).

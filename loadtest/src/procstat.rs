@@ -53,3 +53,78 @@ pub async fn http_get(addr: &str, path: &str) -> std::io::Result<String> {
     stream.read_to_string(&mut out).await?;
     Ok(out)
 }
+
+/// What a worker's cache directory takes on disk at one moment ([`disk_use`]), in bytes.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub struct DiskUse {
+    /// The disk cache's entries: what `--disk-cache` bounds.
+    pub entries: u64,
+    /// Temporary files (`.tmp-` names, and those removed but still mapped): debug files
+    /// downloaded for a conversion, entries being written. Outside the budget.
+    pub temporary: u64,
+    /// Files removed from the directory (evicted) that the process still maps, so their space
+    /// is not freed yet (from `/proc/PID/maps`, whole pages). Outside the budget; bounded by
+    /// the memory cache that holds them.
+    pub evicted_mapped: u64,
+}
+
+impl DiskUse {
+    /// The largest of each field of `self` and `other`.
+    pub fn max(self, other: DiskUse) -> DiskUse {
+        DiskUse {
+            entries: self.entries.max(other.entries),
+            temporary: self.temporary.max(other.temporary),
+            evicted_mapped: self.evicted_mapped.max(other.evicted_mapped),
+        }
+    }
+}
+
+/// The bytes under the cache directory `dir` of the worker `pid` (see [`DiskUse`]). Files
+/// that vanish while the directory is walked are skipped.
+pub fn disk_use(dir: &std::path::Path, pid: u32) -> DiskUse {
+    let mut use_ = DiskUse::default();
+    for entry in walkdir::WalkDir::new(dir).into_iter().flatten() {
+        let Ok(meta) = entry.metadata() else { continue };
+        if !meta.is_file() {
+            continue;
+        }
+        if entry.file_name().to_string_lossy().starts_with(".tmp-") {
+            use_.temporary += meta.len();
+        } else {
+            use_.entries += meta.len();
+        }
+    }
+    // `start-end perms offset dev inode path`; a removed file's path ends in " (deleted)".
+    let maps = std::fs::read_to_string(format!("/proc/{pid}/maps")).unwrap_or_default();
+    let mut inodes = std::collections::HashMap::<(String, String, bool), u64>::new();
+    for line in maps.lines() {
+        let fields: Vec<&str> = line.splitn(6, ' ').collect();
+        let [range, _, _, device, inode, path] = fields[..] else {
+            continue;
+        };
+        let path = path.trim_start();
+        if !path.starts_with(&*dir.to_string_lossy()) || !path.ends_with(" (deleted)") {
+            continue;
+        }
+        let Some((start, end)) = range.split_once('-') else {
+            continue;
+        };
+        let (Ok(start), Ok(end)) = (u64::from_str_radix(start, 16), u64::from_str_radix(end, 16))
+        else {
+            continue;
+        };
+        // A removed temporary file (a downloaded debug file still mapped) is temporary space.
+        let temporary = path.contains("/.tmp-");
+        *inodes
+            .entry((device.to_owned(), inode.to_owned(), temporary))
+            .or_default() += end - start;
+    }
+    for ((_, _, temporary), bytes) in inodes {
+        if temporary {
+            use_.temporary += bytes;
+        } else {
+            use_.evicted_mapped += bytes;
+        }
+    }
+    use_
+}

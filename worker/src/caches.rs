@@ -180,6 +180,11 @@ impl Caches {
         self.disk.total_bytes()
     }
 
+    /// The memory and disk budgets, in bytes.
+    pub fn budgets(&self) -> (u64, u64) {
+        (self.settings.memory_bytes, self.disk.budget())
+    }
+
     /// Counts one lookup answered by `layer` (the heartbeat's hits and misses, and
     /// `symcluster_worker_cache_lookups_total`).
     fn count(&self, layer: Layer) {

@@ -17,14 +17,18 @@ pub struct DiskCache {
     dir: PathBuf,
     budget: u64,
     index: Mutex<Index>,
+    /// Signalled when a write settles, for writers waiting for the bytes it held.
+    settled: std::sync::Condvar,
 }
 
 #[derive(Debug, Default)]
 struct Index {
     entries: HashMap<String, (u64, u64)>, // key -> (size, last use tick)
     by_use: BTreeMap<u64, String>,        // tick -> key
+    /// Bytes of the entries, and of those being written ([`DiskCache::reserve`]).
     total: u64,
     tick: u64,
+    evicted: Evictions,
 }
 
 impl Index {
@@ -48,15 +52,12 @@ impl Index {
         self.by_use.insert(self.tick, key);
     }
 
-    fn remove(&mut self, key: &str) -> bool {
-        match self.entries.remove(key) {
-            Some((size, last)) => {
-                self.total -= size;
-                self.by_use.remove(&last);
-                true
-            }
-            None => false,
-        }
+    /// Removes `key`: its size, when it was there.
+    fn remove(&mut self, key: &str) -> Option<u64> {
+        let (size, last) = self.entries.remove(key)?;
+        self.total -= size;
+        self.by_use.remove(&last);
+        Some(size)
     }
 }
 
@@ -76,6 +77,7 @@ impl DiskCache {
             dir: dir.to_owned(),
             budget,
             index: Mutex::new(index),
+            settled: std::sync::Condvar::new(),
         };
         cache.evict_to(budget);
         Ok(cache)
@@ -122,25 +124,25 @@ impl DiskCache {
     /// Errors: the file is larger than the budget (it is removed), or it cannot be renamed.
     pub fn adopt(&self, key: &str, file: tempfile::NamedTempFile) -> std::io::Result<()> {
         let size = file.as_file().metadata()?.len();
-        if size > self.budget {
+        if !self.reserve(size) {
             return Err(std::io::Error::other(format!(
                 "{size} bytes is more than the whole disk cache ({} bytes)",
                 self.budget
             )));
         }
-        self.evict_to(self.budget - size);
         let path = self.dir.join(key);
-        if let Some(parent) = path.parent() {
-            std::fs::create_dir_all(parent)?;
+        let persisted = match path.parent() {
+            Some(parent) => std::fs::create_dir_all(parent),
+            None => Ok(()),
         }
-        file.persist(&path).map_err(|e| e.error)?;
-        self.lock().insert(key.to_owned(), size);
-        Ok(())
+        .and_then(|()| file.persist(&path).map(|_| ()).map_err(|e| e.error));
+        self.settle(key, size, persisted.is_ok());
+        persisted
     }
 
     /// Removes an entry (one found unusable).
     pub fn remove(&self, key: &str) {
-        if self.lock().remove(key) {
+        if self.lock().remove(key).is_some() {
             let _ = std::fs::remove_file(self.dir.join(key));
         }
     }
@@ -157,10 +159,9 @@ impl DiskCache {
     /// are not stored. I/O errors are logged and the entry is skipped (a cache is optional).
     pub fn put(&self, key: &str, bytes: &[u8]) {
         let size = bytes.len() as u64;
-        if size > self.budget {
+        if !self.reserve(size) {
             return;
         }
-        self.evict_to(self.budget - size);
         let path = self.dir.join(key);
         let parent = path.parent().unwrap_or(&self.dir);
         // A temporary file in the same directory, renamed into place once whole: a reader never
@@ -177,17 +178,55 @@ impl DiskCache {
                 tmp.persist(&path).map_err(|e| e.error)?;
                 Ok(())
             });
-        match written {
-            Ok(()) => self.lock().insert(key.to_owned(), size),
-            Err(e) => tracing::warn!(key, error = %e, "disk cache write failed"),
+        if let Err(e) = &written {
+            tracing::warn!(key, error = %e, "disk cache write failed");
         }
+        self.settle(key, size, written.is_ok());
     }
 
-    /// Removes least recently used entries until the total is at most `limit` bytes.
+    /// Takes `size` bytes of the budget for an entry about to be written, evicting least
+    /// recently used entries until they fit, all under the index's lock: writers at once never
+    /// take more than the budget between them. `false` (nothing taken) when `size` is more
+    /// than the whole budget.
+    fn reserve(&self, size: u64) -> bool {
+        if size > self.budget {
+            return false;
+        }
+        let mut index = self.lock();
+        while index.total + size > self.budget {
+            let Some(key) = index.by_use.values().next().cloned() else {
+                // Every byte is taken by writes under way: wait until one settles.
+                index = self.settled.wait(index).unwrap_or_else(|e| e.into_inner());
+                continue;
+            };
+            let _ = std::fs::remove_file(self.dir.join(&key));
+            if let Some(evicted) = index.remove(&key) {
+                index.evicted.entries += 1;
+                index.evicted.bytes += evicted;
+                crate::metrics::disk_cache_evicted(evicted);
+            }
+        }
+        index.total += size;
+        true
+    }
+
+    /// Ends a [`Self::reserve`]: the entry `key` now holds its `size` bytes (`stored`), or
+    /// they are given back.
+    fn settle(&self, key: &str, size: u64, stored: bool) {
+        let mut index = self.lock();
+        index.total -= size;
+        if stored {
+            index.insert(key.to_owned(), size);
+        }
+        drop(index);
+        self.settled.notify_all();
+    }
+
+    /// Removes least recently used entries until the total is at most `limit` bytes (at open).
     fn evict_to(&self, limit: u64) {
         let mut index = self.lock();
         while index.total > limit {
-            let Some((_, key)) = index.by_use.iter().next().map(|(t, k)| (*t, k.clone())) else {
+            let Some(key) = index.by_use.values().next().cloned() else {
                 break;
             };
             let _ = std::fs::remove_file(self.dir.join(&key));
@@ -203,7 +242,7 @@ impl DiskCache {
             .tempfile_in(&self.dir)
     }
 
-    /// Bytes currently stored.
+    /// Bytes currently stored, with those of entries being written.
     pub fn total_bytes(&self) -> u64 {
         self.lock().total
     }
@@ -212,6 +251,21 @@ impl DiskCache {
     pub fn budget(&self) -> u64 {
         self.budget
     }
+
+    /// Entries evicted to make room for others since the cache was opened, and their bytes
+    /// (those evicted at open, down to a smaller budget, do not count).
+    pub fn evictions(&self) -> Evictions {
+        self.lock().evicted
+    }
+}
+
+/// Entries evicted to make room, and their bytes.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub struct Evictions {
+    /// Entries removed.
+    pub entries: u64,
+    /// Their bytes.
+    pub bytes: u64,
 }
 
 /// Names of temporary files being written (never keys: keys are hex digests and paths).
@@ -267,6 +321,50 @@ mod tests {
         cache.put("huge", &[0; 101]);
         assert!(cache.get("huge").is_none());
         assert!(cache.total_bytes() <= 100);
+    }
+
+    /// Puts and adoptions from many threads at once (a worker's job slots and background
+    /// conversions): every entry's space is taken under one lock with its evictions, so the
+    /// total never goes past the budget, and the directory holds exactly what is counted.
+    #[test]
+    fn concurrent_writes_never_exceed_the_budget() {
+        let dir = tempfile::tempdir().unwrap();
+        let cache = std::sync::Arc::new(DiskCache::open(dir.path(), 1000).unwrap());
+        let threads: Vec<_> = (0..8)
+            .map(|t| {
+                let cache = cache.clone();
+                std::thread::spawn(move || {
+                    let mut over = 0;
+                    for i in 0..300 {
+                        let size = 100 + (t * 37 + i * 11) % 300;
+                        if i % 2 == 0 {
+                            cache.put(&format!("p/{t}-{i}"), &vec![1; size]);
+                        } else {
+                            let mut file = cache.temporary_file().unwrap();
+                            std::io::Write::write_all(&mut file, &vec![2; size]).unwrap();
+                            cache.adopt(&format!("a/{t}-{i}"), file).unwrap();
+                        }
+                        if cache.total_bytes() > 1000 {
+                            over += 1;
+                        }
+                    }
+                    over
+                })
+            })
+            .collect();
+        let over: usize = threads.into_iter().map(|t| t.join().unwrap()).sum();
+        assert_eq!(over, 0, "times the total was seen past the budget");
+        let mut found = Vec::new();
+        scan(dir.path(), &mut found).unwrap();
+        let on_disk: u64 = found.iter().map(|(_, size, _)| size).sum();
+        assert_eq!(on_disk, cache.total_bytes());
+        assert!(on_disk <= 1000, "{on_disk} bytes on disk");
+        let counts = cache.evictions();
+        let written: u64 = (0..8usize)
+            .flat_map(|t| (0..300usize).map(move |i| (100 + (t * 37 + i * 11) % 300) as u64))
+            .sum();
+        assert_eq!(counts.bytes, written - on_disk);
+        assert_eq!(counts.entries, 2400 - found.len() as u64);
     }
 
     #[test]

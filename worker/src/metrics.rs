@@ -138,6 +138,32 @@ pub(crate) fn partial_symcache() {
     PARTIAL_SYMCACHES.inc();
 }
 
+static DISK_CACHE_EVICTIONS: LazyLock<IntCounter> = LazyLock::new(|| {
+    register(
+        IntCounter::new(
+            "symcluster_worker_disk_cache_evictions_total",
+            "Disk cache entries removed (least recently used first) to make room for others",
+        )
+        .expect("valid metric"),
+    )
+});
+
+static DISK_CACHE_EVICTED_BYTES: LazyLock<IntCounter> = LazyLock::new(|| {
+    register(
+        IntCounter::new(
+            "symcluster_worker_disk_cache_evicted_bytes_total",
+            "Bytes of the disk cache entries evicted to make room for others",
+        )
+        .expect("valid metric"),
+    )
+});
+
+/// Counts one disk cache entry of `bytes` evicted to make room for another.
+pub(crate) fn disk_cache_evicted(bytes: u64) {
+    DISK_CACHE_EVICTIONS.inc();
+    DISK_CACHE_EVICTED_BYTES.inc_by(bytes);
+}
+
 static DOWNLOAD_BYTES_IN_FLIGHT: LazyLock<IntGauge> = LazyLock::new(|| {
     register(
         IntGauge::new(
@@ -228,6 +254,21 @@ pub static CACHE_BYTES: LazyLock<IntGaugeVec> = LazyLock::new(|| {
     )
 });
 
+/// The memory and disk caches' budgets in bytes (`--memory-cache`, `--disk-cache`; set at each
+/// scrape): what `symcluster_worker_cache_bytes` is bounded by.
+pub static CACHE_BUDGET_BYTES: LazyLock<IntGaugeVec> = LazyLock::new(|| {
+    register(
+        IntGaugeVec::new(
+            Opts::new(
+                "symcluster_worker_cache_budget_bytes",
+                "The memory and disk caches' budgets",
+            ),
+            &["layer"],
+        )
+        .expect("valid metric"),
+    )
+});
+
 static READY: LazyLock<IntGauge> = LazyLock::new(|| {
     register(
         IntGauge::new(
@@ -275,4 +316,6 @@ pub fn register_all() {
     LazyLock::force(&CONVERSIONS_IN_FLIGHT);
     LazyLock::force(&DOWNLOAD_BYTES_IN_FLIGHT);
     LazyLock::force(&PARTIAL_SYMCACHES);
+    LazyLock::force(&DISK_CACHE_EVICTIONS);
+    LazyLock::force(&DISK_CACHE_EVICTED_BYTES);
 }

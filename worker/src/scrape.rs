@@ -5,7 +5,7 @@
 use std::sync::Arc;
 
 use crate::caches::Caches;
-use crate::metrics::{CACHE_BYTES, REGISTRY, Readiness, SLOTS, register_all};
+use crate::metrics::{CACHE_BUDGET_BYTES, CACHE_BYTES, REGISTRY, Readiness, SLOTS, register_all};
 use crate::session::Jobs;
 
 /// Serves `/metrics` and `/ready` on `listener` until the process ends.
@@ -34,6 +34,13 @@ pub async fn serve(
                     CACHE_BYTES
                         .with_label_values(&["disk"])
                         .set(caches.disk_bytes() as i64);
+                    let (memory_budget, disk_budget) = caches.budgets();
+                    CACHE_BUDGET_BYTES
+                        .with_label_values(&["memory"])
+                        .set(memory_budget as i64);
+                    CACHE_BUDGET_BYTES
+                        .with_label_values(&["disk"])
+                        .set(disk_budget as i64);
                     symcluster_telemetry::exposition(&REGISTRY)
                 }
             }),
