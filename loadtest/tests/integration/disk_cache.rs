@@ -21,31 +21,9 @@ use symcluster_loadtest::cluster::{Cluster, MasterOptions, WorkerOptions};
 use symcluster_loadtest::procstat::{DiskUse, disk_use};
 use symcluster_sources::layout::{self, Scope};
 
-use crate::support::{fixture, http_get, metric_value, result, wait};
+use crate::support::{crashed_frames, fixture, found_images, http_get, metric_value, result, wait};
 
 const BUILDS: u32 = 6;
-
-/// `(function, filename, lineno)` of every frame of the crashed thread.
-fn crashed_frames(result: &serde_json::Value) -> Vec<(String, String, u64)> {
-    let thread = result["threads"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|t| t["crashed"] == true)
-        .expect("crashed thread");
-    thread["frames"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|f| {
-            (
-                f["function"].as_str().unwrap_or("").to_owned(),
-                f["filename"].as_str().unwrap_or("").to_owned(),
-                f["lineno"].as_u64().unwrap_or(0),
-            )
-        })
-        .collect()
-}
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_disk_cache_holds_its_budget_over_many_builds() {
@@ -141,13 +119,7 @@ async fn the_disk_cache_holds_its_budget_over_many_builds() {
         let (build, job) = done.unwrap();
         assert_eq!(job.state, api::JobState::Completed as i32, "{job:?}");
         let result = result(&job);
-        let found = result["modules"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .filter(|m| m["status"] == "found")
-            .count();
-        frames.push((build, found, crashed_frames(&result)));
+        frames.push((build, found_images(&result), crashed_frames(&result)));
     }
     let (_, found, expected) = frames.iter().find(|(b, _, _)| *b == 0).unwrap().clone();
     assert!(found > 0);

@@ -126,12 +126,7 @@ async fn sigterm_hands_unfinished_jobs_back_at_once() {
         let job = wait(&mut client, id).await;
         let result = result(&job);
         assert_eq!(job.worker_id, "worker-1");
-        let found = result["modules"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .filter(|m| m["status"] == "found")
-            .count();
+        let found = crate::support::found_images(&result);
         assert!(found > 0, "{id}: no dSYM found: {result}");
     }
     let elapsed = stopped_at.elapsed();

@@ -50,6 +50,19 @@ pub fn upload_dsyms(cluster: &Cluster, paths: &[PathBuf]) {
 /// The crashed thread's frames whose image is one of `images`:
 /// `(function, filename, lineno)`.
 pub fn app_frames(result: &serde_json::Value, images: &[&str]) -> Vec<(String, String, u64)> {
+    crashed_frames_where(result, |f| images.iter().any(|i| f["image"] == *i))
+}
+
+/// Every frame of the crashed thread: `(function, filename, lineno)`.
+pub fn crashed_frames(result: &serde_json::Value) -> Vec<(String, String, u64)> {
+    crashed_frames_where(result, |_| true)
+}
+
+/// The crashed thread's frames that `keep`: `(function, filename, lineno)`.
+fn crashed_frames_where(
+    result: &serde_json::Value,
+    keep: impl Fn(&serde_json::Value) -> bool,
+) -> Vec<(String, String, u64)> {
     let thread = result["threads"]
         .as_array()
         .unwrap()
@@ -60,7 +73,7 @@ pub fn app_frames(result: &serde_json::Value, images: &[&str]) -> Vec<(String, S
         .as_array()
         .unwrap()
         .iter()
-        .filter(|f| images.iter().any(|i| f["image"] == *i))
+        .filter(|f| keep(f))
         .map(|f| {
             (
                 f["function"].as_str().unwrap_or("").to_owned(),
@@ -69,6 +82,16 @@ pub fn app_frames(result: &serde_json::Value, images: &[&str]) -> Vec<(String, S
             )
         })
         .collect()
+}
+
+/// How many of a result's images were found (their debug file read).
+pub fn found_images(result: &serde_json::Value) -> usize {
+    result["modules"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|m| m["status"] == "found")
+        .count()
 }
 
 /// Writes a ~40 MB source map with one generated line per module (a production bundle's shape).
