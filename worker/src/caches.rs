@@ -54,6 +54,80 @@ enum SymCacheLoadError {
     Fetch(String),
 }
 
+/// Converts the object with `debug_id` in `object` (the debug file at `key`) into a temporary
+/// file of `disk`, maps it, and stores it as `disk_key` (a SymCache larger than the whole disk
+/// cache stays mapped where it was written, removed from the directory): the SymCache is
+/// written as it is serialized, never held whole in the heap beside the converter's tables.
+/// Errors: `Malformed` for a debug file that does not convert, `Fetch` when the cache disk
+/// fails (a full disk: the job may be retried).
+fn convert_to_disk(
+    disk: &DiskCache,
+    disk_key: &str,
+    object: &[u8],
+    debug_id: DebugId,
+    key: &str,
+) -> Result<SymCacheFile, SymCacheLoadError> {
+    let disk_failed = |e: &dyn std::fmt::Display| {
+        SymCacheLoadError::Fetch(format!(
+            "{key}: writing its SymCache to the cache disk failed: {e}"
+        ))
+    };
+    let mut file = disk.temporary_file().map_err(|e| disk_failed(&e))?;
+    let mut out = WriteWatch {
+        inner: std::io::BufWriter::with_capacity(1 << 20, file.as_file_mut()),
+        failed: None,
+    };
+    let written = SymCacheFile::write_object_file(object, debug_id, &mut out);
+    // A failed flush is remembered in `out.failed`.
+    let _ = std::io::Write::flush(&mut out);
+    if let Some(e) = out.failed.take() {
+        return Err(disk_failed(&e));
+    }
+    drop(out);
+    match written {
+        Ok(()) => {}
+        Err(SymCacheError::WrongDebugId(_)) => {
+            return Err(SymCacheLoadError::Malformed(format!(
+                "{key} holds no object with debug id {debug_id}"
+            )));
+        }
+        Err(e) => return Err(SymCacheLoadError::Malformed(format!("{key}: {e}"))),
+    }
+    // Mapped before it is stored: the map stays readable whatever the cache does with the file.
+    let bytes = symbolic_common::ByteView::open(file.path()).map_err(|e| disk_failed(&e))?;
+    let symcache = SymCacheFile::parse(bytes)
+        .map_err(|e| SymCacheLoadError::Malformed(format!("{key}: its SymCache: {e}")))?;
+    if symcache.size_bytes() as u64 <= disk.budget()
+        && let Err(e) = disk.adopt(disk_key, file)
+    {
+        tracing::warn!(key = disk_key, error = %e, "SymCache not kept in the disk cache");
+    }
+    Ok(symcache)
+}
+
+/// A writer that remembers its first I/O error, to tell a failing disk from a debug file that
+/// does not convert.
+struct WriteWatch<W> {
+    inner: W,
+    failed: Option<std::io::Error>,
+}
+
+impl<W: std::io::Write> std::io::Write for WriteWatch<W> {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.inner.write(buf).inspect_err(|e| {
+            self.failed
+                .get_or_insert_with(|| std::io::Error::new(e.kind(), e.to_string()));
+        })
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        self.inner.flush().inspect_err(|e| {
+            self.failed
+                .get_or_insert_with(|| std::io::Error::new(e.kind(), e.to_string()));
+        })
+    }
+}
+
 /// The SymCaches' format in cache keys (disk and bucket): symbolic's SymCache format version and
 /// the engine's conversion revision, so that a change of either never reads an old SymCache.
 fn symcache_format() -> String {
@@ -448,22 +522,9 @@ impl Caches {
             let disk_key = dk;
             let _entered = span.enter();
             let _converting = crate::metrics::Converting::start("native");
-            let converted = match SymCacheFile::from_object_file(&object.bytes, debug_id) {
-                Ok(symcache) => {
-                    // Kept mapped from the disk cache, not in the heap, when it fits there.
-                    disk.put(&disk_key, symcache.bytes());
-                    let mapped = disk
-                        .map(&disk_key)
-                        .and_then(|bytes| SymCacheFile::parse(bytes).ok());
-                    Ok(Arc::new(mapped.unwrap_or(symcache)))
-                }
-                Err(SymCacheError::WrongDebugId(_)) => Err(SymCacheLoadError::Malformed(format!(
-                    "{key} holds no object with debug id {debug_id}"
-                ))),
-                Err(e) => Err(SymCacheLoadError::Malformed(format!("{key}: {e}"))),
-            };
+            let converted = convert_to_disk(&disk, &disk_key, &object.bytes, debug_id, &key);
             drop(permit);
-            converted
+            converted.map(Arc::new)
         })
         .await
         .map_err(|e| SymCacheLoadError::Malformed(format!("conversion task failed: {e}")))?;

@@ -378,12 +378,20 @@ fn big_dwarf() -> Option<PathBuf> {
     path.exists().then_some(path)
 }
 
-/// The child's work: read the file and convert its first object, as a worker does.
+/// The child's work: map the file and convert its first object, as a worker does: the dSYM
+/// memory-mapped (`worker/src/debug_file.rs`), the SymCache written to a file as it is
+/// serialized, then mapped (`worker/src/caches.rs`).
 fn convert_only(path: &Path) {
-    // Memory-mapped, as the worker does (`worker/src/debug_file.rs`).
     let bytes = symbolic_common::ByteView::open(path).expect("map the dSYM");
     let (debug_id, _, _) = list_objects(&bytes).expect("an object file")[0];
-    let symcache = SymCacheFile::from_object_file(&bytes, debug_id).expect("conversion");
+    let mut file = tempfile::NamedTempFile::new().expect("a temporary file");
+    let mut out = std::io::BufWriter::with_capacity(1 << 20, file.as_file_mut());
+    SymCacheFile::write_object_file(&bytes, debug_id, &mut out).expect("conversion");
+    std::io::Write::flush(&mut out).expect("written");
+    drop(out);
+    let symcache =
+        SymCacheFile::parse(symbolic_common::ByteView::open(file.path()).expect("mapped"))
+            .expect("a SymCache");
     std::hint::black_box(symcache.size_bytes());
 }
 

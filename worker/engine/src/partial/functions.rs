@@ -234,10 +234,14 @@ struct Blank {
     next: Option<(usize, isize)>,
 }
 
-/// The functions to blank in each walked unit for lookups of `wanted` (absolute addresses).
-pub(super) fn plan(walks: &[UnitWalk], wanted: &[u64]) -> Vec<UnitPlan> {
-    // Every function range, by begin: the functions holding an address, and for each address
-    // the one whose range is the last to begin at or before it.
+/// The functions to blank in each walked unit for lookups of `wanted`: absolute addresses,
+/// each with the last symbol at or before it (0: none).
+pub(super) fn plan(walks: &[UnitWalk], wanted: &[(u64, u64)]) -> Vec<UnitPlan> {
+    // Every function range, by begin: for each address, the functions whose ranges meet the
+    // span from its symbol to it (those holding it, and those whose ends there may answer an
+    // address no function holds: the SymCache keys every function end and symbol, and the
+    // greatest key at or below an address answers), and the one whose range is the last to
+    // begin at or before it.
     let mut ranges: Vec<(u64, u64, usize, usize)> = walks
         .iter()
         .enumerate()
@@ -248,13 +252,13 @@ pub(super) fn plan(walks: &[UnitWalk], wanted: &[u64]) -> Vec<UnitPlan> {
         .iter()
         .map(|w| vec![false; w.functions.len()])
         .collect();
-    for a in wanted {
-        let before = ranges.partition_point(|(begin, ..)| begin <= a);
+    for &(a, floor) in wanted {
+        let before = ranges.partition_point(|&(begin, ..)| begin <= a);
         if let Some(&(_, _, w, f)) = before.checked_sub(1).map(|i| &ranges[i]) {
             holds[w][f] = true;
         }
         for &(_, end, w, f) in &ranges[..before] {
-            if a < &end {
+            if end > floor {
                 holds[w][f] = true;
             }
         }
@@ -392,13 +396,16 @@ pub(super) fn apply(
         ..
     } in &plan.blanked
     {
-        let Some(length) = (to - from).checked_sub(code_bytes.len() + 4) else {
+        let length = to
+            .checked_sub(from)
+            .and_then(|n| n.checked_sub(code_bytes.len() + 4))
+            .and_then(|n| u32::try_from(n).ok());
+        let Some(length) = length.filter(|_| start <= from && to <= end) else {
             debug_info[start..end].copy_from_slice(&saved);
             return false;
         };
         let at = from + code_bytes.len();
         debug_info[from..at].copy_from_slice(&code_bytes);
-        let length = length as u32;
         debug_info[at..at + 4].copy_from_slice(&match endian {
             RunTimeEndian::Little => length.to_le_bytes(),
             RunTimeEndian::Big => length.to_be_bytes(),

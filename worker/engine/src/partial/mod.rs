@@ -77,8 +77,9 @@ fn convert_part<'d, D: Dwarf<'d>>(
     dwarf: &D,
     addresses: &[u64],
 ) -> Result<Vec<u8>, String> {
-    let blanked = Blanked::new(dwarf, object.load_address(), addresses)?;
-    let symbols = symbols_for(object, &blanked.kept_ranges, addresses);
+    let floors = symbol_floors(object, addresses);
+    let blanked = Blanked::new(dwarf, object.load_address(), addresses, &floors)?;
+    let symbols = symbols_for(object, &blanked.kept_ranges, &floors);
     let session = DwarfDebugSession::parse(
         &blanked,
         SymbolMap::from(symbols.clone()),
@@ -102,27 +103,35 @@ fn convert_part<'d, D: Dwarf<'d>>(
     Ok(bytes)
 }
 
-/// The symbols a lookup of `addresses` can meet, in the symbol table's order: those inside the
-/// kept functions' ranges (or the kept units', for a unit kept whole) (a function's name when one starts where it does, and a symbol that
-/// starts inside a function), and for each address the symbols at the last symbol address at
-/// or before it (the answer where no function is). An app's symbol table holds hundreds of
-/// thousands; sorting and storing all of them took most of a first answer's time.
-fn symbols_for<'d>(
-    object: &Object<'d>,
-    kept_ranges: &[(u64, u64)],
-    addresses: &[u64],
-) -> Vec<Symbol<'d>> {
+/// For each of `addresses`, the address of the last symbol at or before it (`None` when no
+/// symbol is): with the ends of the functions between it and the address, what answers a
+/// lookup that no function holds (the SymCache writer keys every symbol and function end).
+fn symbol_floors(object: &Object<'_>, addresses: &[u64]) -> Vec<Option<u64>> {
     let mut all: Vec<u64> = object.symbols().map(|s| s.address).collect();
     all.sort_unstable();
     all.dedup();
-    let before: BTreeSet<u64> = addresses
+    addresses
         .iter()
-        .filter_map(|a| {
+        .map(|a| {
             all.partition_point(|s| s <= a)
                 .checked_sub(1)
                 .map(|i| all[i])
         })
-        .collect();
+        .collect()
+}
+
+/// The symbols a lookup of the addresses can meet, in the symbol table's order: those inside
+/// the kept functions' ranges (or the kept units', for a unit kept whole; a function's name
+/// when one starts where it does, and a symbol that starts inside a function), and the
+/// addresses' `floors` ([`symbol_floors`]: the answer where no function is). An app's symbol
+/// table holds hundreds of thousands; sorting and storing all of them took most of a first
+/// answer's time.
+fn symbols_for<'d>(
+    object: &Object<'d>,
+    kept_ranges: &[(u64, u64)],
+    floors: &[Option<u64>],
+) -> Vec<Symbol<'d>> {
+    let before: BTreeSet<u64> = floors.iter().flatten().copied().collect();
     // By begin: the last range beginning at or before a symbol is the one that may hold it
     // (unit ranges do not overlap; where they do, a symbol in both is kept by either).
     let mut ranges = kept_ranges.to_vec();

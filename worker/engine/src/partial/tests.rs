@@ -20,7 +20,8 @@ fn kept(addresses: &[u64]) -> Vec<(u64, u64)> {
     let Object::MachO(macho) = &object else {
         panic!("not a Mach-O file")
     };
-    Blanked::new(macho, object.load_address(), addresses)
+    let floors = super::symbol_floors(&object, addresses);
+    Blanked::new(macho, object.load_address(), addresses, &floors)
         .unwrap()
         .kept_ranges
 }

@@ -24,9 +24,15 @@ pub(super) struct Blanked<'a, O> {
 }
 
 impl<'a, 'd, D: Dwarf<'d>> Blanked<'a, D> {
-    /// `object`'s DWARF with only the units that hold one of `addresses` (relative to
-    /// `load_address`) and those they refer into.
-    pub(super) fn new(object: &'a D, load_address: u64, addresses: &[u64]) -> Result<Self, String> {
+    /// `object`'s DWARF with only the units and functions a lookup of `addresses` (relative to
+    /// `load_address`) can meet, given the last symbol at or before each (`floors`, relative;
+    /// [`super::symbol_floors`]), and those they refer into.
+    pub(super) fn new(
+        object: &'a D,
+        load_address: u64,
+        addresses: &[u64],
+        floors: &[Option<u64>],
+    ) -> Result<Self, String> {
         let sections: HashMap<&'static str, Cow<'d, [u8]>> = [
             "debug_abbrev",
             "debug_addr",
@@ -52,9 +58,14 @@ impl<'a, 'd, D: Dwarf<'d>> Blanked<'a, D> {
             Ok::<_, gimli::Error>(EndianSlice::new(data, endian))
         })
         .map_err(|e| e.to_string())?;
-        let wanted: Vec<u64> = addresses
+        // Each address with the last symbol at or before it (absolute).
+        let wanted: Vec<(u64, u64)> = addresses
             .iter()
-            .map(|a| a.wrapping_add(load_address))
+            .zip(floors)
+            .map(|(a, floor)| {
+                let floor = floor.map_or(0, |f| f.wrapping_add(load_address));
+                (a.wrapping_add(load_address), floor)
+            })
             .collect();
 
         let mut headers = Vec::new();
@@ -77,21 +88,19 @@ impl<'a, 'd, D: Dwarf<'d>> Blanked<'a, D> {
             }
         }
         ranges.sort_unstable();
-        // For each address, the units whose ranges hold it, and the unit of the last range
-        // that begins at or before it: when the address is past that range's end, the end of
-        // that unit's last function there decides whether the symbol before the address
-        // answers (the full SymCache marks function ends).
+        // For each address, the units whose ranges meet the span from the last symbol at or
+        // before it to it: those holding it, and those whose functions' ends there may be
+        // what answers an address no function holds (the full SymCache keys every function
+        // end and symbol; the greatest key at or below the address answers; a function end
+        // at the symbol itself is overwritten by it).
         let mut kept = BTreeSet::new();
-        for a in &wanted {
-            let before = ranges.partition_point(|(begin, _, _)| begin <= a);
-            if let Some((_, _, unit)) = before.checked_sub(1).map(|i| ranges[i]) {
-                kept.insert(unit);
-            }
+        for &(a, floor) in &wanted {
+            let before = ranges.partition_point(|&(begin, _, _)| begin <= a);
             kept.extend(
                 ranges[..before]
                     .iter()
-                    .filter(|(begin, end, _)| begin <= a && a < end)
-                    .map(|(_, _, unit)| *unit),
+                    .filter(|&&(_, end, _)| end > floor)
+                    .map(|&(_, _, unit)| unit),
             );
         }
         // Every kept unit read once, with the units they refer into (`functions::walk`).
