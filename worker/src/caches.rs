@@ -54,8 +54,8 @@ enum SymCacheLoadError {
     Fetch(String),
 }
 
-/// Converts the object with `debug_id` in `object` (the debug file at `key`) into a temporary
-/// file of `disk`, maps it, and stores it as `disk_key` (a SymCache larger than the whole disk
+/// Converts the object with `debug_id` in `object` (the debug file at `key`, whose pages are
+/// released from the process as it goes) into a temporary file of `disk`, maps it, and stores it as `disk_key` (a SymCache larger than the whole disk
 /// cache stays mapped where it was written, removed from the directory): the SymCache is
 /// written as it is serialized, never held whole in the heap beside the converter's tables.
 /// Errors: `Malformed` for a debug file that does not convert, `Fetch` when the cache disk
@@ -63,7 +63,7 @@ enum SymCacheLoadError {
 fn convert_to_disk(
     disk: &DiskCache,
     disk_key: &str,
-    object: &[u8],
+    object: &crate::debug_file::DebugFileOnDisk,
     debug_id: DebugId,
     key: &str,
 ) -> Result<SymCacheFile, SymCacheLoadError> {
@@ -77,7 +77,10 @@ fn convert_to_disk(
         inner: std::io::BufWriter::with_capacity(1 << 20, file.as_file_mut()),
         failed: None,
     };
-    let written = SymCacheFile::write_object_file(object, debug_id, &mut out);
+    // The debug file's pages read so far leave the process as the conversion goes on.
+    let written = SymCacheFile::write_object_file(&object.bytes, debug_id, &mut out, || {
+        object.release_pages()
+    });
     // A failed flush is remembered in `out.failed`.
     let _ = std::io::Write::flush(&mut out);
     if let Some(e) = out.failed.take() {
@@ -522,7 +525,7 @@ impl Caches {
             let disk_key = dk;
             let _entered = span.enter();
             let _converting = crate::metrics::Converting::start("native");
-            let converted = convert_to_disk(&disk, &disk_key, &object.bytes, debug_id, &key);
+            let converted = convert_to_disk(&disk, &disk_key, &object, debug_id, &key);
             drop(permit);
             converted.map(Arc::new)
         })

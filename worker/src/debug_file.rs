@@ -9,7 +9,6 @@
 //! kernel may drop them at any time (they are the file's, not the heap's): a conversion under
 //! memory pressure slows down instead of being killed.
 
-use symbolic_common::ByteView;
 use symcluster_sources::{DownloadLimits, FetchError, Source};
 
 use crate::disk_cache::DiskCache;
@@ -17,12 +16,30 @@ use crate::disk_cache::DiskCache;
 /// A debug file's bytes, mapped from disk, and the temporary file they live in (when
 /// downloaded).
 pub struct DebugFileOnDisk {
-    /// The file's bytes (a memory map).
-    pub bytes: ByteView<'static>,
+    /// The file's bytes: a read-only map of a file nobody writes while it is mapped (written
+    /// whole before it is mapped, in the worker's own cache directory).
+    pub bytes: memmap2::Mmap,
     /// How many times its download was cut and resumed.
     pub resumes: u32,
     /// The downloaded file, removed when this is dropped (the map stays readable until then).
     _temporary: Option<tempfile::NamedTempFile>,
+}
+
+impl DebugFileOnDisk {
+    /// Lets the pages of the file read so far leave the process's resident memory (`madvise`
+    /// `MADV_DONTNEED`): they stay in the page cache and are read back from it, unchanged,
+    /// when touched again. What a conversion calls between functions, so that its resident
+    /// memory holds the part of the file it is reading, not all it has read. Errors are
+    /// ignored: the pages then stay.
+    pub fn release_pages(&self) {
+        // SAFETY: a read-only shared map of a file that is not written while mapped: dropping
+        // its pages loses nothing (UncheckedAdvice::DontNeed's caveat is for private maps
+        // written to, whose changes would be lost).
+        let _ = unsafe {
+            self.bytes
+                .unchecked_advise(memmap2::UncheckedAdvice::DontNeed)
+        };
+    }
 }
 
 /// Brings `key` from `source` to disk and maps it: `Ok(None)` when there is no such object.
@@ -57,10 +74,14 @@ pub async fn bring(
     drop(downloading);
     drop(file);
     let path = temporary.path().to_owned();
-    let bytes = tokio::task::spawn_blocking(move || ByteView::open(&path))
-        .await
-        .map_err(|e| fail(e.to_string()))?
-        .map_err(|e| fail(format!("mapping {}: {e}", temporary.path().display())))?;
+    let bytes = tokio::task::spawn_blocking(move || {
+        // SAFETY: the file is this worker's own temporary file, written whole above and never
+        // written again (it is removed when `DebugFileOnDisk` drops, and the map stays valid).
+        std::fs::File::open(&path).and_then(|file| unsafe { memmap2::Mmap::map(&file) })
+    })
+    .await
+    .map_err(|e| fail(e.to_string()))?
+    .map_err(|e| fail(format!("mapping {}: {e}", temporary.path().display())))?;
     Ok(Some(DebugFileOnDisk {
         bytes,
         resumes: downloaded.resumes,

@@ -379,14 +379,21 @@ fn big_dwarf() -> Option<PathBuf> {
 }
 
 /// The child's work: map the file and convert its first object, as a worker does: the dSYM
-/// memory-mapped (`worker/src/debug_file.rs`), the SymCache written to a file as it is
-/// serialized, then mapped (`worker/src/caches.rs`).
+/// memory-mapped and its pages released from the process as the conversion goes on
+/// (`worker/src/debug_file.rs`), the SymCache written to a file as it is serialized, then
+/// mapped (`worker/src/caches.rs`).
 fn convert_only(path: &Path) {
-    let bytes = symbolic_common::ByteView::open(path).expect("map the dSYM");
+    let file = std::fs::File::open(path).expect("the dSYM");
+    // SAFETY: the generated dSYM is not written while the bench runs.
+    let bytes = unsafe { memmap2::Mmap::map(&file) }.expect("map the dSYM");
     let (debug_id, _, _) = list_objects(&bytes).expect("an object file")[0];
     let mut file = tempfile::NamedTempFile::new().expect("a temporary file");
     let mut out = std::io::BufWriter::with_capacity(1 << 20, file.as_file_mut());
-    SymCacheFile::write_object_file(&bytes, debug_id, &mut out).expect("conversion");
+    SymCacheFile::write_object_file(&bytes, debug_id, &mut out, || {
+        // SAFETY: a read-only map of a file nobody writes: the pages are read back unchanged.
+        let _ = unsafe { bytes.unchecked_advise(memmap2::UncheckedAdvice::DontNeed) };
+    })
+    .expect("conversion");
     std::io::Write::flush(&mut out).expect("written");
     drop(out);
     let symcache =

@@ -10,7 +10,7 @@ use std::collections::HashMap;
 use std::sync::{Arc, RwLock};
 
 use symbolic_common::{ByteView, DebugId, Language, SelfCell};
-use symbolic_debuginfo::{Archive, Object};
+use symbolic_debuginfo::{Archive, FileFormat, Object};
 use symbolic_symcache::{SymCache, SymCacheConverter};
 
 use crate::guard::no_panic;
@@ -75,20 +75,42 @@ impl SymCacheFile {
     }
 
     /// Writes the SymCache of the object with `debug_id` inside `object_file` (as
-    /// [`Self::from_object_file`] builds it) to `out`, a file to be mapped with [`Self::parse`]:
-    /// the serialized SymCache never sits in the heap beside the converter's tables (on a
-    /// 360 MB dSYM it is 170 MB). Errors: as [`Self::from_object_file`], and
-    /// [`SymCacheError::Malformed`] when writing fails (its message).
+    /// [`Self::from_object_file`] builds it, byte for byte) to `out`, a file to be mapped with
+    /// [`Self::parse`]: the serialized SymCache never sits in the heap beside the converter's
+    /// tables (on a 360 MB dSYM it is 170 MB). `release` is called after every
+    /// [`RELEASE_EVERY_FUNCTIONS`] functions converted: where a caller whose `object_file` is a
+    /// memory map of a file tells the kernel that the pages read so far may leave the process
+    /// (they are read back from the page cache when needed again). Errors: as
+    /// [`Self::from_object_file`], and [`SymCacheError::Malformed`] when writing fails (its
+    /// message).
     pub fn write_object_file(
         object_file: &[u8],
         debug_id: DebugId,
         out: &mut impl std::io::Write,
+        mut release: impl FnMut(),
     ) -> Result<(), SymCacheError> {
         convert_with(object_file, debug_id, |object| {
             let mut converter = SymCacheConverter::new();
-            converter
-                .process_object(object)
-                .map_err(|e| e.to_string())?;
+            if matches!(object.file_format(), FileFormat::Pe | FileFormat::Pdb) {
+                // Symbolic's own loop, which also undecorates Windows symbols.
+                converter
+                    .process_object(object)
+                    .map_err(|e| e.to_string())?;
+            } else {
+                // `SymCacheConverter::process_object`'s loop, with `release` between functions.
+                let session = object.debug_session().map_err(|e| e.to_string())?;
+                converter.set_arch(object.arch());
+                converter.set_debug_id(object.debug_id());
+                for (i, function) in session.functions().enumerate() {
+                    converter.process_symbolic_function(&function.map_err(|e| e.to_string())?);
+                    if (i + 1) % RELEASE_EVERY_FUNCTIONS == 0 {
+                        release();
+                    }
+                }
+                for symbol in object.symbols() {
+                    converter.process_symbolic_symbol(&symbol);
+                }
+            }
             converter
                 .serialize(out)
                 .map_err(|e| format!("writing the SymCache: {e}"))
@@ -149,6 +171,10 @@ impl SymCacheFile {
         self.cell.owner().len()
     }
 }
+
+/// How many functions [`SymCacheFile::write_object_file`] converts between two calls of its
+/// `release` (BigApp's 650,000 functions: 32 calls).
+pub const RELEASE_EVERY_FUNCTIONS: usize = 20_000;
 
 /// Converts the object with `debug_id` in `object_file` to SymCache bytes.
 fn convert(object_file: &[u8], debug_id: DebugId) -> Result<Vec<u8>, SymCacheError> {

@@ -260,3 +260,50 @@ fn reports_symbolicated_with_partial_symcaches_equal_the_full_results() {
         "only {symbolicated} frames symbolicated"
     );
 }
+
+/// A SymCache written as it is serialized ([`SymCacheFile::write_object_file`], what a worker
+/// converts with) is byte for byte the one [`SymCacheFile::from_object_file`] builds, on every
+/// native fixture and on BigApp when generated, where its pages are released 32 times along
+/// the way (once per 20,000 functions) from a map of the file, as the worker does.
+#[test]
+fn a_symcache_written_as_it_is_serialized_is_the_one_built_in_memory() {
+    let mut files = object_files(&fixture("crashprobe"));
+    files.extend(object_files(&repo().join("examples/ios-demo")));
+    files.extend(object_files(&repo().join("examples/linux-demo")));
+    let big = repo().join("target/big-dsym/BigApp.dSYM/Contents/Resources/DWARF/BigApp");
+    if big.exists() {
+        files.push(big.clone());
+    }
+    assert!(files.len() >= 20, "{files:?}");
+    for path in &files {
+        let file = std::fs::File::open(path).unwrap();
+        // SAFETY: the fixtures are not written while the test runs.
+        let map = unsafe { memmap2::Mmap::map(&file) }.unwrap();
+        for (debug_id, arch, _) in list_objects(&map).unwrap() {
+            let mut written = Vec::new();
+            let mut releases = 0;
+            SymCacheFile::write_object_file(&map, debug_id, &mut written, || {
+                // SAFETY: a read-only map of a file nobody writes.
+                unsafe { map.unchecked_advise(memmap2::UncheckedAdvice::DontNeed) }.unwrap();
+                releases += 1;
+            })
+            .unwrap();
+            let built = SymCacheFile::from_object_file(&map, debug_id).unwrap();
+            assert!(
+                written == built.bytes(),
+                "{} ({arch}): the written SymCache differs",
+                path.display()
+            );
+            let functions = SymCacheFile::parse(symbolic_common::ByteView::from_vec(written))
+                .unwrap()
+                .get()
+                .functions()
+                .count();
+            if *path == big {
+                assert_eq!(releases, 32, "{functions} functions");
+            } else {
+                assert_eq!(releases, 0);
+            }
+        }
+    }
+}
