@@ -18,7 +18,9 @@
 //! Each row gives the job's time from submit to result (ms: the first answer), the partial
 //! SymCaches it was answered from, the time from submit to the end of the worker's conversion
 //! when it converted, the worker's conversions and shared-SymCache hits (its `/metrics`), and
-//! its peak resident memory (`VmHWM`, MiB). The three
+//! its peak resident memory (`VmHWM`, MiB). With `--memory-limit`, each worker that converts
+//! runs in a memory cgroup with that limit (as a container's), and the row gives the most
+//! memory the cgroup was charged (page cache included) and its OOM kills. The three
 //! results must be the same, frame for frame, and every frame must resolve to a function;
 //! otherwise the run fails.
 
@@ -31,6 +33,7 @@ use symcluster_client::api;
 use symcluster_engine::symcache::{CONVERSION_REVISION, SYMCACHE_VERSION};
 use symcluster_sources::layout::{self, DebugId, Scope};
 
+use crate::cgroup::MemoryCgroup;
 use crate::cluster::{Cluster, MasterOptions, WorkerOptions};
 use crate::procstat;
 
@@ -51,14 +54,22 @@ struct Row {
     conversions: f64,
     shared_hits: f64,
     peak_rss_mib: f64,
+    /// With a memory limit: the cgroup's peak charge (MiB) and OOM kills.
+    limited: Option<(f64, u64)>,
     threads: serde_json::Value,
 }
 
 /// Runs the measurement on the dSYM bundle (or bare DWARF file) at `dsym`, printing a
-/// Markdown table. Errors when the file has no Mach-O object with symbols, when a job fails,
+/// Markdown table; with `memory_limit` (bytes), the workers that convert run in a memory
+/// cgroup of that size. Errors when no cgroup can be made, when the file has no Mach-O object with symbols, when a job fails,
 /// when the shared SymCache does not appear within 10 minutes, or when the workers' answers
 /// differ.
-pub async fn run(dsym: &Path) -> anyhow::Result<()> {
+pub async fn run(dsym: &Path, memory_limit: Option<u64>) -> anyhow::Result<()> {
+    let cgroup = |name: &str| {
+        memory_limit
+            .map(|limit| MemoryCgroup::new(&format!("symcluster-cold-start-{name}"), limit))
+            .transpose()
+    };
     let dwarf = dwarf_file(dsym)?;
     let dwarf_mb = std::fs::metadata(&dwarf)?.len() as f64 / 1e6;
     let (debug_id, report) = report_for(&dwarf)?;
@@ -97,6 +108,9 @@ pub async fn run(dsym: &Path) -> anyhow::Result<()> {
         ..WorkerOptions::default()
     };
     let mut rows = Vec::new();
+    // Dropped (removed) after the cluster, whose workers are in them.
+    let mut cgroups = Vec::new();
+    cgroups.push(cgroup("first")?);
     let (first, index) = measure(
         &mut cluster,
         "first",
@@ -104,6 +118,7 @@ pub async fn run(dsym: &Path) -> anyhow::Result<()> {
         options(true),
         &report,
         true,
+        cgroups.last().and_then(Option::as_ref),
     )
     .await?;
     rows.push(first);
@@ -125,6 +140,7 @@ pub async fn run(dsym: &Path) -> anyhow::Result<()> {
         ("second", "the shared SymCache", true),
         ("second, no sharing", "the dSYM, converted", false),
     ] {
+        cgroups.push(if share { None } else { cgroup("second")? });
         let (row, index) = measure(
             &mut cluster,
             worker,
@@ -132,6 +148,7 @@ pub async fn run(dsym: &Path) -> anyhow::Result<()> {
             options(share),
             &report,
             !share,
+            cgroups.last().and_then(Option::as_ref),
         )
         .await?;
         rows.push(row);
@@ -146,13 +163,21 @@ pub async fn run(dsym: &Path) -> anyhow::Result<()> {
     }
 
     println!("shared SymCache: {shared_mb:.1} MB at {shared_key}");
-    println!(
-        "| worker (cold) | fetched | job ms (first answer) | partial SymCaches | converted after ms | conversions | shared SymCache hits | peak RSS MiB |"
+    let limit = memory_limit.map_or_else(
+        || "no limit".to_owned(),
+        |b| format!("{:.0} MiB", b as f64 / f64::from(1 << 20)),
     );
-    println!("|---|---|---|---|---|---|---|---|");
+    println!(
+        "| worker (cold) | fetched | job ms (first answer) | partial SymCaches | converted after ms | conversions | shared SymCache hits | peak RSS MiB | cgroup peak MiB ({limit}) | OOM kills |"
+    );
+    println!("|---|---|---|---|---|---|---|---|---|---|");
     for row in &rows {
+        let (cgroup_peak, oom_kills) = row.limited.map_or_else(
+            || ("-".to_owned(), "-".to_owned()),
+            |(peak, kills)| (format!("{peak:.0}"), kills.to_string()),
+        );
         println!(
-            "| {} | {} | {:.0} | {} | {} | {} | {} | {:.0} |",
+            "| {} | {} | {:.0} | {} | {} | {} | {} | {:.0} | {cgroup_peak} | {oom_kills} |",
             row.worker,
             row.fetched,
             row.job_ms,
@@ -164,6 +189,8 @@ pub async fn run(dsym: &Path) -> anyhow::Result<()> {
             row.peak_rss_mib
         );
     }
+    drop(cluster);
+    drop(cgroups);
     println!(
         "ratio second worker, converting / shared SymCache: {:.1}x",
         rows[2].job_ms / rows[1].job_ms
@@ -234,8 +261,9 @@ fn report_for(dwarf: &Path) -> anyhow::Result<(DebugId, Vec<u8>)> {
     Ok((debug_id, serde_json::to_vec(&report)?))
 }
 
-/// Starts a worker with `options`, runs `report` on it alone, and reads its metrics and peak
-/// memory; the worker's index is returned with them (the caller stops it).
+/// Starts a worker with `options` (moved into `cgroup` when given), runs `report` on it alone,
+/// waits for its conversion when it `converts`, and reads its metrics and peak memory; the
+/// worker's index is returned with them (the caller stops it).
 async fn measure(
     cluster: &mut Cluster,
     worker: &'static str,
@@ -243,17 +271,28 @@ async fn measure(
     options: WorkerOptions,
     report: &[u8],
     converts: bool,
+    cgroup: Option<&MemoryCgroup>,
 ) -> anyhow::Result<(Row, usize)> {
     let index = cluster.add_worker_with(options).await;
     let pid = cluster.workers[index]
         .as_ref()
         .map(|p| p.child.id())
         .context("the worker just started")?;
+    if let Some(cgroup) = cgroup {
+        cgroup.add(pid)?;
+    }
     let mut client = cluster.client().await;
     let job_id = format!("cold-start-{index}");
     let started = Instant::now();
     client.submit_native(&job_id, report.to_vec()).await?;
-    let job = client.wait(&job_id).await?;
+    let job = tokio::time::timeout(Duration::from_secs(600), client.wait(&job_id))
+        .await
+        .map_err(|_| {
+            anyhow::anyhow!(
+                "job {job_id} on worker `{worker}` did not end within 10 minutes (OOM kills: {})",
+                cgroup.map_or(0, MemoryCgroup::oom_kills)
+            )
+        })??;
     let job_ms = started.elapsed().as_secs_f64() * 1e3;
     anyhow::ensure!(
         job.state == api::JobState::Completed as i32,
@@ -309,6 +348,7 @@ async fn measure(
             &["layer=\"shared\"", "result=\"hit\""],
         ),
         peak_rss_mib: procstat::peak_rss_mib(pid),
+        limited: cgroup.map(|c| (c.peak_bytes() as f64 / f64::from(1 << 20), c.oom_kills())),
         threads,
     };
     Ok((row, index))

@@ -9,6 +9,7 @@
 #![deny(missing_docs)]
 
 pub mod builds;
+pub mod cgroup;
 pub mod cluster;
 pub mod cold_start;
 pub mod images;

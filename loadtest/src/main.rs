@@ -140,6 +140,10 @@ enum Mode {
         /// `bash scripts/generate-big-dsym.sh`.
         #[arg(default_value_os_t = repo().join("target/big-dsym/BigApp.dSYM"))]
         dsym: std::path::PathBuf,
+        /// Run each worker that converts in a memory cgroup of this size (`600MiB`), as a
+        /// container's limit, and print the cgroup's peak charge and OOM kills (needs root).
+        #[arg(long, value_name = "SIZE", value_parser = symcluster_telemetry::flags::bytes)]
+        memory_limit: Option<u64>,
     },
 }
 
@@ -148,10 +152,10 @@ async fn main() -> anyhow::Result<()> {
     let args = Args::parse();
     // The client library's warnings (h2 connection errors, failovers) go to stderr.
     symcluster_telemetry::init_logs_with(args.log.log_format, "warn");
-    if let Some(Mode::ColdStart { dsym }) = &args.mode {
+    if let Some(Mode::ColdStart { dsym, memory_limit }) = &args.mode {
         // As below: Ctrl-C drops the cluster, its processes and its data directory.
         return tokio::select! {
-            result = cold_start::run(dsym) => result,
+            result = cold_start::run(dsym, *memory_limit) => result,
             signal = interrupted() => {
                 eprintln!("{signal}: cluster stopped, data directory removed");
                 std::process::exit(130);

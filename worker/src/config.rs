@@ -79,8 +79,11 @@ pub struct WorkerConfig {
     pub memory_cache_bytes: u64,
 
     /// Debug files converted to SymCaches at once; each conversion holds its debug file on disk
-    /// (in `--cache-dir`, outside `--disk-cache`; memory-mapped) and builds its SymCache in
-    /// memory. Default: one per 2 GiB of `--memory-cache`, at least one.
+    /// (in `--cache-dir`, outside `--disk-cache`; memory-mapped, its pages released as it goes)
+    /// and builds its SymCache's tables in memory (about 1.2 times the debug file's size: 435
+    /// MiB for a 360 MB dSYM; the SymCache itself is written to disk as it is serialized).
+    /// Plan memory for that times N, plus `--memory-cache`. Default: one per 2 GiB of
+    /// `--memory-cache`, at least one.
     #[arg(long, env = "SYMCLUSTER_MAX_CONVERSIONS", value_name = "N")]
     pub max_conversions: Option<usize>,
 
@@ -119,7 +122,7 @@ pub struct WorkerConfig {
     pub s3_timeout_ms: u64,
 
     /// Answer a job whose debug file is being converted from a partial SymCache of the
-    /// compilation units its own addresses fall in (the same frames, in a fraction of the
+    /// functions its own addresses fall in (the same frames, in a fraction of the
     /// time), while the whole conversion goes on in the background for later jobs. `false`:
     /// the job waits for the conversion.
     #[arg(long, env = "SYMCLUSTER_PARTIAL_SYMCACHES", value_name = "BOOL",

@@ -1,7 +1,7 @@
 //! First answers from a debug file whose SymCache is still being built: a job that needs a
 //! debug file no cache holds does not wait for the whole conversion (seconds to minutes for a
-//! production dSYM). Once the file is on disk, it builds a partial SymCache of the compilation
-//! units its own addresses fall in ([`SymCacheFile::for_addresses`], the same frames the full
+//! production dSYM). Once the file is on disk, it builds a partial SymCache of the functions
+//! its own addresses fall in ([`SymCacheFile::for_addresses`], the same frames the full
 //! SymCache gives) and answers; the full conversion goes on in the background, once per debug
 //! file, and later jobs use it.
 //!

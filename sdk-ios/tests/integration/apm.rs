@@ -7,6 +7,8 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Instant;
 
+use symcluster_loadtest::cgroup::MemoryCgroup;
+
 use crate::support::report as report_file;
 use crate::support::{crasher, killed_while_running, marker_line, report, run, symbolicate_report};
 
@@ -105,87 +107,13 @@ fn a_hog_with_no_app_frame_but_main_makes_no_cpu_report() {
     assert_eq!(reports(dir.path(), "cpu"), Vec::<PathBuf>::new());
 }
 
-/// A memory cgroup made for one test (cgroup v1's memory controller, or v2's `memory.max`),
-/// removed on drop.
-struct MemoryCgroup {
-    path: PathBuf,
-    v2: bool,
-}
-
-impl MemoryCgroup {
-    fn new(limit_bytes: u64) -> MemoryCgroup {
-        let name = format!("symcluster-sdk-oom-{}", std::process::id());
-        let v1 = Path::new("/sys/fs/cgroup/memory");
-        let (path, v2) = if v1.join("memory.limit_in_bytes").exists() {
-            (v1.join(&name), false)
-        } else {
-            let root = Path::new("/sys/fs/cgroup");
-            // The memory controller must be enabled for the root's children.
-            let controllers =
-                std::fs::read_to_string(root.join("cgroup.subtree_control")).unwrap_or_default();
-            assert!(
-                controllers.split_whitespace().any(|c| c == "memory"),
-                "this test needs a memory cgroup controller (v1 or v2) and root"
-            );
-            (root.join(&name), true)
-        };
-        std::fs::create_dir(&path)
-            .unwrap_or_else(|e| panic!("mkdir {} (root needed): {e}", path.display()));
-        let cgroup = MemoryCgroup { path, v2 };
-        if v2 {
-            cgroup.write("memory.max", &limit_bytes.to_string());
-            let _ = std::fs::write(cgroup.path.join("memory.swap.max"), "0");
-        } else {
-            cgroup.write("memory.limit_in_bytes", &limit_bytes.to_string());
-            // No swap to escape to, where the kernel accounts it.
-            let _ = std::fs::write(
-                cgroup.path.join("memory.memsw.limit_in_bytes"),
-                limit_bytes.to_string(),
-            );
-        }
-        cgroup
-    }
-
-    fn write(&self, file: &str, value: &str) {
-        std::fs::write(self.path.join(file), value)
-            .unwrap_or_else(|e| panic!("{}/{file}: {e}", self.path.display()));
-    }
-
-    fn oom_kills(&self) -> u64 {
-        let (file, key) = if self.v2 {
-            ("memory.events", "oom_kill ")
-        } else {
-            ("memory.oom_control", "oom_kill ")
-        };
-        std::fs::read_to_string(self.path.join(file))
-            .unwrap()
-            .lines()
-            .find_map(|l| l.strip_prefix(key)?.trim().parse().ok())
-            .unwrap_or(0)
-    }
-}
-
-impl Drop for MemoryCgroup {
-    fn drop(&mut self) {
-        // The test's process is dead (waited for) by now; an empty cgroup can be removed.
-        if let Err(e) = std::fs::remove_dir(&self.path) {
-            eprintln!("removing {}: {e}", self.path.display());
-        }
-    }
-}
-
 #[test]
 fn a_real_oom_kill_is_reported_as_a_foreground_oom_at_the_next_launch() {
     let dir = tempfile::tempdir().unwrap();
-    let cgroup = MemoryCgroup::new(48 << 20);
-    let procs = std::ffi::CString::new(
-        cgroup
-            .path
-            .join("cgroup.procs")
-            .into_os_string()
-            .into_encoded_bytes(),
-    )
-    .unwrap();
+    let cgroup = MemoryCgroup::new("symcluster-sdk-oom", 48 << 20)
+        .expect("this test needs a memory cgroup controller (v1 or v2) and root");
+    let procs =
+        std::ffi::CString::new(cgroup.procs_file().into_os_string().into_encoded_bytes()).unwrap();
     let mut command = Command::new(crasher());
     command.arg(dir.path()).arg("oom");
     // SAFETY: between fork and exec the closure only makes async-signal-safe calls (open,

@@ -55,10 +55,17 @@ fn fixture(rel: &str) -> PathBuf {
 /// Set in the child process that converts the big dSYM (so that its peak RSS is its own).
 const CONVERT_ENV: &str = "SYMCLUSTER_BENCH_CONVERT";
 /// Set in the child process that answers a report's addresses from the big dSYM before any
-/// SymCache of it exists (a partial SymCache of their units).
+/// SymCache of it exists (a partial SymCache of their functions).
 const FIRST_ANSWER_ENV: &str = "SYMCLUSTER_BENCH_FIRST_ANSWER";
+/// Set for the small process [`measure`] starts each measured command from
+/// ([`spawn_and_report`]).
+const SPAWN_ENV: &str = "SYMCLUSTER_BENCH_SPAWN";
 
 fn main() {
+    if std::env::var_os(SPAWN_ENV).is_some() {
+        spawn_and_report();
+        return;
+    }
     if let Some(path) = std::env::var_os(CONVERT_ENV) {
         convert_only(Path::new(&path));
         return;
@@ -427,35 +434,71 @@ struct Measured {
     max_rss_mib: f64,
 }
 
-/// Runs `command` to its end (writing `input` to its stdin), measuring it with `wait4`.
-#[allow(
-    clippy::zombie_processes,
-    reason = "reaped by wait4, which also gives its rusage"
-)]
-fn measure(command: &mut Command, input: &str) -> Measured {
+/// Runs `command` to its end (writing `input` to its stdin), measuring it with `wait4` from a
+/// fresh, small process ([`spawn_and_report`]): a child forked from this one would be charged
+/// this process's resident memory at the fork in its peak (Linux keeps the larger of the
+/// forked and the executed image's `maxrss`), and this process holds a whole BigApp SymCache
+/// by the time the first answers are measured.
+fn measure(command: &Command, input: &str) -> Measured {
     let started = std::time::Instant::now();
-    let mut child = command
+    let mut child = Command::new(std::env::current_exe().unwrap())
+        .env(SPAWN_ENV, "1")
+        .envs(
+            command
+                .get_envs()
+                .filter_map(|(key, value)| Some((key, value?))),
+        )
+        .arg(command.get_program())
+        .args(command.get_args())
         .stdin(Stdio::piped())
         .stdout(Stdio::null())
+        .stderr(Stdio::piped())
         .spawn()
         .expect("spawn");
     let mut stdin = child.stdin.take().unwrap();
     stdin.write_all(input.as_bytes()).unwrap();
     drop(stdin);
+    let out = child.wait_with_output().expect("wait");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{command:?} failed: {stderr}");
+    let kib: f64 = stderr
+        .lines()
+        .find_map(|l| l.strip_prefix("maxrss-kib "))
+        .and_then(|n| n.trim().parse().ok())
+        .unwrap_or_else(|| panic!("{command:?}: no peak reported: {stderr}"));
+    Measured {
+        wall: started.elapsed(),
+        max_rss_mib: kib / 1024.0,
+    }
+}
+
+/// The measuring process: runs its arguments as a command (stdin and stdout inherited), waits
+/// for it with `wait4`, prints `maxrss-kib N` (its peak resident memory; Linux reports
+/// `ru_maxrss` in KiB) on stderr, and exits as it did.
+#[allow(
+    clippy::zombie_processes,
+    reason = "reaped by wait4, which also gives its rusage"
+)]
+fn spawn_and_report() {
+    let mut args = std::env::args_os().skip(1);
+    let program = args.next().expect("a command");
+    let child = Command::new(program)
+        .args(args)
+        .env_remove(SPAWN_ENV)
+        .spawn()
+        .expect("spawn");
     let mut status = 0;
     // SAFETY: an all-zero rusage is valid; wait4 fills it for the child we own.
     let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
     let pid = unsafe { libc::wait4(child.id() as i32, &mut status, 0, &mut usage) };
     assert_eq!(pid, child.id() as i32, "wait4");
-    assert!(
-        libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0,
-        "{command:?} failed"
-    );
-    Measured {
-        wall: started.elapsed(),
-        // Linux reports ru_maxrss in KiB.
-        max_rss_mib: usage.ru_maxrss as f64 / 1024.0,
-    }
+    eprintln!("maxrss-kib {}", usage.ru_maxrss);
+    let code = if libc::WIFEXITED(status) {
+        libc::WEXITSTATUS(status)
+    } else {
+        1
+    };
+    std::process::exit(code);
 }
 
 /// The production-size dSYM: conversion (time, peak RSS) against llvm-symbolizer's first
@@ -526,7 +569,7 @@ impl BigDsym {
         );
         let llvm_first_report = llvm.map(|llvm| {
             measure(
-                &mut llvm_symbolizer(llvm, dwarf),
+                &llvm_symbolizer(llvm, dwarf),
                 &report_frames
                     .iter()
                     .map(|r| format!("{:#x}\n", vmaddr + r))
@@ -535,7 +578,7 @@ impl BigDsym {
         });
         let llvm_first = llvm.map(|llvm| {
             measure(
-                &mut llvm_symbolizer(llvm, dwarf),
+                &llvm_symbolizer(llvm, dwarf),
                 &format!("{:#x}\n", vmaddr + relative[frames / 2]),
             )
         });
@@ -576,7 +619,7 @@ impl BigDsym {
             self.convert.max_rss_mib
         );
         println!(
-            "  first answer, {} frames, no SymCache yet (map + partial SymCache of their units): {:>6.2} s, peak RSS {:>6.0} MiB",
+            "  first answer, {} frames, no SymCache yet (map + partial SymCache of their functions): {:>6.2} s, peak RSS {:>6.0} MiB",
             REPORT_FRAMES,
             self.first_answer.wall.as_secs_f64(),
             self.first_answer.max_rss_mib
