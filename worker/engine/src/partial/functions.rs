@@ -57,9 +57,11 @@ impl Function {
     /// the next entry, or, when none follows, the unit's end (at `unit_end`) less the null
     /// entries that close its parents' levels (a unit read back otherwise is put back whole).
     fn end(&self, unit_end: usize) -> usize {
+        // Saturating: depths from malformed DWARF give a range `apply` refuses, not a panic.
+        let closed = |to: isize| usize::try_from(self.depth - to).unwrap_or(0);
         match self.next {
-            Some((offset, depth)) => offset - (self.depth - depth) as usize,
-            None => unit_end - self.depth as usize,
+            Some((offset, depth)) => offset.saturating_sub(closed(depth)),
+            None => unit_end.saturating_sub(closed(0)),
         }
     }
 }
