@@ -62,30 +62,32 @@ impl MemoryCgroup {
 
     /// How many processes the kernel's OOM killer killed in the cgroup.
     pub fn oom_kills(&self) -> u64 {
-        let file = if self.v2 {
+        self.read(if self.v2 {
             "memory.events"
         } else {
             "memory.oom_control"
-        };
-        std::fs::read_to_string(self.path.join(file))
-            .unwrap_or_default()
-            .lines()
-            .find_map(|l| l.strip_prefix("oom_kill ")?.trim().parse().ok())
-            .unwrap_or(0)
+        })
+        .lines()
+        .find_map(|l| l.strip_prefix("oom_kill ")?.trim().parse().ok())
+        .unwrap_or(0)
     }
 
     /// Peak memory charged to the cgroup, in bytes (v1's `memory.max_usage_in_bytes`, v2's
     /// `memory.peak`; 0 when the kernel does not say).
     pub fn peak_bytes(&self) -> u64 {
-        let file = if self.v2 {
+        self.read(if self.v2 {
             "memory.peak"
         } else {
             "memory.max_usage_in_bytes"
-        };
-        std::fs::read_to_string(self.path.join(file))
-            .ok()
-            .and_then(|s| s.trim().parse().ok())
-            .unwrap_or(0)
+        })
+        .trim()
+        .parse()
+        .unwrap_or(0)
+    }
+
+    /// One of the cgroup's files; empty when unreadable.
+    fn read(&self, file: &str) -> String {
+        std::fs::read_to_string(self.path.join(file)).unwrap_or_default()
     }
 }
 

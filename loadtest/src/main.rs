@@ -583,23 +583,12 @@ async fn run(
     );
 
     // Every worker's cache directory, watched until the run ends: the disk cache's budget.
-    let watching = Arc::new(std::sync::atomic::AtomicBool::new(true));
-    let disk_watch = {
-        let watched: Vec<(std::path::PathBuf, u32)> = (0..cluster.workers.len())
+    let disk_watch = procstat::DiskWatch::start(
+        (0..cluster.workers.len())
             .filter_map(|i| Some((cluster.worker_cache_dir(i), cluster.worker_pid(i)?)))
-            .collect();
-        let watching = watching.clone();
-        tokio::task::spawn_blocking(move || {
-            let mut peak = procstat::DiskUse::default();
-            while watching.load(std::sync::atomic::Ordering::Relaxed) {
-                for (dir, pid) in &watched {
-                    peak = peak.max(procstat::disk_use(dir, *pid));
-                }
-                std::thread::sleep(Duration::from_millis(50));
-            }
-            peak
-        })
-    };
+            .collect(),
+        Duration::from_millis(50),
+    );
 
     let client = cluster.client().await;
     let stream = (args.submit == "stream").then(|| client.submit_stream());
@@ -742,8 +731,7 @@ async fn run(
         evictions += sum("symcluster_worker_disk_cache_evictions_total ", "");
         evicted_bytes += sum("symcluster_worker_disk_cache_evicted_bytes_total ", "");
     }
-    watching.store(false, std::sync::atomic::Ordering::Relaxed);
-    let disk = disk_watch.await?;
+    let (disk, _) = disk_watch.stop();
     let mib = |bytes: u64| bytes as f64 / f64::from(1 << 20);
     eprintln!(
         "worker disk, peak of any worker: {:.1} MiB in the disk cache (budget {:.1} MiB), {:.1} MiB \

@@ -128,3 +128,49 @@ pub fn disk_use(dir: &std::path::Path, pid: u32) -> DiskUse {
     }
     use_
 }
+
+/// Watches cache directories ([`disk_use`]) from a thread of its own every `interval`, keeping
+/// each field's peak, until [`DiskWatch::stop`]; dropped without it (a run that failed), the
+/// thread stops at its next sample.
+pub struct DiskWatch {
+    stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    thread: Option<std::thread::JoinHandle<(DiskUse, u64)>>,
+}
+
+impl DiskWatch {
+    /// Starts watching `watched`: each worker's cache directory and pid.
+    pub fn start(watched: Vec<(std::path::PathBuf, u32)>, interval: std::time::Duration) -> Self {
+        let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let stopped = stop.clone();
+        let thread = std::thread::spawn(move || {
+            let (mut peak, mut samples) = (DiskUse::default(), 0u64);
+            while !stopped.load(std::sync::atomic::Ordering::Relaxed) {
+                for (dir, pid) in &watched {
+                    peak = peak.max(disk_use(dir, *pid));
+                }
+                samples += 1;
+                std::thread::sleep(interval);
+            }
+            (peak, samples)
+        });
+        DiskWatch {
+            stop,
+            thread: Some(thread),
+        }
+    }
+
+    /// Stops watching: the peaks, and how many samples they were taken from.
+    pub fn stop(mut self) -> (DiskUse, u64) {
+        self.stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        self.thread
+            .take()
+            .and_then(|t| t.join().ok())
+            .unwrap_or_default()
+    }
+}
+
+impl Drop for DiskWatch {
+    fn drop(&mut self) {
+        self.stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    }
+}

@@ -8,8 +8,6 @@
 //! wrote, so the cache went past its budget (a unit test in `worker/src/disk_cache.rs` saw the
 //! total over the budget 303 times in 2,400 writes of 8 threads).
 
-use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use symcluster_client::api;
@@ -18,7 +16,7 @@ use symcluster_engine::symbolicate::referenced_images;
 use symcluster_engine::symcache::SymCacheFile;
 use symcluster_loadtest::builds;
 use symcluster_loadtest::cluster::{Cluster, MasterOptions, WorkerOptions};
-use symcluster_loadtest::procstat::{DiskUse, disk_use};
+use symcluster_loadtest::procstat::{DiskWatch, disk_use};
 use symcluster_sources::layout::{self, Scope};
 
 use crate::support::{crashed_frames, fixture, found_images, http_get, metric_value, result, wait};
@@ -86,20 +84,11 @@ async fn the_disk_cache_holds_its_budget_over_many_builds() {
     }
 
     // The cache directory, watched until the end.
-    let (dir, pid) = (cluster.worker_cache_dir(0), cluster.worker_pid(0).unwrap());
-    let stop = Arc::new(AtomicBool::new(false));
-    let watcher = {
-        let stop = stop.clone();
-        tokio::task::spawn_blocking(move || {
-            let (mut peak, mut samples) = (DiskUse::default(), 0u64);
-            while !stop.load(Ordering::Relaxed) {
-                peak = peak.max(disk_use(&dir, pid));
-                samples += 1;
-                std::thread::sleep(Duration::from_millis(5));
-            }
-            (peak, samples)
-        })
-    };
+    let pid = cluster.worker_pid(0).unwrap();
+    let watch = DiskWatch::start(
+        vec![(cluster.worker_cache_dir(0), pid)],
+        Duration::from_millis(5),
+    );
 
     // Every build twice, the second round after the others evicted it; all submitted at once.
     let client = cluster.client().await;
@@ -155,8 +144,7 @@ async fn the_disk_cache_holds_its_budget_over_many_builds() {
         );
         tokio::time::sleep(Duration::from_millis(50)).await;
     };
-    stop.store(true, Ordering::Relaxed);
-    let (peak, samples) = watcher.await.unwrap();
+    let (peak, samples) = watch.stop();
     let now = disk_use(&cluster.worker_cache_dir(0), pid);
     let value = |name: &str, labels: &[(&str, &str)]| metric_value(&metrics, name, labels).unwrap();
     let evictions = value("symcluster_worker_disk_cache_evictions_total", &[]);

@@ -352,13 +352,15 @@ pub(super) fn plan(walks: &[UnitWalk], wanted: &[(u64, u64)]) -> Vec<UnitPlan> {
         .collect()
 }
 
-/// Writes `plan`'s fillers into `debug_info` (a copy of `.debug_info` with the unit whole),
+/// Writes `plan`'s fillers into `debug_info` (a copy of `.debug_info` with the unit whole, as
+/// it is in `original`, the section it was copied from),
 /// after adding the filler abbreviation to a copy of the unit's abbreviation table at the end
 /// of `debug_abbrev` (one copy per original table, remembered in `copies`). Reads the unit back:
-/// `false` (and the unit put back whole) when it does not read as planned.
+/// `false` (and the unit put back whole, from `original`) when it does not read as planned.
 pub(super) fn apply(
     plan: &UnitPlan,
     header: &UnitHeader<Slice<'_>>,
+    original_info: &[u8],
     debug_info: &mut [u8],
     debug_abbrev: &mut Vec<u8>,
     copies: &mut HashMap<usize, (usize, u64)>,
@@ -388,7 +390,6 @@ pub(super) fn apply(
     };
     let start = header_offset(header);
     let end = start + header.length_including_self();
-    let saved: Vec<u8> = debug_info[start..end].to_vec();
     super::units::set_abbrev_offset(debug_info, header, table as u64, endian);
     let mut code_bytes = Vec::new();
     uleb(&mut code_bytes, code);
@@ -403,7 +404,7 @@ pub(super) fn apply(
             .and_then(|n| n.checked_sub(code_bytes.len() + 4))
             .and_then(|n| u32::try_from(n).ok());
         let Some(length) = length.filter(|_| start <= from && to <= end) else {
-            debug_info[start..end].copy_from_slice(&saved);
+            debug_info[start..end].copy_from_slice(&original_info[start..end]);
             return false;
         };
         let at = from + code_bytes.len();
@@ -416,7 +417,7 @@ pub(super) fn apply(
     if reads_as(plan, code, start, debug_info, debug_abbrev, endian) {
         true
     } else {
-        debug_info[start..end].copy_from_slice(&saved);
+        debug_info[start..end].copy_from_slice(&original_info[start..end]);
         false
     }
 }

@@ -139,6 +139,7 @@ impl<'a, 'd, D: Dwarf<'d>> Blanked<'a, D> {
             if super::functions::apply(
                 &plan,
                 header,
+                info,
                 &mut debug_info,
                 &mut debug_abbrev,
                 &mut copies,
