@@ -94,9 +94,8 @@ cat <<ENV
 export PATH=$PWD/target/release:\$PATH
 export SYMCLUSTER_MASTER=$endpoints
 export SYMCLUSTER_TOKEN=$SYMCLUSTER_TOKEN
-export AWS_ACCESS_KEY_ID=$AWS_ACCESS_KEY_ID
-export AWS_SECRET_ACCESS_KEY=$AWS_SECRET_ACCESS_KEY
-export SYMCLUSTER_S3_BUCKET=$SYMCLUSTER_S3_BUCKET
-export SYMCLUSTER_S3_ENDPOINT=$SYMCLUSTER_S3_ENDPOINT
-export SYMCLUSTER_S3_REGION=$SYMCLUSTER_S3_REGION
+# symctl uploads through the masters (presigned requests): your shell needs no bucket
+# credentials. Operators who want the bucket itself: symctl upload --s3-bucket $SYMCLUSTER_S3_BUCKET
+# --s3-endpoint $SYMCLUSTER_S3_ENDPOINT --s3-region $SYMCLUSTER_S3_REGION, with the AWS keys
+# that deploy/garage.sh start prints.
 ENV

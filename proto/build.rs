@@ -11,6 +11,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         "proto/symcluster/v1/ingest.proto",
         "proto/symcluster/v1/admin.proto",
         "proto/symcluster/v1/worker.proto",
+        "proto/symcluster/v1/uploads.proto",
         "proto/symcluster/cluster/v1/index.proto",
         "proto/symcluster/cluster/v1/peer.proto",
     ];

@@ -22,6 +22,7 @@
 pub mod retry;
 mod submit_stream;
 mod tls;
+mod uploads;
 
 pub use submit_stream::{SubmitStream, Submitted};
 pub use tls::{Tls, install_crypto_provider};

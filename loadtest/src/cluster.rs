@@ -480,17 +480,17 @@ impl Cluster {
         if m.join {
             command.arg("--join");
         }
+        // Every master knows the bucket (its Uploads service presigns into it); it looks in it
+        // for missing files every `missing_check`, or never.
+        let every = self.options.missing_check.map_or_else(
+            || "0".to_owned(),
+            |every| format!("{}ms", every.as_millis()),
+        );
         command
+            .envs(self.garage.env.iter().cloned())
+            .args(["--missing-check-interval", &every])
             .args(&self.options.args)
             .envs(self.options.env.iter().cloned());
-        if let Some(every) = self.options.missing_check {
-            command
-                .args([
-                    "--missing-check-interval",
-                    &format!("{}ms", every.as_millis()),
-                ])
-                .envs(self.garage.env.iter().cloned());
-        }
         let child = command
             .stdout(Stdio::null())
             .stderr(stderr)
@@ -786,6 +786,30 @@ impl Cluster {
             })
             .await
             .expect("cluster status")
+    }
+
+    /// Runs `symctl` as a build machine would: this cluster's masters and `token`, and neither
+    /// bucket settings nor AWS credentials in its environment (uploads go through the masters).
+    pub fn symctl_as(&self, token: &str, args: &[&str]) -> std::process::Output {
+        let mut command = Command::new(bin("symctl"));
+        command
+            .args(args)
+            .env("SYMCLUSTER_MASTER", &self.endpoint)
+            .env("SYMCLUSTER_TOKEN", token);
+        for (name, _) in &self.garage.env {
+            command.env_remove(name);
+        }
+        for name in [
+            "AWS_ACCESS_KEY_ID",
+            "AWS_SECRET_ACCESS_KEY",
+            "AWS_SESSION_TOKEN",
+        ] {
+            command.env_remove(name);
+        }
+        if let Some(tls) = &self.options.tls {
+            command.env("SYMCLUSTER_TLS_CA", &tls.ca);
+        }
+        command.output().expect("run symctl")
     }
 
     /// Runs `symctl` with this cluster's master and bucket settings.

@@ -217,6 +217,12 @@ pub struct MasterConfig {
     /// with `--s3-bucket` only.
     #[arg(long, env = "SYMCLUSTER_MISSING_CHECK_INTERVAL", value_name = "DURATION", value_parser = symcluster_telemetry::flags::duration, default_value = "5m")]
     pub missing_check_interval: std::time::Duration,
+
+    /// How long the presigned S3 requests the `Uploads` service hands build machines stay valid
+    /// (`15m`, `1h`); an upload cut by their expiry is prepared again and resumes. With
+    /// `--s3-bucket` only; the masters sign them with the S3 credentials of their environment.
+    #[arg(long, env = "SYMCLUSTER_UPLOAD_URL_EXPIRY", value_name = "DURATION", value_parser = symcluster_telemetry::flags::duration, default_value = "15m")]
+    pub upload_url_expiry: std::time::Duration,
 }
 
 impl MasterConfig {

@@ -31,7 +31,8 @@ use std::time::Duration;
 
 use symcluster_proto::cluster::v1::peer_server::PeerServer;
 use symcluster_proto::v1::{
-    admin_server::AdminServer, ingest_server::IngestServer, worker_api_server::WorkerApiServer,
+    admin_server::AdminServer, ingest_server::IngestServer, uploads_server::UploadsServer,
+    worker_api_server::WorkerApiServer,
 };
 use tonic::service::interceptor::InterceptedService;
 
@@ -40,7 +41,7 @@ use index::Index;
 use raft::RaftConfig;
 use raft::transport::{MAX_MESSAGE_BYTES, PeerService};
 use scheduler::{Scheduler, SchedulerConfig};
-use service::{AdminService, IngestService, WorkerApiService};
+use service::{AdminService, IngestService, UploadsService, WorkerApiService};
 
 /// Largest `Ingest` request, bytes: a report or JS stack of
 /// [`symcluster_admission::MAX_PAYLOAD_BYTES`] (16 MiB) and the rest of its `JobSpec`. A larger message is
@@ -169,24 +170,28 @@ pub async fn run(
             }
         });
     }
-    if let Some(bucket) = config
-        .bucket
-        .s3_bucket
+    let upload_bucket = match &config.bucket.s3_bucket {
+        Some(bucket) => Some(service::UploadBucket {
+            source: symcluster_sources::Source::s3(&symcluster_sources::S3Settings {
+                bucket: bucket.clone(),
+                endpoint: config.bucket.s3_endpoint.clone(),
+                region: config.bucket.s3_region.clone(),
+                attempts: 2,
+                timeout_ms: 5_000,
+            })
+            .await,
+            base: config.bucket.s3_prefix.clone(),
+        }),
+        None => None,
+    };
+    if let Some(bucket) = upload_bucket
         .as_ref()
         .filter(|_| !config.missing_check_interval.is_zero())
     {
-        let source = symcluster_sources::Source::s3(&symcluster_sources::S3Settings {
-            bucket: bucket.clone(),
-            endpoint: config.bucket.s3_endpoint.clone(),
-            region: config.bucket.s3_region.clone(),
-            attempts: 2,
-            timeout_ms: 5_000,
-        })
-        .await;
         tokio::spawn(missing_check::run(
             scheduler.clone(),
-            source,
-            config.bucket.s3_prefix.clone(),
+            bucket.source.clone(),
+            bucket.base.clone(),
             config.missing_check_interval,
         ));
     }
@@ -282,6 +287,15 @@ pub async fn run(
                 .max_decoding_message_size(MAX_WORKER_MESSAGE_BYTES),
             auth.interceptor("the WorkerApi service", auth::WORKER_ROLES)
                 .with_client_cert(config.tls_client_ca.is_some()),
+        ))
+        .add_service(InterceptedService::new(
+            UploadsServer::new(UploadsService::new(
+                scheduler.clone(),
+                upload_bucket,
+                &config.token,
+                config.upload_url_expiry,
+            )),
+            auth.interceptor("the Uploads service", auth::UPLOAD_ROLES),
         ))
         .add_service(InterceptedService::new(
             // Any role may ask where the leader is: a device's calls are gated as on Ingest.

@@ -253,6 +253,13 @@ pub static JOBS_RESYMBOLICATED: LazyLock<IntCounter> = LazyLock::new(|| {
         "Jobs queued again because a file they lacked arrived",
     )
 });
+/// Files uploaded through presigned requests and confirmed (`Uploads/ConfirmUpload`).
+pub static UPLOADS_CONFIRMED: LazyLock<IntCounter> = LazyLock::new(|| {
+    counter(
+        "symcluster_uploads_confirmed_total",
+        "Files uploaded through presigned requests, checked and confirmed",
+    )
+});
 
 /// Registers every metric that is only set now and then, so that a scrape shows it (at 0)
 /// from the start.
@@ -260,6 +267,7 @@ pub fn register_all() {
     LazyLock::force(&JOBS_SUBMITTED);
     LazyLock::force(&JOBS_COMPLETED);
     LazyLock::force(&JOBS_RESYMBOLICATED);
+    LazyLock::force(&UPLOADS_CONFIRMED);
     for h in [
         &RAFT_ENTRIES_PER_FSYNC,
         &RAFT_FSYNC_SECONDS,

@@ -6,6 +6,7 @@
 //! - `jobs.proto`: jobs (native report or JS stack), their states and results;
 //! - `ingest.proto`: the `Ingest` service ingestion services call (submit, get, watch);
 //! - `worker.proto`: the `WorkerApi` service workers call (register, lease, complete, heartbeat);
+//! - `uploads.proto`: the `Uploads` service build machines call (presigned uploads);
 //! - `admin.proto`: the `Admin` service operators read (cluster status, masters and workers);
 //! - `cluster/v1/`: internal to the masters: the replicated index (`index.proto`) and Raft's
 //!   transport (`peer.proto`).

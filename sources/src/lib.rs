@@ -11,11 +11,14 @@
 //!   same layout) with `fetch`, `exists` and `put`;
 //! - [`download`]: big objects streamed to a file, bounded by their size, resumed with ranged
 //!   GETs when cut;
+//! - [`upload`]: presigned uploads (one PUT, or a resumable multipart upload) checked by
+//!   SHA-256, for the masters' `Uploads` service;
 //! - [`BucketArgs`]: the bucket flags the worker and `symctl` share.
 
 pub mod download;
 pub mod layout;
 pub mod source;
+pub mod upload;
 
 pub use download::{DownloadLimits, Downloaded};
 pub use layout::Scope;

@@ -33,6 +33,13 @@ pub enum Command {
     /// to the cluster's bucket. Files already there are skipped.
     #[command(subcommand)]
     Upload(UploadCommand),
+    /// Inspect debug files: what each file holds (`check`), whether the cluster has one
+    /// (`find`).
+    #[command(subcommand, name = "debug-files")]
+    DebugFiles(DebugFilesCommand),
+    /// Source map tools: `inject` a debug id into a bundle and its map.
+    #[command(subcommand)]
+    Sourcemaps(SourcemapsCommand),
     /// Submit a crash report (native) or a JS stack to the cluster.
     Submit(SubmitArgs),
     /// Print a job's state and result as JSON.
@@ -88,23 +95,26 @@ pub struct ProjectArgs {
 /// Where uploaded files go: one project's prefix, or the shared prefix every project reads.
 #[derive(Debug, Clone, clap::Args)]
 pub struct UploadTarget {
-    /// The project whose jobs may read the files.
-    #[arg(long, env = "SYMCLUSTER_PROJECT", default_value = "default")]
-    pub project: String,
+    /// The project whose jobs may read the files (default: the token's project when it serves
+    /// one, else `default`).
+    #[arg(long, env = "SYMCLUSTER_PROJECT")]
+    pub project: Option<String>,
     /// Upload to the shared prefix that every project reads (system libraries, common
     /// frameworks) instead of one project's.
     #[arg(long)]
     pub shared: bool,
 }
 
-/// The master to tell about an upload, so that jobs that lacked the files run again. Without
-/// a token, nobody is told (the upload alone).
+/// The masters an upload goes through (without `--s3-bucket`: presigned requests, an `upload`
+/// token of the project), or that are told of an upload made with `--s3-bucket`, so that jobs
+/// that lacked the files run again (without a token, nobody is told).
 #[derive(Debug, Clone, clap::Args)]
 pub struct NotifyArgs {
     /// The masters' gRPC endpoints, comma-separated (default `http://127.0.0.1:7700`).
     #[arg(long, env = "SYMCLUSTER_MASTER")]
     pub master: Option<String>,
-    /// Bearer token (an ingest token of the project; admin for `--shared`).
+    /// Bearer token: an upload token of the project (admin for `--shared`); with
+    /// `--s3-bucket`, an ingest token of the project.
     #[arg(long, env = "SYMCLUSTER_TOKEN", hide_env_values = true)]
     pub token: Option<String>,
     /// PEM CA certificate(s) of `https://` masters.
@@ -112,6 +122,9 @@ pub struct NotifyArgs {
     pub tls_ca: Option<std::path::PathBuf>,
 }
 
+/// Uploads go through the masters (`--token`, an upload token of the project: no bucket
+/// credentials on the build machine; files the bucket holds already are not sent again), or
+/// straight to the bucket with `--s3-bucket` and AWS credentials (operators).
 #[derive(Debug, Subcommand)]
 pub enum UploadCommand {
     /// Upload debug files: dSYM bundles, Mach-O or ELF files, or directories (recursively).
@@ -142,9 +155,10 @@ pub enum UploadCommand {
     Sourcemap {
         #[command(flatten)]
         bucket: BucketArgs,
-        /// The project whose JS jobs read the map.
-        #[arg(long, env = "SYMCLUSTER_PROJECT", default_value = "default")]
-        project: String,
+        /// The project whose JS jobs read the map (default: the token's project when it serves
+        /// one, else `default`).
+        #[arg(long, env = "SYMCLUSTER_PROJECT")]
+        project: Option<String>,
         #[command(flatten)]
         notify: NotifyArgs,
         /// The source map file.
@@ -153,10 +167,11 @@ pub enum UploadCommand {
         /// The minified bundle.
         #[arg(long)]
         bundle: Option<PathBuf>,
-        /// Store under this debug id...
-        #[arg(long, conflicts_with = "release")]
+        /// Store under this debug id (default: the map's `debugId`, as `symctl sourcemaps
+        /// inject` writes it)...
+        #[arg(long)]
         debug_id: Option<String>,
-        /// ...or under this release (with `--dist` and `--bundle-name`).
+        /// ...and/or under this release (with `--dist` and `--bundle-name`).
         #[arg(long, requires = "bundle_name")]
         release: Option<String>,
         /// Distribution within the release.
@@ -165,6 +180,48 @@ pub enum UploadCommand {
         /// The bundle's file name as stacks show it (`index.android.bundle`).
         #[arg(long)]
         bundle_name: Option<String>,
+    },
+}
+
+#[derive(Debug, Subcommand)]
+pub enum SourcemapsCommand {
+    /// Write one debug id into a JavaScript bundle (a `//# debugId=<id>` comment at its end)
+    /// and its source map (`debugId`), as the TC39 debug id proposal says: the id they carry
+    /// already, or one derived from the bundle's bytes. `symctl upload sourcemap` then stores
+    /// the map under that id, and JS jobs that name it find the map. Run it on the JS bundle
+    /// (before `hermesc`) and its final map; running it again changes nothing.
+    Inject {
+        /// The JavaScript bundle (text).
+        bundle: PathBuf,
+        /// Its source map (composed with Hermes' map when the app runs Hermes bytecode).
+        map: PathBuf,
+    },
+}
+
+#[derive(Debug, Subcommand)]
+pub enum DebugFilesCommand {
+    /// Print, for each object (arch slice) of the debug files under the paths (dSYM bundles,
+    /// Mach-O or ELF files, source maps, or directories searched recursively), its debug id,
+    /// arch, kind and what it holds: a symbol table, DWARF (files, lines, inlinees), unwind
+    /// info, sources; and whether it is usable. A file without line info is usable with a
+    /// warning (function names only). Exits 1 when nothing usable is found.
+    Check {
+        /// Files or directories.
+        #[arg(required = true)]
+        paths: Vec<PathBuf>,
+        /// `table` or `json` (an array of objects).
+        #[arg(long, short = 'o', value_enum, default_value_t = Output::Table)]
+        output: Output,
+    },
+    /// Whether the cluster's bucket holds a debug file for a debug id: in the project, or in
+    /// the shared prefix (an upload token of the project, or admin). Exits 1 when it does not.
+    Find {
+        #[command(flatten)]
+        master: MasterArgs,
+        #[command(flatten)]
+        project: ProjectArgs,
+        /// The debug id (e.g. `4c4c443b-5555-3144-a126-3cc30cf88fdb`).
+        debug_id: String,
     },
 }
 

@@ -267,3 +267,113 @@ fn restore_js_malformed_map_fails_with_one_line() {
         "{err}"
     );
 }
+
+fn check_json(path: &std::path::Path) -> (Output, Vec<serde_json::Value>) {
+    let out = symctl(&["debug-files", "check", "-o", "json", path.to_str().unwrap()]);
+    let listed = serde_json::from_slice(&out.stdout).unwrap_or_default();
+    (out, listed)
+}
+
+#[test]
+fn debug_files_check_says_what_each_file_holds_and_whether_it_is_usable() {
+    // The example dSYM: usable, with DWARF.
+    let (out, listed) = check_json(&demo("DemoApp.dSYM"));
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert_eq!(listed.len(), 1, "{listed:?}");
+    let dsym = &listed[0];
+    assert_eq!(
+        (
+            &dsym["debug_id"],
+            &dsym["arch"],
+            &dsym["kind"],
+            &dsym["usable"]
+        ),
+        (
+            &serde_json::json!("4c4c443b-5555-3144-a126-3cc30cf88fdb"),
+            &serde_json::json!("arm64"),
+            &serde_json::json!("dsym"),
+            &serde_json::json!(true)
+        )
+    );
+    assert!(
+        dsym["features"]
+            .as_array()
+            .unwrap()
+            .contains(&serde_json::json!("debug")),
+        "{dsym}"
+    );
+
+    // A stripped binary (compiled and stripped of its DWARF here): usable with a warning.
+    let dir = tempfile::tempdir().unwrap();
+    let source = dir.path().join("app.c");
+    std::fs::write(
+        &source,
+        "int twice(int x) { return 2 * x; }\nint main(void) { return twice(1); }\n",
+    )
+    .unwrap();
+    let binary = dir.path().join("app");
+    assert!(
+        Command::new("cc")
+            .args(["-g", "-Wl,--build-id=sha1", "-o"])
+            .arg(&binary)
+            .arg(&source)
+            .status()
+            .unwrap()
+            .success()
+    );
+    assert!(
+        Command::new("strip")
+            .arg("--strip-debug")
+            .arg(&binary)
+            .status()
+            .unwrap()
+            .success()
+    );
+    let (out, listed) = check_json(&binary);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert_eq!(
+        (
+            &listed[0]["kind"],
+            &listed[0]["usable"],
+            &listed[0]["features"][0]
+        ),
+        (
+            &serde_json::json!("elf"),
+            &serde_json::json!(true),
+            &serde_json::json!("symtab")
+        )
+    );
+    assert!(
+        !listed[0]["features"]
+            .as_array()
+            .unwrap()
+            .contains(&serde_json::json!("debug"))
+    );
+    let table = symctl(&["debug-files", "check", binary.to_str().unwrap()]);
+    assert!(table.status.success());
+    assert!(
+        stderr(&table).contains("warning: ") && stderr(&table).contains("no line info"),
+        "{}",
+        stderr(&table)
+    );
+
+    // A source map: usable; garbage that looks like an object file: nothing usable, exit 1.
+    let (out, listed) = check_json(&repo().join("examples/rn-demo/dist/index.bundle.map"));
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert_eq!(
+        (&listed[0]["kind"], &listed[0]["usable"]),
+        (&serde_json::json!("sourcemap"), &serde_json::json!(true))
+    );
+    let garbage = dir.path().join("garbage");
+    let mut bytes = b"\x7fELF".to_vec();
+    bytes.extend_from_slice(&[0xab; 60]);
+    std::fs::write(&garbage, bytes).unwrap();
+    let (out, listed) = check_json(&garbage);
+    assert_eq!(out.status.code(), Some(1));
+    assert_eq!(listed[0]["usable"], false);
+    assert!(
+        stderr(&out).contains("no usable debug file or source map found"),
+        "{}",
+        stderr(&out)
+    );
+}

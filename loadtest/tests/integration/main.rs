@@ -30,3 +30,4 @@ mod system_symbols;
 mod tls;
 mod tokens;
 mod traces;
+mod uploads;

@@ -39,6 +39,9 @@ pub enum Role {
     /// The masters' Raft transport only (`Peer`): what masters present to each other with
     /// `--peer-token`, so that no admin token can step a master's Raft or replace its index.
     Peer,
+    /// Upload debug files and source maps into its projects (the `Uploads` service), and
+    /// nothing else: what a build machine holds instead of bucket credentials.
+    Upload,
 }
 
 impl Role {
@@ -50,6 +53,7 @@ impl Role {
             Role::Worker => "worker",
             Role::Admin => "admin",
             Role::Peer => "peer",
+            Role::Upload => "upload",
         }
     }
 }
@@ -76,7 +80,7 @@ pub struct Caller {
     pub max_report_bytes: Option<usize>,
 }
 
-/// The projects a `device` or `ingest` token serves (validated names, at least one).
+/// The projects a `device`, `ingest` or `upload` token serves (validated names, at least one).
 pub type Projects = Arc<[String]>;
 
 impl Caller {
@@ -204,6 +208,8 @@ pub const READ_ROLES: &[Role] = &[Role::Ingest, Role::Admin];
 pub const WORKER_ROLES: &[Role] = &[Role::Worker, Role::Admin];
 /// Roles that see the cluster status, take backups and change the members.
 pub const ADMIN_ROLES: &[Role] = &[Role::Admin];
+/// Roles of the `Uploads` service (build machines; admin for the shared prefix).
+pub const UPLOAD_ROLES: &[Role] = &[Role::Upload, Role::Admin];
 /// Roles of the masters' Raft transport with `--peer-token`.
 pub const PEER_ROLES: &[Role] = &[Role::Peer];
 /// Roles of the masters' Raft transport without `--peer-token` (as in earlier versions).
@@ -215,6 +221,7 @@ pub const ALL_ROLES: &[Role] = &[
     Role::Worker,
     Role::Admin,
     Role::Peer,
+    Role::Upload,
 ];
 
 /// SHA-256 of `bytes` (FIPS 180-4).

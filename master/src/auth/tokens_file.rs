@@ -5,8 +5,8 @@
 //! [[tokens]]
 //! name = "demo-ios-app"       # shown in logs, never the token
 //! sha256 = "<64 hex digits: SHA-256 of the token>"
-//! role = "device"             # device | ingest | worker | admin | peer
-//! projects = ["demo"]         # device and ingest: the projects it serves (required);
+//! role = "device"             # device | ingest | upload | worker | admin | peer
+//! projects = ["demo"]         # device, ingest and upload: the projects it serves (required);
 //!                             # worker, admin and peer serve all projects and take none
 //! rate = 20                   # optional: calls (and streamed jobs) per second, a float
 //! burst = 100                 # optional: calls allowed at once (default: max(rate, 1))
@@ -57,8 +57,8 @@ struct Entry {
 /// Reads and checks a tokens file: SHA-256 (32 bytes) → caller. Errors name the file and, for a
 /// bad entry, its 1-based position and name: unreadable file, TOML syntax, unknown field or
 /// role, a `sha256` that is not 64 hex digits, an empty or repeated name, a repeated hash, a
-/// `rate` that is not a positive number or a `burst` of 0, a `bytes_per_second` of 0, a `device`
-/// or `ingest` token without
+/// `rate` that is not a positive number or a `burst` of 0, a `bytes_per_second` of 0, a `device`,
+/// `ingest` or `upload` token without
 /// `projects` (or with an empty list, or an invalid project name), a `worker` or `admin` token
 /// with `projects`.
 /// Device tokens get `devices`' budgets where their entry gives none.
@@ -109,16 +109,16 @@ fn parse(text: &str, devices: &DeviceBudgets) -> Result<HashMap<[u8; 32], Caller
             None => None,
         };
         let projects = match (entry.role, entry.projects) {
-            (Role::Device | Role::Ingest, None) => {
+            (Role::Device | Role::Ingest | Role::Upload, None) => {
                 return Err(format!(
                     "{at}: {} tokens need `projects` (the projects they serve)",
                     entry.role.as_str()
                 ));
             }
-            (Role::Device | Role::Ingest, Some(list)) if list.is_empty() => {
+            (Role::Device | Role::Ingest | Role::Upload, Some(list)) if list.is_empty() => {
                 return Err(format!("{at}: `projects` is empty"));
             }
-            (Role::Device | Role::Ingest, Some(list)) => {
+            (Role::Device | Role::Ingest | Role::Upload, Some(list)) => {
                 for project in &list {
                     symcluster_proto::project::validate(project)
                         .map_err(|e| format!("{at}: {e}"))?;

@@ -13,11 +13,14 @@ pub mod members;
 mod page_token;
 mod submit;
 mod submit_stream;
+mod upload_ticket;
+pub mod uploads;
 mod watch;
 mod worker_api;
 
 pub use admin::AdminService;
 pub use ingest::IngestService;
+pub use uploads::{UploadBucket, UploadsService};
 pub use worker_api::WorkerApiService;
 
 use symcluster_proto::v1;

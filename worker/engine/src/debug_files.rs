@@ -12,7 +12,7 @@ use std::fmt;
 use std::path::{Path, PathBuf};
 
 use symbolic_common::{Arch, ByteView, DebugId};
-use symbolic_debuginfo::{Archive, FileFormat};
+use symbolic_debuginfo::{Archive, FileFormat, ObjectKind};
 
 /// One object (one arch slice) inside a debug file on disk.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -142,6 +142,14 @@ impl DebugFileIndex {
         files
     }
 
+    /// The best file of each debug id ([`Self::get`]), by debug id.
+    pub fn best(&self) -> impl Iterator<Item = (&DebugId, &DebugFileEntry)> {
+        let mut ids: Vec<&DebugId> = self.by_id.keys().collect();
+        ids.sort();
+        ids.into_iter()
+            .filter_map(|id| Some((id, self.by_id.get(id)?.first()?)))
+    }
+
     /// Number of distinct debug ids found.
     pub fn len(&self) -> usize {
         self.by_id.len()
@@ -169,6 +177,70 @@ pub fn list_objects(data: &[u8]) -> Result<Vec<(DebugId, Arch, bool)>, String> {
         for object in archive.objects() {
             let object = object.map_err(|e| e.to_string())?;
             out.push((object.debug_id(), object.arch(), object.has_debug_info()));
+        }
+        Ok(out)
+    })
+}
+
+/// What one object (arch slice) of a debug file holds, as `symctl debug-files check` shows it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ObjectInfo {
+    /// Its debug id (Mach-O `LC_UUID`; ELF: from the GNU build id).
+    pub debug_id: DebugId,
+    /// Its code id (Mach-O: the UUID; ELF: the build id, hex), when it has one.
+    pub code_id: Option<String>,
+    /// Its architecture.
+    pub arch: Arch,
+    /// `macho` or `elf`.
+    pub format: &'static str,
+    /// `debug` (a dSYM's DWARF companion, separate debug info), `executable`, `library`,
+    /// `relocatable`, `dump` or `other` (symbolic's `ObjectKind`).
+    pub kind: &'static str,
+    /// A symbol table: function names for addresses, without files or lines.
+    pub has_symbols: bool,
+    /// DWARF: files, lines and inlinees.
+    pub has_debug_info: bool,
+    /// Call frame information (for stack walking).
+    pub has_unwind_info: bool,
+    /// Embedded source code.
+    pub has_sources: bool,
+}
+
+/// Every object of a Mach-O (thin or fat) or ELF file, described.
+///
+/// # Errors
+/// The file is not an object file symbolic reads, or one of its objects is malformed (one
+/// line).
+pub fn describe_objects(data: &[u8]) -> Result<Vec<ObjectInfo>, String> {
+    crate::guard::no_panic(|| {
+        if !matches!(Archive::peek(data), FileFormat::MachO | FileFormat::Elf) {
+            return Err("not a Mach-O or ELF file".to_owned());
+        }
+        let archive = Archive::parse(data).map_err(|e| e.to_string())?;
+        let mut out = Vec::with_capacity(archive.object_count());
+        for object in archive.objects() {
+            let object = object.map_err(|e| e.to_string())?;
+            out.push(ObjectInfo {
+                debug_id: object.debug_id(),
+                code_id: object.code_id().map(|c| c.to_string()),
+                arch: object.arch(),
+                format: match object.file_format() {
+                    FileFormat::MachO => "macho",
+                    _ => "elf",
+                },
+                kind: match object.kind() {
+                    ObjectKind::Debug => "debug",
+                    ObjectKind::Executable => "executable",
+                    ObjectKind::Library => "library",
+                    ObjectKind::Relocatable => "relocatable",
+                    ObjectKind::Dump => "dump",
+                    _ => "other",
+                },
+                has_symbols: object.has_symbols(),
+                has_debug_info: object.has_debug_info(),
+                has_unwind_info: object.has_unwind_info(),
+                has_sources: object.has_sources(),
+            });
         }
         Ok(out)
     })

@@ -2,12 +2,15 @@
 
 mod backup;
 mod cluster;
+mod debug_files;
 mod members;
 mod output;
 mod restore_js;
+mod sourcemaps;
 mod submit_dir;
 mod symbolicate;
 mod upload;
+mod upload_cluster;
 
 use crate::cli::Command;
 
@@ -17,6 +20,10 @@ pub fn run(command: Command) -> anyhow::Result<()> {
         Command::Symbolicate(args) => symbolicate::run(&args),
         Command::RestoreJs(args) => restore_js::run(&args),
         Command::Upload(command) => block_on(upload::run(command)),
+        Command::DebugFiles(command) => debug_files::run(command),
+        Command::Sourcemaps(crate::cli::SourcemapsCommand::Inject { bundle, map }) => {
+            sourcemaps::run_inject(&bundle, &map)
+        }
         Command::Submit(args) => block_on(cluster::submit(args)),
         Command::Job(args) => block_on(cluster::job(args)),
         Command::Groups(args) => block_on(cluster::groups(args)),

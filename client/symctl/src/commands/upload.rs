@@ -1,4 +1,6 @@
-//! `symctl upload`: debug files and source maps into the bucket, in the layout workers read.
+//! `symctl upload`: debug files and source maps into the bucket, in the layout workers read:
+//! through the masters by default ([`upload_cluster`]: an upload token, presigned requests),
+//! or straight to the bucket with `--s3-bucket` (operators with bucket credentials).
 
 use std::path::PathBuf;
 
@@ -10,6 +12,7 @@ use symcluster_sources::{S3Settings, Scope, Source, layout};
 
 use symcluster_client::{Client, api, missing};
 
+use super::upload_cluster::{self, FileToUpload};
 use crate::cli::{BucketArgs, NotifyArgs, UploadCommand, UploadTarget};
 
 /// Tells the master which files arrived (`Ingest/FilesUploaded`), so that finished jobs that
@@ -62,13 +65,17 @@ async fn notify(args: &NotifyArgs, scope: Scope<'_>, keys: Vec<String>) -> anyho
     }
 }
 
-/// The scope `target` names (the project's name checked).
+/// The scope `target` names (the project's name checked; `default` when none is named).
 fn scope(target: &UploadTarget) -> anyhow::Result<Scope<'_>> {
     if target.shared {
         return Ok(Scope::Shared);
     }
-    project::validate(&target.project).map_err(anyhow::Error::msg)?;
-    Ok(Scope::Project(&target.project))
+    let project = target
+        .project
+        .as_deref()
+        .unwrap_or(project::DEFAULT_PROJECT);
+    project::validate(project).map_err(anyhow::Error::msg)?;
+    Ok(Scope::Project(project))
 }
 
 async fn bucket(args: &BucketArgs) -> anyhow::Result<Source> {
@@ -85,6 +92,35 @@ async fn bucket(args: &BucketArgs) -> anyhow::Result<Source> {
     .await)
 }
 
+/// Every debug id of the debug files under `paths`, with its best file, as uploads through the
+/// cluster, and their missing-file keys.
+fn debug_files(paths: &[PathBuf]) -> anyhow::Result<(Vec<FileToUpload>, Vec<String>)> {
+    let index = DebugFileIndex::scan(paths)?;
+    for problem in index.unreadable() {
+        eprintln!("symctl: warning: skipped unreadable debug file {problem}");
+    }
+    // The best file of each debug id: its dSYM rather than a stripped binary of the same id.
+    let (mut files, mut keys) = (Vec::new(), Vec::new());
+    for (debug_id, entry) in index.best() {
+        keys.push(missing::native_key(&debug_id.to_string()));
+        files.push(FileToUpload {
+            label: format!(
+                "{debug_id} {:<8} {}",
+                entry.arch.name(),
+                entry.path.display()
+            ),
+            kind: api::upload_file::Kind::DebugId(debug_id.to_string()),
+            path: entry.path.clone(),
+        });
+    }
+    if files.is_empty() {
+        anyhow::bail!("no Mach-O or ELF debug file found in the given paths");
+    }
+    keys.sort();
+    keys.dedup();
+    Ok((files, keys))
+}
+
 pub async fn run(command: UploadCommand) -> anyhow::Result<()> {
     match command {
         UploadCommand::Dsym {
@@ -93,6 +129,11 @@ pub async fn run(command: UploadCommand) -> anyhow::Result<()> {
             notify: n,
             paths,
         } => {
+            if b.s3_bucket.is_none() {
+                let (files, keys) = debug_files(&paths)?;
+                let project = target.project.as_deref().unwrap_or_default();
+                return upload_cluster::upload(&n, project, target.shared, files, keys).await;
+            }
             let scope = scope(&target)?;
             let keys = upload_debug_files(&b, scope, &paths).await?;
             notify(&n, scope, keys).await
@@ -104,6 +145,10 @@ pub async fn run(command: UploadCommand) -> anyhow::Result<()> {
         } => {
             if !dir.is_dir() {
                 anyhow::bail!("{} is not a directory", dir.display());
+            }
+            if b.s3_bucket.is_none() {
+                let (files, keys) = debug_files(&[dir])?;
+                return upload_cluster::upload(&n, "", true, files, keys).await;
             }
             let keys = upload_debug_files(&b, Scope::Shared, &[dir]).await?;
             notify(&n, Scope::Shared, keys).await
@@ -119,39 +164,92 @@ pub async fn run(command: UploadCommand) -> anyhow::Result<()> {
             dist,
             bundle_name,
         } => {
-            project::validate(&project).map_err(anyhow::Error::msg)?;
-            let prefix = Scope::Project(&project).prefix(&b.s3_prefix);
-            let (map_key, bundle_key) = match (&debug_id, &release) {
-                (Some(id), _) => layout::sourcemap_keys_by_debug_id(&prefix, id),
-                (None, Some(release)) => layout::sourcemap_keys_by_release(
-                    &prefix,
-                    release,
-                    &dist,
-                    bundle_name.as_deref().unwrap_or_default(),
-                ),
-                (None, None) => anyhow::bail!("give --debug-id, or --release and --bundle-name"),
-            }?;
-            let source = bucket(&b).await?;
             let map_bytes =
                 std::fs::read(&map).with_context(|| format!("cannot read {}", map.display()))?;
             // Refuse what workers could not read.
             symcluster_engine::js::JsSourceMap::parse(&map_bytes, None)
                 .with_context(|| map.display().to_string())?;
-            source.put(&map_key, map_bytes).await?;
-            println!("uploaded {} -> {map_key}", map.display());
-            if let Some(bundle) = bundle {
-                let bytes = std::fs::read(&bundle)
-                    .with_context(|| format!("cannot read {}", bundle.display()))?;
-                source.put(&bundle_key, bytes).await?;
-                println!("uploaded {} -> {bundle_key}", bundle.display());
+            // By debug id (given, or the map's own) and by release: under each that is named.
+            let debug_id = debug_id.or_else(|| {
+                serde_json::from_slice(&map_bytes)
+                    .ok()
+                    .and_then(|json| super::sourcemaps::map_debug_id(&json))
+            });
+            let mut keyings = Vec::new();
+            if let Some(id) = &debug_id {
+                keyings.push(api::SourceMapFile {
+                    debug_id: id.clone(),
+                    ..Default::default()
+                });
             }
-            let key = missing::js_key(
-                debug_id.as_deref().unwrap_or_default(),
-                release.as_deref().unwrap_or_default(),
-                &dist,
-                bundle_name.as_deref().unwrap_or_default(),
-            );
-            notify(&n, Scope::Project(&project), vec![key]).await
+            if let Some(release) = &release {
+                keyings.push(api::SourceMapFile {
+                    release: release.clone(),
+                    dist: dist.clone(),
+                    bundle_name: bundle_name.clone().unwrap_or_default(),
+                    ..Default::default()
+                });
+            }
+            if keyings.is_empty() {
+                anyhow::bail!(
+                    "give --debug-id, or --release and --bundle-name, or inject a debug id into \
+                     the bundle and map first (symctl sourcemaps inject)"
+                );
+            }
+            let keys: Vec<String> = keyings
+                .iter()
+                .map(|k| missing::js_key(&k.debug_id, &k.release, &k.dist, &k.bundle_name))
+                .collect();
+            if b.s3_bucket.is_none() {
+                let mut files = Vec::new();
+                for keying in &keyings {
+                    let by = if keying.debug_id.is_empty() {
+                        format!("release {}", keying.release)
+                    } else {
+                        format!("debug id {}", keying.debug_id)
+                    };
+                    files.push(FileToUpload {
+                        label: format!("source map {} by {by}", map.display()),
+                        kind: api::upload_file::Kind::SourceMap(keying.clone()),
+                        path: map.clone(),
+                    });
+                    if let Some(bundle) = &bundle {
+                        files.push(FileToUpload {
+                            label: format!("bundle {} by {by}", bundle.display()),
+                            kind: api::upload_file::Kind::SourceMap(api::SourceMapFile {
+                                bundle: true,
+                                ..keying.clone()
+                            }),
+                            path: bundle.clone(),
+                        });
+                    }
+                }
+                let project = project.as_deref().unwrap_or_default();
+                return upload_cluster::upload(&n, project, false, files, keys).await;
+            }
+            let project = project.as_deref().unwrap_or(project::DEFAULT_PROJECT);
+            project::validate(project).map_err(anyhow::Error::msg)?;
+            let prefix = Scope::Project(project).prefix(&b.s3_prefix);
+            let source = bucket(&b).await?;
+            for keying in &keyings {
+                let (map_key, bundle_key) = if keying.debug_id.is_empty() {
+                    layout::sourcemap_keys_by_release(
+                        &prefix,
+                        &keying.release,
+                        &keying.dist,
+                        &keying.bundle_name,
+                    )?
+                } else {
+                    layout::sourcemap_keys_by_debug_id(&prefix, &keying.debug_id)?
+                };
+                source.put(&map_key, map_bytes.clone()).await?;
+                println!("uploaded {} -> {map_key}", map.display());
+                if let Some(bundle) = &bundle {
+                    source.put_file(&bundle_key, bundle).await?;
+                    println!("uploaded {} -> {bundle_key}", bundle.display());
+                }
+            }
+            notify(&n, Scope::Project(project), keys).await
         }
     }
 }
