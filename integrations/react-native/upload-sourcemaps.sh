@@ -72,8 +72,13 @@ if [ -n "$hermes_map" ]; then
     map="$composed"
 fi
 
-"$symctl" sourcemaps inject "$bundle" "$map" \
-    || give_up "could not write a debug id into $bundle and $map"
+# A Hermes bytecode bundle takes no comment: the map is then stored by release only.
+if ! "$symctl" sourcemaps inject "$bundle" "$map"; then
+    if [ -z "$release" ]; then
+        give_up "could not write a debug id into $bundle and $map, and no --release to store the map by"
+    fi
+    echo "warning: symcluster: no debug id in $bundle: the map is stored by release only" >&2
+fi
 
 set -- --map "$map" --bundle "$bundle"
 if [ -n "$release" ]; then

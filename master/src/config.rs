@@ -242,6 +242,14 @@ impl MasterConfig {
                 "--device-bytes-per-second and --device-max-in-flight must be at least 1".into(),
             );
         }
+        if self.upload_url_expiry.is_zero()
+            || self.upload_url_expiry > std::time::Duration::from_secs(7 * 24 * 3600)
+        {
+            return Err(
+                "--upload-url-expiry must be between 1s and 7d (S3's longest presigned request)"
+                    .into(),
+            );
+        }
         if self.peer_token.as_deref() == Some(self.token.as_str()) {
             return Err("--peer-token must differ from --token (the admin token)".into());
         }

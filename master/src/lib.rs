@@ -177,7 +177,8 @@ pub async fn run(
                 endpoint: config.bucket.s3_endpoint.clone(),
                 region: config.bucket.s3_region.clone(),
                 attempts: 2,
-                timeout_ms: 5_000,
+                // Completing a multipart upload of gigabytes takes S3 a while.
+                timeout_ms: 120_000,
             })
             .await,
             base: config.bucket.s3_prefix.clone(),
@@ -188,9 +189,18 @@ pub async fn run(
         .as_ref()
         .filter(|_| !config.missing_check_interval.is_zero())
     {
+        // Its own client: short timeouts, so that a dead S3 costs a look seconds, not minutes.
+        let source = symcluster_sources::Source::s3(&symcluster_sources::S3Settings {
+            bucket: config.bucket.s3_bucket.clone().unwrap_or_default(),
+            endpoint: config.bucket.s3_endpoint.clone(),
+            region: config.bucket.s3_region.clone(),
+            attempts: 2,
+            timeout_ms: 5_000,
+        })
+        .await;
         tokio::spawn(missing_check::run(
             scheduler.clone(),
-            bucket.source.clone(),
+            source,
             bucket.base.clone(),
             config.missing_check_interval,
         ));

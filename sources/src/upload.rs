@@ -8,8 +8,9 @@
 //! - A larger one goes as a multipart upload (S3's `CreateMultipartUpload` with the `SHA256`
 //!   checksum algorithm, `UploadPart` presigned per part with the part's SHA-256,
 //!   `CompleteMultipartUpload`), cut every [`part_size`] bytes; the whole file's SHA-256 is the
-//!   upload's metadata. An unfinished upload of the same key is resumed: its parts whose size and
-//!   checksum match are kept ([`Source::resumable_upload`]).
+//!   upload's metadata. An unfinished upload of the same content (its id recorded beside the
+//!   key, [`upload_record_key`]) is resumed when its parts' sizes and checksums fit
+//!   ([`Source::resumable_upload`]); one that does not fit is aborted.
 //! - [`Source::stored`] reads what the bucket holds under a key (size and SHA-256), which makes
 //!   a second upload of the same file send nothing.
 //!
@@ -217,50 +218,92 @@ impl Source {
             .map_err(|e| fail(describe_sdk_error(&e)))
     }
 
-    /// The newest unfinished multipart upload of `key` whose parts all fit a file cut with
-    /// `part_sha256` (each part's size per [`part_size`] of `size`, and its checksum), with
-    /// those parts; `Ok(None)` when there is none.
+    /// The unfinished multipart upload of `key` started for content whose SHA-256 is `sha256`
+    /// ([`Self::create_upload`] records its id beside the key, [`upload_record_key`]), with the
+    /// parts uploaded so far, when all of them fit a file of `size` bytes cut with `part_sha256`
+    /// (each part's size per [`part_size`], and its checksum); `Ok(None)` when there is none. An
+    /// upload recorded for this content whose parts do not fit is aborted.
     pub async fn resumable_upload(
         &self,
         key: &str,
         size: u64,
+        sha256: &[u8; 32],
         part_sha256: &[[u8; 32]],
     ) -> Result<Option<(String, Vec<UploadedPart>)>, FetchError> {
-        let (client, bucket) = self.s3_only(key)?;
-        let listed = client
-            .list_multipart_uploads()
-            .bucket(bucket)
-            .prefix(key)
-            .send()
-            .await
-            .map_err(|e| FetchError {
-                key: key.to_owned(),
-                message: describe_sdk_error(&e),
-            })?;
-        let mut uploads: Vec<_> = listed
-            .uploads()
-            .iter()
-            .filter(|u| u.key() == Some(key))
-            .filter_map(|u| Some((u.initiated().map(|t| t.secs()), u.upload_id()?.to_owned())))
-            .collect();
-        uploads.sort();
-        for (_, upload_id) in uploads.into_iter().rev() {
-            let parts = self.uploaded_parts(key, &upload_id).await?;
-            let fits = parts.iter().all(|part| {
-                let index = part.number as usize - 1;
-                index < part_sha256.len()
-                    && part.size == expected_part_size(size, part.number)
-                    && part.sha256 == Some(part_sha256[index])
-            });
-            if fits {
-                return Ok(Some((upload_id, parts)));
-            }
+        self.s3_only(key)?;
+        let record = upload_record_key(key, sha256);
+        let Some(upload_id) = self.fetch(&record).await? else {
+            return Ok(None);
+        };
+        let Ok(upload_id) = String::from_utf8(upload_id) else {
+            return Ok(None);
+        };
+        let parts = match self.uploaded_parts(key, &upload_id).await {
+            Ok(parts) => parts,
+            // Completed or aborted since: start again.
+            Err(e) if is_no_such_upload(&e) => return Ok(None),
+            Err(e) => return Err(e),
+        };
+        let fits = parts.iter().all(|part| {
+            let index = part.number as usize - 1;
+            index < part_sha256.len()
+                && part.size == expected_part_size(size, part.number)
+                && part.sha256 == Some(part_sha256[index])
+        });
+        if fits {
+            return Ok(Some((upload_id, parts)));
         }
+        self.abort_upload(key, &upload_id).await?;
         Ok(None)
     }
 
+    /// Deletes the record of the multipart upload of `key` for content `sha256`
+    /// ([`upload_record_key`]) once it is complete.
+    pub async fn forget_upload(&self, key: &str, sha256: &[u8; 32]) -> Result<(), FetchError> {
+        let record = upload_record_key(key, sha256);
+        let (client, bucket) = self.s3_only(&record)?;
+        client
+            .delete_object()
+            .bucket(bucket)
+            .key(&record)
+            .send()
+            .await
+            .map(|_| ())
+            .map_err(|e| FetchError {
+                key: record.clone(),
+                message: describe_sdk_error(&e),
+            })
+    }
+
+    /// Aborts `upload_id` of `key` (its parts are deleted); one that is gone already is fine.
+    pub async fn abort_upload(&self, key: &str, upload_id: &str) -> Result<(), FetchError> {
+        let (client, bucket) = self.s3_only(key)?;
+        match client
+            .abort_multipart_upload()
+            .bucket(bucket)
+            .key(key)
+            .upload_id(upload_id)
+            .send()
+            .await
+        {
+            Ok(_) => Ok(()),
+            Err(e) => {
+                let error = FetchError {
+                    key: key.to_owned(),
+                    message: describe_sdk_error(&e),
+                };
+                if is_no_such_upload(&error) {
+                    Ok(())
+                } else {
+                    Err(error)
+                }
+            }
+        }
+    }
+
     /// Starts a multipart upload of `key` whose whole content's SHA-256 is `sha256` (kept as
-    /// metadata), parts checksummed with SHA-256; its upload id.
+    /// metadata), parts checksummed with SHA-256, and records its id beside the key
+    /// ([`upload_record_key`]) so that an upload of the same content resumes it; its upload id.
     pub async fn create_upload(&self, key: &str, sha256: &[u8; 32]) -> Result<String, FetchError> {
         let (client, bucket) = self.s3_only(key)?;
         let fail = |message: String| FetchError {
@@ -276,10 +319,16 @@ impl Source {
             .send()
             .await
             .map_err(|e| fail(describe_sdk_error(&e)))?;
-        created
+        let upload_id = created
             .upload_id()
             .map(str::to_owned)
-            .ok_or_else(|| fail("S3 answered no upload id".into()))
+            .ok_or_else(|| fail("S3 answered no upload id".into()))?;
+        self.put(
+            &upload_record_key(key, sha256),
+            upload_id.clone().into_bytes(),
+        )
+        .await?;
+        Ok(upload_id)
     }
 
     /// A presigned `UploadPart` of part `number` (1-based, `size` bytes, SHA-256 `sha256`) of
@@ -393,6 +442,18 @@ impl Source {
                 message: describe_sdk_error(&e),
             })
     }
+}
+
+/// Where the id of the multipart upload of `key` for content of SHA-256 `sha256` is recorded
+/// while it is unfinished: beside the key (`<key>.upload-<sha256 hex>`), a few bytes no worker
+/// reads. Deleted once the upload is confirmed.
+pub fn upload_record_key(key: &str, sha256: &[u8; 32]) -> String {
+    format!("{key}.upload-{}", hex(sha256))
+}
+
+/// Whether `error` is S3's `NoSuchUpload` (the multipart upload was completed or aborted).
+pub fn is_no_such_upload(error: &FetchError) -> bool {
+    error.message.starts_with("NoSuchUpload")
 }
 
 /// The size of part `number` (1-based) of a file of `size` bytes ([`part_size`]); 0 past its

@@ -95,8 +95,8 @@ pub struct ProjectArgs {
 /// Where uploaded files go: one project's prefix, or the shared prefix every project reads.
 #[derive(Debug, Clone, clap::Args)]
 pub struct UploadTarget {
-    /// The project whose jobs may read the files (default: the token's project when it serves
-    /// one, else `default`).
+    /// The project whose jobs may read the files (default: through the masters, the token's
+    /// project when it serves one, else `default`; with `--s3-bucket`, `default`).
     #[arg(long, env = "SYMCLUSTER_PROJECT")]
     pub project: Option<String>,
     /// Upload to the shared prefix that every project reads (system libraries, common
@@ -155,8 +155,8 @@ pub enum UploadCommand {
     Sourcemap {
         #[command(flatten)]
         bucket: BucketArgs,
-        /// The project whose JS jobs read the map (default: the token's project when it serves
-        /// one, else `default`).
+        /// The project whose JS jobs read the map (default: through the masters, the token's
+        /// project when it serves one, else `default`; with `--s3-bucket`, `default`).
         #[arg(long, env = "SYMCLUSTER_PROJECT")]
         project: Option<String>,
         #[command(flatten)]
@@ -202,8 +202,8 @@ pub enum SourcemapsCommand {
 pub enum DebugFilesCommand {
     /// Print, for each object (arch slice) of the debug files under the paths (dSYM bundles,
     /// Mach-O or ELF files, source maps, or directories searched recursively), its debug id,
-    /// arch, kind and what it holds: a symbol table, DWARF (files, lines, inlinees), unwind
-    /// info, sources; and whether it is usable. A file without line info is usable with a
+    /// arch, kind and what it holds: a symbol table (`symtab`), DWARF (`debug`: files and
+    /// lines), inlined calls (`inlinees`), unwind info, sources; and whether it is usable. A file without line info is usable with a
     /// warning (function names only). Exits 1 when nothing usable is found.
     Check {
         /// Files or directories.

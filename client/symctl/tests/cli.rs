@@ -295,12 +295,9 @@ fn debug_files_check_says_what_each_file_holds_and_whether_it_is_usable() {
             &serde_json::json!(true)
         )
     );
-    assert!(
-        dsym["features"]
-            .as_array()
-            .unwrap()
-            .contains(&serde_json::json!("debug")),
-        "{dsym}"
+    assert_eq!(
+        dsym["features"],
+        serde_json::json!(["symtab", "debug", "inlinees"])
     );
 
     // A stripped binary (compiled and stripped of its DWARF here): usable with a warning.
@@ -355,6 +352,31 @@ fn debug_files_check_says_what_each_file_holds_and_whether_it_is_usable() {
         stderr(&table).contains("warning: ") && stderr(&table).contains("no line info"),
         "{}",
         stderr(&table)
+    );
+
+    // Optimized code with DWARF: its inlined calls are seen.
+    let optimized = dir.path().join("optimized");
+    let inlining = dir.path().join("inlining.c");
+    std::fs::write(
+        &inlining,
+        "static int twice(int x) { return 2 * x; }\n\
+         int main(int argc, char **argv) { (void)argv; return twice(argc); }\n",
+    )
+    .unwrap();
+    assert!(
+        Command::new("cc")
+            .args(["-g", "-O2", "-Wl,--build-id=sha1", "-o"])
+            .arg(&optimized)
+            .arg(&inlining)
+            .status()
+            .unwrap()
+            .success()
+    );
+    let (out, listed) = check_json(&optimized);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert_eq!(
+        listed[0]["features"],
+        serde_json::json!(["symtab", "debug", "inlinees", "unwind"])
     );
 
     // A source map: usable; garbage that looks like an object file: nothing usable, exit 1.

@@ -264,7 +264,7 @@ async fn a_file_over_the_threshold_goes_in_parts_and_an_upload_cut_half_way_resu
     // symctl resumes it: the four other parts only.
     let out = succeeded(&cluster.symctl_as(UPLOAD_A, &["upload", "dsym", big.to_str().unwrap()]));
     assert!(
-        out.contains("(uploaded in parts, resumed (3 of 7 parts were there))"),
+        out.contains("(uploaded in 7 parts, resumed (3 of 7 were there))"),
         "{out}"
     );
     let sent = size - 3 * each as u64;
@@ -284,6 +284,30 @@ async fn a_file_over_the_threshold_goes_in_parts_and_an_upload_cut_half_way_resu
     );
     let fetched = bucket.fetch(&key).await.unwrap().unwrap();
     assert!(fetched == bytes, "the object is not the file");
+    // The upload's record is gone, and a confirm sent again (the upload completed) holds.
+    let whole: [u8; 32] = Sha256::digest(&bytes).into();
+    assert_eq!(
+        bucket
+            .stored(&symcluster_sources::upload::upload_record_key(&key, &whole))
+            .await
+            .unwrap(),
+        None
+    );
+    let again = uploader
+        .confirm_upload(api::ConfirmUploadRequest {
+            files: vec![api::ConfirmedFile {
+                key: key.clone(),
+                ticket: prepared.files[0].ticket.clone(),
+                size,
+                sha256: whole.to_vec(),
+                upload_id: multipart.upload_id.clone(),
+                part_sha256: parts.clone(),
+            }],
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+    assert_eq!(again.confirmed, 1);
     // And a third run sends nothing.
     let again = succeeded(&cluster.symctl_as(UPLOAD_A, &["upload", "dsym", big.to_str().unwrap()]));
     assert!(
@@ -370,6 +394,7 @@ async fn the_masters_refuse_expired_requests_other_bytes_and_uploads_they_did_no
         size: file.size,
         sha256: file.sha256.clone(),
         upload_id: String::new(),
+        part_sha256: Vec::new(),
     };
     let refused = status_of(
         uploader
@@ -382,17 +407,59 @@ async fn the_masters_refuse_expired_requests_other_bytes_and_uploads_they_did_no
             .unwrap_err(),
     );
     assert_eq!(refused.code(), tonic::Code::FailedPrecondition);
-    assert!(
-        refused.message().starts_with(&format!(
-            "{}: the bucket holds other bytes than declared (SHA-256 unknown there, {} declared)",
+    assert_eq!(
+        refused.message(),
+        format!(
+            "{}: the bucket's object has no SHA-256 (another tool put it there): upload it again",
+            answer.key
+        )
+    );
+    // Other bytes uploaded through the cluster (so with their SHA-256): the first ticket's
+    // confirm names both digests.
+    let other_prepared = uploader
+        .prepare_upload(api::PrepareUploadRequest {
+            files: vec![api::UploadFile {
+                sha256: Sha256::digest(&other).to_vec(),
+                ..file.clone()
+            }],
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+    let Some(api::prepared_file::Action::Put(other_put)) = &other_prepared.files[0].action else {
+        panic!("an object without a SHA-256 is sent again");
+    };
+    assert_eq!(put(other_put, other.clone()).await.0, 200);
+    let refused = status_of(
+        uploader
+            .confirm_upload(api::ConfirmUploadRequest {
+                files: vec![confirmed.clone()],
+                missing_keys: vec![DEMO_APP.into()],
+                ..Default::default()
+            })
+            .await
+            .unwrap_err(),
+    );
+    assert_eq!(
+        refused.message(),
+        format!(
+            "{}: the bucket holds other bytes than declared (SHA-256 {} there, {} declared)",
             answer.key,
+            hex::encode(Sha256::digest(&other)),
             hex::encode(Sha256::digest(&declared))
-        )),
-        "{}",
-        refused.message()
+        )
     );
     let job = wait(&mut ingest, "lacks-demo").await;
     assert_eq!(job.revision, 1, "a refused confirm requeues nothing");
+    // Keys alone requeue only for files the bucket holds.
+    let keys_only = uploader
+        .confirm_upload(api::ConfirmUploadRequest {
+            missing_keys: vec!["11111111-2222-3333-4444-555555555555".into()],
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+    assert_eq!((keys_only.confirmed, keys_only.requeued), (0, 0));
 
     // A ticket for another size, a forged one, a key outside the project: refused.
     for (wrong, expected) in [
@@ -406,6 +473,17 @@ async fn the_masters_refuse_expired_requests_other_bytes_and_uploads_they_did_no
         (
             api::ConfirmedFile {
                 ticket: "1.00".into(),
+                ..confirmed.clone()
+            },
+            "no master of this cluster presigned this upload",
+        ),
+        (
+            // A good ticket, for another key of the same project.
+            api::ConfirmedFile {
+                key: layout::debug_file_key(
+                    &Scope::Project("a").prefix(""),
+                    &"11111111-2222-3333-4444-555555555555".parse().unwrap(),
+                ),
                 ..confirmed.clone()
             },
             "no master of this cluster presigned this upload",
@@ -655,6 +733,59 @@ async fn the_react_native_script_injects_a_debug_id_and_uploads_the_map() {
             &serde_json::json!("list.map$argument_0")
         )
     );
+    // Hermes: the bundle is bytecode, which takes no comment; the map goes by release.
+    let hbc = dir.path().join("index.android.bundle");
+    let hbc_map = dir.path().join("index.android.bundle.map");
+    std::fs::copy(dist.join("index.android.bundle.hbc"), &hbc).unwrap();
+    std::fs::copy(dist.join("index.android.bundle.hbc.map"), &hbc_map).unwrap();
+    let out = run_script(
+        &cluster,
+        "react-native/upload-sourcemaps.sh",
+        &[
+            "--bundle",
+            hbc.to_str().unwrap(),
+            "--map",
+            hbc_map.to_str().unwrap(),
+            "--release",
+            "rn-demo-hermes@1.0",
+            "--bundle-name",
+            "index.android.bundle",
+        ],
+        &[("SYMCLUSTER_TOKEN", UPLOAD_A)],
+    );
+    let (hermes_out, hermes_err) = text(&out);
+    assert!(out.status.success(), "{hermes_out}{hermes_err}");
+    assert!(
+        hermes_err.contains(&format!(
+            "warning: symcluster: no debug id in {}: the map is stored by release only",
+            hbc.display()
+        )) && hermes_out.contains("2 uploaded, 0 already there"),
+        "{hermes_out}{hermes_err}"
+    );
+    ingest
+        .submit_js(
+            "hermes-by-release",
+            api::JsJob {
+                stack: std::fs::read(dist.join("stack-hermes.txt")).unwrap(),
+                release: "rn-demo-hermes@1.0".into(),
+                bundle: "index.android.bundle".into(),
+                ..Default::default()
+            },
+        )
+        .await
+        .unwrap();
+    let hermes = result(&wait(&mut ingest, "hermes-by-release").await);
+    assert_eq!(
+        (
+            &hermes["frames"][0]["filename"],
+            &hermes["frames"][0]["lineno"]
+        ),
+        (
+            &serde_json::json!("/Users/dev/DemoApp/src/pricing.js"),
+            &serde_json::json!(22)
+        )
+    );
+
     // Running it again (the next build of the same bundle) sends nothing.
     let again = run_script(
         &cluster,

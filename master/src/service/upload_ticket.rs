@@ -3,7 +3,7 @@
 //! the size, SHA-256 and multipart upload it presigned.
 //!
 //! A ticket is `<issued, ms since the Unix epoch>.<HMAC-SHA256, hex>` over the key, size,
-//! SHA-256, upload id and issue time (HMAC: RFC 2104, through `ring`). The HMAC key is derived
+//! SHA-256, upload id, the parts' SHA-256s and issue time (HMAC: RFC 2104, through `ring`). The HMAC key is derived
 //! from the admin token (`--token`), which every master of a group shares, so that any master
 //! (the leader after a failover) checks any master's ticket. A ticket is good for
 //! [`TICKET_LIFETIME`]: long enough for a slow upload, short enough that an old one is useless.
@@ -25,6 +25,19 @@ pub struct Ticketed<'a> {
     pub sha256: &'a [u8; 32],
     /// The multipart upload id; empty for a single PUT.
     pub upload_id: &'a str,
+    /// SHA-256 of the parts' SHA-256s, concatenated in order ([`parts_digest`]); of nothing for
+    /// a single PUT.
+    pub parts: &'a [u8; 32],
+}
+
+/// SHA-256 of `part_sha256` concatenated in order: what a ticket binds of a multipart upload's
+/// parts.
+pub fn parts_digest(part_sha256: &[[u8; 32]]) -> [u8; 32] {
+    let mut digest = Sha256::new();
+    for part in part_sha256 {
+        digest.update(part);
+    }
+    digest.finalize().into()
 }
 
 /// Issues and checks tickets.
@@ -60,6 +73,7 @@ impl Tickets {
         }
         message.extend_from_slice(&what.size.to_be_bytes());
         message.extend_from_slice(what.sha256);
+        message.extend_from_slice(what.parts);
         message.extend_from_slice(&issued_ms.to_be_bytes());
         message
     }
@@ -101,11 +115,13 @@ mod tests {
     fn a_ticket_holds_for_what_it_was_issued_and_nothing_else() {
         let tickets = Tickets::new("admin-secret");
         let digest = [1u8; 32];
+        let no_parts = parts_digest(&[]);
         let what = Ticketed {
             key: "projects/a/4c/4c443b/debuginfo",
             size: 10,
             sha256: &digest,
             upload_id: "",
+            parts: &no_parts,
         };
         let ticket = tickets.issue(&what, 1_000);
         assert_eq!(tickets.check(&ticket, &what, 2_000), Ok(()));
@@ -128,7 +144,12 @@ mod tests {
             upload_id: "x",
             ..what
         };
-        for wrong in [other_key, other_size, other_sha, other_upload] {
+        let some_parts = parts_digest(&[[3u8; 32]]);
+        let other_parts = Ticketed {
+            parts: &some_parts,
+            ..what
+        };
+        for wrong in [other_key, other_size, other_sha, other_upload, other_parts] {
             assert!(
                 tickets
                     .check(&ticket, &wrong, 2_000)

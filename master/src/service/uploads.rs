@@ -15,6 +15,7 @@
 //! projects only. Nothing of an upload goes through Raft but the requeues it causes.
 
 use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 use futures::{StreamExt, TryStreamExt};
@@ -23,7 +24,7 @@ use symcluster_sources::upload::{self, Presigned, UploadedPart};
 use symcluster_sources::{FetchError, Scope, Source, layout};
 use tonic::{Request, Response, Status};
 
-use super::upload_ticket::{Ticketed, Tickets};
+use super::upload_ticket::{Ticketed, Tickets, parts_digest};
 use super::{require_leader, schedule_status};
 use crate::auth;
 use crate::index::command::now_ms;
@@ -32,8 +33,14 @@ use crate::scheduler::Scheduler;
 /// Most files one `PrepareUpload` or `ConfirmUpload` names.
 pub const MAX_UPLOAD_FILES: usize = 1_000;
 
-/// Most keys a `ConfirmUpload` announces.
-const MAX_MISSING_KEYS: usize = super::ingest::MAX_UPLOADED_KEYS;
+/// Most keys a `ConfirmUpload` announces (each one looked up in the bucket).
+const MAX_MISSING_KEYS: usize = 1_000;
+
+/// Most parts one `PrepareUpload` presigns, across its files (the rest: prepared again).
+pub const MAX_PRESIGNED_PARTS: usize = 1_000;
+
+/// S3's largest object, bytes (5 TiB).
+const MAX_OBJECT_BYTES: u64 = 5 << 40;
 
 /// Bucket requests in flight for one call.
 const CONCURRENT_REQUESTS: usize = 16;
@@ -138,8 +145,42 @@ fn digest(bytes: &[u8], what: &str) -> Result<[u8; 32], Status> {
     })
 }
 
+/// A bucket failure: UNAVAILABLE (retried, on another master too) when S3 could not be reached
+/// in time, FAILED_PRECONDITION when it answered with an error (credentials, bucket, presigning:
+/// another try would get the same).
 fn bucket_status(e: FetchError) -> Status {
-    Status::unavailable(format!("the bucket: {e}"))
+    if e.message == "timed out" || e.message.starts_with("cannot reach S3") {
+        Status::unavailable(format!("the bucket: {e}"))
+    } else {
+        Status::failed_precondition(format!("the bucket: {e}"))
+    }
+}
+
+/// Takes up to `wanted` presigned parts from `budget`; how many it got.
+fn take_parts(budget: &AtomicUsize, wanted: usize) -> usize {
+    let mut taken = 0;
+    let _ = budget.fetch_update(Ordering::Relaxed, Ordering::Relaxed, |left| {
+        taken = left.min(wanted);
+        Some(left - taken)
+    });
+    taken
+}
+
+/// The object key the missing-file `key` (`MissingFile.key`: a debug id, `debug-id:<id>` or
+/// `release:<release>/<dist>/<bundle>`) names under `prefix`; `None` for a key that names none.
+fn object_of_missing(prefix: &str, key: &str) -> Option<String> {
+    if let Some(id) = key.strip_prefix("debug-id:") {
+        return layout::sourcemap_keys_by_debug_id(prefix, id)
+            .ok()
+            .map(|k| k.0);
+    }
+    if let Some((release, dist, bundle)) = symcluster_proto::missing::split_release_key(key) {
+        return layout::sourcemap_keys_by_release(prefix, &release, &dist, &bundle)
+            .ok()
+            .map(|k| k.0);
+    }
+    let id: layout::DebugId = key.parse().ok()?;
+    Some(layout::debug_file_key(prefix, &id))
 }
 
 fn presigned(p: Presigned) -> v1::PresignedRequest {
@@ -161,9 +202,17 @@ impl UploadsService {
         prefix: &str,
         file: v1::UploadFile,
         now: u64,
+        budget: &AtomicUsize,
     ) -> Result<v1::PreparedFile, Status> {
         let key = key_of(prefix, &file)?;
         let sha256 = digest(&file.sha256, "sha256")?;
+        if file.size > MAX_OBJECT_BYTES {
+            return Err(Status::invalid_argument(format!(
+                "{key}: {} bytes; S3 stores at most {MAX_OBJECT_BYTES}",
+                file.size
+            )));
+        }
+        let no_parts = parts_digest(&[]);
         let stored = bucket.source.stored(&key).await.map_err(bucket_status)?;
         if stored.is_some_and(|s| s.size == file.size && s.sha256 == Some(sha256)) {
             return Ok(v1::PreparedFile {
@@ -184,6 +233,7 @@ impl UploadsService {
                     size: file.size,
                     sha256: &sha256,
                     upload_id: "",
+                    parts: &no_parts,
                 },
                 now,
             );
@@ -210,7 +260,7 @@ impl UploadsService {
             .collect::<Result<Vec<_>, _>>()?;
         let (upload_id, uploaded) = match bucket
             .source
-            .resumable_upload(&key, file.size, &parts)
+            .resumable_upload(&key, file.size, &sha256, &parts)
             .await
             .map_err(bucket_status)?
         {
@@ -225,12 +275,15 @@ impl UploadsService {
             ),
         };
         let present: std::collections::HashSet<u32> = uploaded.iter().map(|p| p.number).collect();
-        let mut to_send = Vec::new();
-        for (index, part_digest) in parts.iter().enumerate() {
-            let number = index as u32 + 1;
-            if present.contains(&number) {
-                continue;
-            }
+        let missing: Vec<(u32, &[u8; 32])> = parts
+            .iter()
+            .enumerate()
+            .map(|(index, part)| (index as u32 + 1, part))
+            .filter(|(number, _)| !present.contains(number))
+            .collect();
+        let granted = take_parts(budget, missing.len());
+        let mut to_send = Vec::with_capacity(granted);
+        for (number, part_digest) in missing.into_iter().take(granted) {
             let request = bucket
                 .source
                 .presign_part(
@@ -254,6 +307,7 @@ impl UploadsService {
                 size: file.size,
                 sha256: &sha256,
                 upload_id: &upload_id,
+                parts: &parts_digest(&parts),
             },
             now,
         );
@@ -285,6 +339,11 @@ impl UploadsService {
             )));
         }
         let sha256 = digest(&file.sha256, "sha256")?;
+        let parts = file
+            .part_sha256
+            .iter()
+            .map(|p| digest(p, "part_sha256"))
+            .collect::<Result<Vec<_>, _>>()?;
         self.tickets
             .check(
                 &file.ticket,
@@ -293,14 +352,15 @@ impl UploadsService {
                     size: file.size,
                     sha256: &sha256,
                     upload_id: &file.upload_id,
+                    parts: &parts_digest(&parts),
                 },
                 now,
             )
             .map_err(refused)?;
         if !file.upload_id.is_empty() {
-            self.complete(bucket, &file).await?;
+            self.complete(bucket, &file, &parts).await?;
         }
-        match bucket.source.stored(key).await.map_err(bucket_status)? {
+        let checked = match bucket.source.stored(key).await.map_err(bucket_status)? {
             None => Err(refused(
                 "the bucket holds no such object: it was not uploaded".into(),
             )),
@@ -308,72 +368,100 @@ impl UploadsService {
                 "the bucket holds {} bytes where {} were declared",
                 stored.size, file.size
             ))),
-            Some(stored) if stored.sha256 != Some(sha256) => Err(refused(format!(
-                "the bucket holds other bytes than declared (SHA-256 {} there, {} declared)",
-                stored
-                    .sha256
-                    .map_or_else(|| "unknown".to_owned(), hex::encode),
-                hex::encode(sha256)
-            ))),
-            Some(_) => Ok(()),
+            Some(stored) => match stored.sha256 {
+                Some(there) if there == sha256 => Ok(()),
+                Some(there) => Err(refused(format!(
+                    "the bucket holds other bytes than declared (SHA-256 {} there, {} declared)",
+                    hex::encode(there),
+                    hex::encode(sha256)
+                ))),
+                None => Err(refused(
+                    "the bucket's object has no SHA-256 (another tool put it there): upload it \
+                     again"
+                        .into(),
+                )),
+            },
+        };
+        if checked.is_ok()
+            && !file.upload_id.is_empty()
+            && let Err(error) = bucket.source.forget_upload(key, &sha256).await
+        {
+            tracing::warn!(%error, "the record of a completed upload was not deleted");
         }
+        checked
     }
 
     /// Completes `file`'s multipart upload when every part is there, each of the size the
-    /// file's cut gives it and checksummed by S3. An upload already completed (a confirm sent
-    /// again) is left to the object's check.
+    /// file's cut gives it and holding the bytes declared (S3 checked each against its SHA-256,
+    /// here compared with `parts`). An upload already completed (a confirm sent again) is left
+    /// to the object's check.
     async fn complete(
         &self,
         bucket: &UploadBucket,
         file: &v1::ConfirmedFile,
+        parts: &[[u8; 32]],
     ) -> Result<(), Status> {
         let key = &file.key;
-        let parts: Vec<UploadedPart> =
+        let uploaded: Vec<UploadedPart> =
             match bucket.source.uploaded_parts(key, &file.upload_id).await {
-                Ok(parts) => parts,
+                Ok(uploaded) => uploaded,
                 // No such upload: completed by an earlier confirm, or aborted; the object says.
-                Err(e) if e.message.contains("NoSuchUpload") => return Ok(()),
+                Err(e) if upload::is_no_such_upload(&e) => return Ok(()),
                 Err(e) => return Err(bucket_status(e)),
             };
         let count = upload::part_count(file.size);
-        for number in 1..=count as u32 {
-            let expected = upload::expected_part_size(file.size, number);
-            match parts.iter().find(|p| p.number == number) {
-                None => {
-                    return Err(Status::failed_precondition(format!(
-                        "{key}: part {number} of {count} was not uploaded"
-                    )));
-                }
-                Some(part) if part.size != expected || part.sha256.is_none() => {
-                    return Err(Status::failed_precondition(format!(
-                        "{key}: part {number} holds {} bytes{} where {expected} were due",
-                        part.size,
-                        if part.sha256.is_none() {
-                            " without a SHA-256"
-                        } else {
-                            ""
-                        }
-                    )));
-                }
-                Some(_) => {}
-            }
-        }
         if parts.len() as u64 != count {
-            return Err(Status::failed_precondition(format!(
-                "{key}: {} parts uploaded where the file has {count}",
+            return Err(Status::invalid_argument(format!(
+                "{key}: {count} part_sha256 are due, not {}",
                 parts.len()
             )));
         }
-        bucket
+        let refused = |why: String| Status::failed_precondition(format!("{key}: {why}"));
+        if uploaded.len() as u64 != count {
+            return Err(refused(format!(
+                "{} of {count} parts are uploaded",
+                uploaded.len()
+            )));
+        }
+        // Sorted by number and as many as due: part i must be number i + 1.
+        for (index, part) in uploaded.iter().enumerate() {
+            let number = index as u32 + 1;
+            let due = upload::expected_part_size(file.size, number);
+            if part.number != number {
+                return Err(refused(format!(
+                    "part {number} of {count} was not uploaded"
+                )));
+            }
+            if part.size != due {
+                return Err(refused(format!(
+                    "part {number} holds {} bytes where {due} were due",
+                    part.size
+                )));
+            }
+            if part.sha256 != Some(parts[index]) {
+                return Err(refused(format!(
+                    "part {number} holds other bytes than declared{}",
+                    if part.sha256.is_none() {
+                        " (S3 kept no SHA-256 of it)"
+                    } else {
+                        ""
+                    }
+                )));
+            }
+        }
+        match bucket
             .source
-            .complete_upload(key, &file.upload_id, &parts)
+            .complete_upload(key, &file.upload_id, &uploaded)
             .await
-            .map_err(|e| {
-                Status::failed_precondition(format!(
-                    "{key}: the multipart upload did not complete: {}",
-                    e.message
-                ))
-            })
+        {
+            Ok(()) => Ok(()),
+            // Completed meanwhile (a retried request whose first attempt got through).
+            Err(e) if upload::is_no_such_upload(&e) => Ok(()),
+            Err(e) => Err(refused(format!(
+                "the multipart upload did not complete: {}",
+                e.message
+            ))),
+        }
     }
 }
 
@@ -394,8 +482,9 @@ impl Uploads for UploadsService {
         }
         let (prefix, _) = scope_of(&caller, &r.project, r.shared, &bucket.base)?;
         let now = now_ms();
+        let budget = AtomicUsize::new(MAX_PRESIGNED_PARTS);
         let files = futures::stream::iter(r.files)
-            .map(|file| self.prepare_one(bucket, &prefix, file, now))
+            .map(|file| self.prepare_one(bucket, &prefix, file, now, &budget))
             .buffered(CONCURRENT_REQUESTS)
             .try_collect()
             .await?;
@@ -430,9 +519,25 @@ impl Uploads for UploadsService {
             .buffered(CONCURRENT_REQUESTS)
             .try_collect::<Vec<()>>()
             .await?;
+        // Only files the bucket holds under the caller's prefix send jobs back to the queue.
+        let held: Vec<String> = futures::stream::iter(r.missing_keys)
+            .map(|key| {
+                let prefix = &prefix;
+                async move {
+                    let Some(object) = object_of_missing(prefix, &key) else {
+                        return Ok(None);
+                    };
+                    let stored = bucket.source.stored(&object).await.map_err(bucket_status)?;
+                    Ok::<_, Status>(stored.map(|_| key))
+                }
+            })
+            .buffered(CONCURRENT_REQUESTS)
+            .try_filter_map(|key| async move { Ok(key) })
+            .try_collect()
+            .await?;
         let requeued = self
             .scheduler
-            .files_uploaded(project.as_deref(), &r.missing_keys)
+            .files_uploaded(project.as_deref(), &held)
             .await
             .map_err(schedule_status)?;
         crate::metrics::JOBS_RESYMBOLICATED.inc_by(requeued);

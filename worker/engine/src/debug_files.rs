@@ -198,8 +198,12 @@ pub struct ObjectInfo {
     pub kind: &'static str,
     /// A symbol table: function names for addresses, without files or lines.
     pub has_symbols: bool,
-    /// DWARF: files, lines and inlinees.
+    /// DWARF: files and lines.
     pub has_debug_info: bool,
+    /// Whether some function of the DWARF records inlined calls (optimized code): `None` when
+    /// there is no DWARF; read until the first one is found, so a file of unoptimized code is
+    /// read whole.
+    pub has_inlinees: Option<bool>,
     /// Call frame information (for stack walking).
     pub has_unwind_info: bool,
     /// Embedded source code.
@@ -238,6 +242,19 @@ pub fn describe_objects(data: &[u8]) -> Result<Vec<ObjectInfo>, String> {
                 },
                 has_symbols: object.has_symbols(),
                 has_debug_info: object.has_debug_info(),
+                has_inlinees: if object.has_debug_info() {
+                    let session = object.debug_session().map_err(|e| e.to_string())?;
+                    let mut found = false;
+                    for function in session.functions() {
+                        if !function.map_err(|e| e.to_string())?.inlinees.is_empty() {
+                            found = true;
+                            break;
+                        }
+                    }
+                    Some(found)
+                } else {
+                    None
+                },
                 has_unwind_info: object.has_unwind_info(),
                 has_sources: object.has_sources(),
             });

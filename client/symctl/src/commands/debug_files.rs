@@ -18,7 +18,7 @@ struct Checked {
     kind: String,
     debug_id: String,
     arch: String,
-    /// What it holds: `symtab`, `debug` (files, lines, inlinees), `unwind`, `sources`,
+    /// What it holds: `symtab`, `debug` (files, lines), `inlinees`, `unwind`, `sources`,
     /// `mappings`.
     features: Vec<&'static str>,
     usable: bool,
@@ -74,6 +74,7 @@ fn check_file(path: &Path) -> Option<Vec<Checked>> {
                     for (has, name) in [
                         (o.has_symbols, "symtab"),
                         (o.has_debug_info, "debug"),
+                        (o.has_inlinees == Some(true), "inlinees"),
                         (o.has_unwind_info, "unwind"),
                         (o.has_sources, "sources"),
                     ] {

@@ -109,6 +109,10 @@ fn write_beside(path: &Path, bytes: &[u8]) -> anyhow::Result<()> {
     let mut file = tempfile::NamedTempFile::new_in(dir.unwrap_or(Path::new(".")))
         .with_context(|| format!("cannot write beside {}", path.display()))?;
     std::io::Write::write_all(&mut file, bytes)?;
+    // The file keeps its permissions (a temporary file is created 0600).
+    if let Ok(meta) = std::fs::metadata(path) {
+        std::fs::set_permissions(file.path(), meta.permissions())?;
+    }
     file.persist(path)
         .map_err(|e| anyhow::anyhow!("cannot write {}: {}", path.display(), e.error))?;
     Ok(())

@@ -102,8 +102,10 @@ fn debug_files(paths: &[PathBuf]) -> anyhow::Result<(Vec<FileToUpload>, Vec<Stri
     // The best file of each debug id: its dSYM rather than a stripped binary of the same id.
     let (mut files, mut keys) = (Vec::new(), Vec::new());
     for (debug_id, entry) in index.best() {
-        keys.push(missing::native_key(&debug_id.to_string()));
+        let key = missing::native_key(&debug_id.to_string());
+        keys.push(key.clone());
         files.push(FileToUpload {
+            missing_key: key,
             label: format!(
                 "{debug_id} {:<8} {}",
                 entry.arch.name(),
@@ -130,9 +132,9 @@ pub async fn run(command: UploadCommand) -> anyhow::Result<()> {
             paths,
         } => {
             if b.s3_bucket.is_none() {
-                let (files, keys) = debug_files(&paths)?;
+                let (files, _) = debug_files(&paths)?;
                 let project = target.project.as_deref().unwrap_or_default();
-                return upload_cluster::upload(&n, project, target.shared, files, keys).await;
+                return upload_cluster::upload(&n, project, target.shared, files).await;
             }
             let scope = scope(&target)?;
             let keys = upload_debug_files(&b, scope, &paths).await?;
@@ -147,8 +149,8 @@ pub async fn run(command: UploadCommand) -> anyhow::Result<()> {
                 anyhow::bail!("{} is not a directory", dir.display());
             }
             if b.s3_bucket.is_none() {
-                let (files, keys) = debug_files(&[dir])?;
-                return upload_cluster::upload(&n, "", true, files, keys).await;
+                let (files, _) = debug_files(&[dir])?;
+                return upload_cluster::upload(&n, "", true, files).await;
             }
             let keys = upload_debug_files(&b, Scope::Shared, &[dir]).await?;
             notify(&n, Scope::Shared, keys).await
@@ -170,10 +172,23 @@ pub async fn run(command: UploadCommand) -> anyhow::Result<()> {
             symcluster_engine::js::JsSourceMap::parse(&map_bytes, None)
                 .with_context(|| map.display().to_string())?;
             // By debug id (given, or the map's own) and by release: under each that is named.
+            if debug_id.as_deref() == Some("") {
+                anyhow::bail!("--debug-id is empty");
+            }
             let debug_id = debug_id.or_else(|| {
-                serde_json::from_slice(&map_bytes)
+                let id = serde_json::from_slice(&map_bytes)
                     .ok()
-                    .and_then(|json| super::sourcemaps::map_debug_id(&json))
+                    .and_then(|json| super::sourcemaps::map_debug_id(&json))?;
+                match missing::js_debug_id(&id) {
+                    Ok(_) => Some(id),
+                    Err(e) => {
+                        eprintln!(
+                            "symctl: warning: {}: its debugId is not used ({e})",
+                            map.display()
+                        );
+                        None
+                    }
+                }
             });
             let mut keyings = Vec::new();
             if let Some(id) = &debug_id {
@@ -202,7 +217,7 @@ pub async fn run(command: UploadCommand) -> anyhow::Result<()> {
                 .collect();
             if b.s3_bucket.is_none() {
                 let mut files = Vec::new();
-                for keying in &keyings {
+                for (keying, key) in keyings.iter().zip(&keys) {
                     let by = if keying.debug_id.is_empty() {
                         format!("release {}", keying.release)
                     } else {
@@ -212,6 +227,7 @@ pub async fn run(command: UploadCommand) -> anyhow::Result<()> {
                         label: format!("source map {} by {by}", map.display()),
                         kind: api::upload_file::Kind::SourceMap(keying.clone()),
                         path: map.clone(),
+                        missing_key: key.clone(),
                     });
                     if let Some(bundle) = &bundle {
                         files.push(FileToUpload {
@@ -221,11 +237,12 @@ pub async fn run(command: UploadCommand) -> anyhow::Result<()> {
                                 ..keying.clone()
                             }),
                             path: bundle.clone(),
+                            missing_key: key.clone(),
                         });
                     }
                 }
                 let project = project.as_deref().unwrap_or_default();
-                return upload_cluster::upload(&n, project, false, files, keys).await;
+                return upload_cluster::upload(&n, project, false, files).await;
             }
             let project = project.as_deref().unwrap_or(project::DEFAULT_PROJECT);
             project::validate(project).map_err(anyhow::Error::msg)?;

@@ -16,7 +16,7 @@ use std::io::Read;
 use std::path::{Path, PathBuf};
 
 use anyhow::Context;
-use futures::{StreamExt, TryStreamExt};
+use futures::StreamExt;
 use indicatif::{ProgressBar, ProgressStyle};
 use sha2::{Digest, Sha256};
 use symcluster_client::{Client, api};
@@ -27,9 +27,6 @@ use crate::cli::NotifyArgs;
 
 /// Files per `PrepareUpload`/`ConfirmUpload` call (the API's maximum).
 const FILES_PER_CALL: usize = 1_000;
-
-/// Keys per `ConfirmUpload` call (the API's maximum).
-const KEYS_PER_CALL: usize = 100_000;
 
 /// PUT requests in flight at once.
 const CONCURRENT_PUTS: usize = 4;
@@ -43,6 +40,8 @@ pub struct FileToUpload {
     pub kind: api::upload_file::Kind,
     /// How it is shown (e.g. `<debug id> arm64 <path>`).
     pub label: String,
+    /// What jobs lacking it name it (`MissingFile.key`: the debug id, or the source map's key).
+    pub missing_key: String,
 }
 
 /// A file's size and SHA-256s (whole, and per part when it goes in parts).
@@ -169,15 +168,23 @@ async fn put(
     )
 }
 
+/// Whether a PUT failed because its presigned request expired (AWS: 403 "Request has
+/// expired"; Garage: 400 "Date is too old"): prepared again, it resumes.
+fn expired(error: &anyhow::Error) -> bool {
+    let text = error.to_string();
+    text.contains("expired") || text.contains("too old") || text.contains("403 Forbidden")
+}
+
 /// Uploads `files` into `project` (empty: the token's) or the shared prefix through the masters
-/// `args` names, then announces `missing_keys` (what jobs lacking these files name) with the
-/// confirm. Prints one line per file and a summary with the bytes sent.
+/// `args` names, in calls of at most 1,000 files; each call's confirm announces its files'
+/// missing keys (`FileToUpload::missing_key`). Prints a line per file once it is in, and a
+/// summary with the bytes sent. A file whose presigned requests expire, or whose parts come in
+/// several answers, is prepared again (its upload resumes); a round that sends nothing fails.
 pub async fn upload(
     args: &NotifyArgs,
     project: &str,
     shared: bool,
     files: Vec<FileToUpload>,
-    missing_keys: Vec<String>,
 ) -> anyhow::Result<()> {
     let Some(token) = &args.token else {
         anyhow::bail!(
@@ -204,21 +211,82 @@ pub async fn upload(
         }
     }
 
-    let (mut sent_files, mut present, mut sent_bytes, mut requeued) = (0u64, 0u64, 0u64, 0u64);
-    let chunks: Vec<Vec<FileToUpload>> = files
-        .chunks(FILES_PER_CALL)
-        .map(<[FileToUpload]>::to_vec)
-        .collect();
-    for (round, chunk) in chunks.iter().enumerate() {
+    let mut totals = Totals::default();
+    for chunk in files.chunks(FILES_PER_CALL) {
+        let result = upload_chunk(
+            &client,
+            &http,
+            project,
+            shared,
+            chunk,
+            &digests,
+            &mut totals,
+        )
+        .await;
+        // What is in goes to the leader even when a file failed: its jobs run again.
+        let confirmed = confirm_chunk(&client, project, shared, chunk, &totals).await;
+        result?;
+        totals.requeued += confirmed?;
+        totals.confirm.clear();
+        totals.done.clear();
+    }
+    println!(
+        "{} uploaded, {} already there; {} sent",
+        totals.uploaded,
+        totals.present,
+        indicatif::HumanBytes(totals.sent_bytes)
+    );
+    match totals.requeued {
+        0 => {}
+        1 => println!("1 job that lacked these files is being symbolicated again"),
+        n => println!("{n} jobs that lacked these files are being symbolicated again"),
+    }
+    Ok(())
+}
+
+/// What an upload did so far, and what the current call's confirm will carry.
+#[derive(Default)]
+struct Totals {
+    uploaded: u64,
+    present: u64,
+    sent_bytes: u64,
+    requeued: u64,
+    /// The current call's files (by index) whose bytes are all in.
+    done: std::collections::HashSet<usize>,
+    /// The current call's files to confirm, by index.
+    confirm: HashMap<usize, api::ConfirmedFile>,
+}
+
+/// One PUT: the file (index in its call), the request, the byte range.
+struct Put {
+    file: usize,
+    request: api::PresignedRequest,
+    offset: u64,
+    len: u64,
+}
+
+/// Prepares and sends `chunk` until every file is in, or a request fails for another reason
+/// than its expiry, or a round sends nothing.
+async fn upload_chunk(
+    client: &Client,
+    http: &reqwest::Client,
+    project: &str,
+    shared: bool,
+    chunk: &[FileToUpload],
+    digests: &HashMap<PathBuf, Digests>,
+    totals: &mut Totals,
+) -> anyhow::Result<()> {
+    let mut pending: Vec<usize> = (0..chunk.len()).collect();
+    while !pending.is_empty() {
         let request = api::PrepareUploadRequest {
             project: project.to_owned(),
             shared,
-            files: chunk
+            files: pending
                 .iter()
-                .map(|f| {
-                    let d = &digests[&f.path];
+                .map(|&i| {
+                    let d = &digests[&chunk[i].path];
                     api::UploadFile {
-                        kind: Some(f.kind.clone()),
+                        kind: Some(chunk[i].kind.clone()),
                         size: d.size,
                         sha256: d.sha256.to_vec(),
                         part_sha256: d.parts.iter().map(|p| p.to_vec()).collect(),
@@ -230,35 +298,46 @@ pub async fn upload(
             .prepare_upload(request)
             .await
             .context("the masters did not prepare the upload")?;
-        if prepared.files.len() != chunk.len() {
+        if prepared.files.len() != pending.len() {
             anyhow::bail!(
                 "the master answered {} files for {}",
                 prepared.files.len(),
-                chunk.len()
+                pending.len()
             );
         }
-        // Every PUT of this call: (file, request, offset, length).
         let mut puts = Vec::new();
-        let mut confirmed = Vec::new();
-        for (file, answer) in chunk.iter().zip(&prepared.files) {
-            let d = &digests[&file.path];
+        let mut again = Vec::new();
+        let mut notes: HashMap<usize, String> = HashMap::new();
+        for (&i, answer) in pending.iter().zip(&prepared.files) {
+            let d = &digests[&chunk[i].path];
             let confirm = |upload_id: &str| api::ConfirmedFile {
                 key: answer.key.clone(),
                 ticket: answer.ticket.clone(),
                 size: d.size,
                 sha256: d.sha256.to_vec(),
                 upload_id: upload_id.to_owned(),
+                part_sha256: if upload_id.is_empty() {
+                    Vec::new()
+                } else {
+                    d.parts.iter().map(|p| p.to_vec()).collect()
+                },
             };
-            let how = match &answer.action {
+            match &answer.action {
                 Some(api::prepared_file::Action::Present(_)) => {
-                    present += 1;
-                    "already there".to_owned()
+                    totals.present += 1;
+                    totals.done.insert(i);
+                    println!("{} -> {} (already there)", chunk[i].label, answer.key);
+                    continue;
                 }
                 Some(api::prepared_file::Action::Put(request)) => {
-                    puts.push((file.path.clone(), request.clone(), 0, d.size));
-                    confirmed.push(confirm(""));
-                    sent_files += 1;
-                    "uploaded".to_owned()
+                    puts.push(Put {
+                        file: i,
+                        request: request.clone(),
+                        offset: 0,
+                        len: d.size,
+                    });
+                    totals.confirm.insert(i, confirm(""));
+                    notes.insert(i, "uploaded".into());
                 }
                 Some(api::prepared_file::Action::Multipart(multipart)) => {
                     for part in &multipart.parts {
@@ -268,77 +347,120 @@ pub async fn upload(
                                 part.part_number
                             );
                         };
-                        let offset =
-                            (part.part_number as u64).saturating_sub(1) * multipart.part_size;
-                        puts.push((
-                            file.path.clone(),
-                            request.clone(),
-                            offset,
-                            expected_part_size(d.size, part.part_number),
-                        ));
+                        puts.push(Put {
+                            file: i,
+                            request: request.clone(),
+                            offset: (part.part_number as u64).saturating_sub(1)
+                                * multipart.part_size,
+                            len: expected_part_size(d.size, part.part_number),
+                        });
                     }
-                    confirmed.push(confirm(&multipart.upload_id));
-                    sent_files += 1;
-                    if multipart.parts_present > 0 {
-                        format!(
-                            "uploaded in parts, resumed ({} of {} parts were there)",
-                            multipart.parts_present,
-                            multipart.parts_present as usize + multipart.parts.len()
-                        )
-                    } else {
-                        format!("uploaded in {} parts", multipart.parts.len())
+                    totals.confirm.insert(i, confirm(&multipart.upload_id));
+                    let total = d.parts.len();
+                    let given = multipart.parts_present as usize + multipart.parts.len();
+                    if given < total {
+                        // More parts in the next answer.
+                        again.push(i);
                     }
+                    notes.insert(
+                        i,
+                        if multipart.parts_present > 0 {
+                            format!(
+                                "uploaded in {total} parts, resumed ({} of {total} were there)",
+                                multipart.parts_present
+                            )
+                        } else {
+                            format!("uploaded in {total} parts")
+                        },
+                    );
                 }
                 None => anyhow::bail!("the master said nothing of {}", answer.key),
-            };
-            println!("{} -> {} ({how})", file.label, answer.key);
+            }
         }
-        let total: u64 = puts.iter().map(|p| p.3).sum();
+        let total: u64 = puts.iter().map(|p| p.len).sum();
         let bar = ProgressBar::new(total).with_style(
             ProgressStyle::with_template("{bar:40} {bytes}/{total_bytes} {bytes_per_sec}")
                 .expect("valid template"),
         );
-        futures::stream::iter(puts.iter())
-            .map(|(path, request, offset, len)| put(&http, request, path, *offset, *len, &bar))
+        let results: Vec<(usize, u64, anyhow::Result<()>)> = futures::stream::iter(puts.iter())
+            .map(|p| async {
+                let path = &chunk[p.file].path;
+                (
+                    p.file,
+                    p.len,
+                    put(http, &p.request, path, p.offset, p.len, &bar).await,
+                )
+            })
             .buffer_unordered(CONCURRENT_PUTS)
-            .try_collect::<Vec<()>>()
-            .await?;
+            .collect()
+            .await;
         bar.finish_and_clear();
-        sent_bytes += total;
-        // The keys go with the last confirm (in calls of at most the API's maximum).
-        let key_batches: Vec<&[String]> = if round + 1 == chunks.len() {
-            missing_keys.chunks(KEYS_PER_CALL).collect()
-        } else {
-            Vec::new()
-        };
-        for i in 0..key_batches.len().max(1) {
-            let request = api::ConfirmUploadRequest {
-                project: project.to_owned(),
-                shared,
-                files: if i == 0 {
-                    confirmed.clone()
-                } else {
-                    Vec::new()
-                },
-                missing_keys: key_batches.get(i).map(|k| k.to_vec()).unwrap_or_default(),
-            };
-            let answer = client
-                .confirm_upload(request)
-                .await
-                .context("the upload was not confirmed")?;
-            requeued += answer.requeued;
+        let mut failed: HashMap<usize, anyhow::Error> = HashMap::new();
+        let mut sent_now = 0;
+        for (file, len, result) in results {
+            match result {
+                Ok(()) => sent_now += len,
+                Err(e) => {
+                    failed.entry(file).or_insert(e);
+                }
+            }
         }
-    }
-    println!(
-        "{sent_files} uploaded, {present} already there; {} sent",
-        indicatif::HumanBytes(sent_bytes)
-    );
-    match requeued {
-        0 => {}
-        1 => println!("1 job that lacked these files is being symbolicated again"),
-        n => println!("{n} jobs that lacked these files are being symbolicated again"),
+        totals.sent_bytes += sent_now;
+        if let Some((_, error)) = failed.iter().find(|(_, e)| !expired(e)) {
+            return Err(anyhow::anyhow!("{error:#}"));
+        }
+        if !failed.is_empty() && sent_now == 0 {
+            let error = failed.into_values().next().expect("not empty");
+            return Err(error.context("the presigned requests expired before a byte was sent"));
+        }
+        for (&i, note) in &notes {
+            if !failed.contains_key(&i) && !again.contains(&i) {
+                totals.uploaded += 1;
+                totals.done.insert(i);
+                println!("{} -> {} ({note})", chunk[i].label, totals.confirm[&i].key);
+            }
+        }
+        pending = again;
+        pending.extend(failed.into_keys());
+        pending.sort_unstable();
+        pending.dedup();
     }
     Ok(())
+}
+
+/// Confirms the files of `chunk` that are in, with their missing keys; the jobs queued again.
+async fn confirm_chunk(
+    client: &Client,
+    project: &str,
+    shared: bool,
+    chunk: &[FileToUpload],
+    totals: &Totals,
+) -> anyhow::Result<u64> {
+    if totals.done.is_empty() {
+        return Ok(0);
+    }
+    let mut keys: Vec<String> = totals
+        .done
+        .iter()
+        .map(|&i| chunk[i].missing_key.clone())
+        .collect();
+    keys.sort();
+    keys.dedup();
+    let request = api::ConfirmUploadRequest {
+        project: project.to_owned(),
+        shared,
+        files: totals
+            .done
+            .iter()
+            .filter_map(|i| totals.confirm.get(i).cloned())
+            .collect(),
+        missing_keys: keys,
+    };
+    let answer = client
+        .confirm_upload(request)
+        .await
+        .context("the upload was not confirmed")?;
+    Ok(answer.requeued)
 }
 
 #[cfg(test)]
