@@ -7,7 +7,7 @@ use std::path::PathBuf;
 use anyhow::Context;
 use indicatif::{ProgressBar, ProgressStyle};
 use symcluster_client::project;
-use symcluster_engine::debug_files::{DebugFileIndex, list_objects};
+use symcluster_engine::debug_files::DebugFileIndex;
 use symcluster_sources::{S3Settings, Scope, Source, layout};
 
 use symcluster_client::{Client, api, missing};
@@ -283,16 +283,14 @@ async fn upload_debug_files(
     for problem in index.unreadable() {
         eprintln!("symctl: warning: skipped unreadable debug file {problem}");
     }
-    // Every object (arch slice) of every file, by debug id.
+    // The best file of each debug id (its dSYM rather than a stripped binary of the same id),
+    // never read whole into memory.
     let mut uploads = Vec::new();
-    for path in index.files() {
-        let data =
-            std::fs::read(&path).with_context(|| format!("cannot read {}", path.display()))?;
-        let objects =
-            list_objects(&data).map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))?;
-        for (debug_id, arch, _) in objects {
-            uploads.push((path.clone(), debug_id, arch, data.len() as u64));
-        }
+    for (debug_id, entry) in index.best() {
+        let size = std::fs::metadata(&entry.path)
+            .with_context(|| format!("cannot read {}", entry.path.display()))?
+            .len();
+        uploads.push((entry.path.clone(), *debug_id, entry.arch, size));
     }
     if uploads.is_empty() {
         anyhow::bail!("no Mach-O or ELF debug file found in the given paths");
@@ -312,8 +310,7 @@ async fn upload_debug_files(
         if source.exists(&key).await? {
             skipped += 1;
         } else {
-            let bytes = std::fs::read(&path)?;
-            source.put(&key, bytes).await?;
+            source.put_file(&key, &path).await?;
             sent += 1;
         }
         bar.inc(size);
