@@ -646,6 +646,27 @@ async fn the_xcode_build_phase_uploads_the_demo_dsym() {
     );
 }
 
+/// Runs the React Native script with an upload token of project a on `bundle` and `map`, by
+/// release too when `release` is given (bundle name: `bundle`'s file name).
+fn rn_script(cluster: &Cluster, bundle: &Path, map: &Path, release: Option<&str>) -> Output {
+    let name = bundle.file_name().unwrap().to_str().unwrap();
+    let mut args = vec![
+        "--bundle",
+        bundle.to_str().unwrap(),
+        "--map",
+        map.to_str().unwrap(),
+    ];
+    if let Some(release) = release {
+        args.extend(["--release", release, "--bundle-name", name]);
+    }
+    run_script(
+        cluster,
+        "react-native/upload-sourcemaps.sh",
+        &args,
+        &[("SYMCLUSTER_TOKEN", UPLOAD_A)],
+    )
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_react_native_script_injects_a_debug_id_and_uploads_the_map() {
     let (cluster, _tokens) = cluster_with_tokens_and(1, &tokens(), MasterOptions::default()).await;
@@ -655,21 +676,7 @@ async fn the_react_native_script_injects_a_debug_id_and_uploads_the_map() {
     let map = dir.path().join("index.bundle.map");
     std::fs::copy(dist.join("index.bundle"), &bundle).unwrap();
     std::fs::copy(dist.join("index.bundle.map"), &map).unwrap();
-    let out = run_script(
-        &cluster,
-        "react-native/upload-sourcemaps.sh",
-        &[
-            "--bundle",
-            bundle.to_str().unwrap(),
-            "--map",
-            map.to_str().unwrap(),
-            "--release",
-            "rn-demo@1.0",
-            "--bundle-name",
-            "index.bundle",
-        ],
-        &[("SYMCLUSTER_TOKEN", UPLOAD_A)],
-    );
+    let out = rn_script(&cluster, &bundle, &map, Some("rn-demo@1.0"));
     let stdout = succeeded(&out);
     // The bundle and its map carry the same debug id.
     let bundle_text = std::fs::read_to_string(&bundle).unwrap();
@@ -738,21 +745,7 @@ async fn the_react_native_script_injects_a_debug_id_and_uploads_the_map() {
     let hbc_map = dir.path().join("index.android.bundle.map");
     std::fs::copy(dist.join("index.android.bundle.hbc"), &hbc).unwrap();
     std::fs::copy(dist.join("index.android.bundle.hbc.map"), &hbc_map).unwrap();
-    let out = run_script(
-        &cluster,
-        "react-native/upload-sourcemaps.sh",
-        &[
-            "--bundle",
-            hbc.to_str().unwrap(),
-            "--map",
-            hbc_map.to_str().unwrap(),
-            "--release",
-            "rn-demo-hermes@1.0",
-            "--bundle-name",
-            "index.android.bundle",
-        ],
-        &[("SYMCLUSTER_TOKEN", UPLOAD_A)],
-    );
+    let out = rn_script(&cluster, &hbc, &hbc_map, Some("rn-demo-hermes@1.0"));
     let (hermes_out, hermes_err) = text(&out);
     assert!(out.status.success(), "{hermes_out}{hermes_err}");
     assert!(
@@ -787,17 +780,7 @@ async fn the_react_native_script_injects_a_debug_id_and_uploads_the_map() {
     );
 
     // Running it again (the next build of the same bundle) sends nothing.
-    let again = run_script(
-        &cluster,
-        "react-native/upload-sourcemaps.sh",
-        &[
-            "--bundle",
-            bundle.to_str().unwrap(),
-            "--map",
-            map.to_str().unwrap(),
-        ],
-        &[("SYMCLUSTER_TOKEN", UPLOAD_A)],
-    );
+    let again = rn_script(&cluster, &bundle, &map, None);
     let again = succeeded(&again);
     assert!(
         again.contains("(already injected)")

@@ -93,19 +93,17 @@ async fn bucket(args: &BucketArgs) -> anyhow::Result<Source> {
 }
 
 /// Every debug id of the debug files under `paths`, with its best file, as uploads through the
-/// cluster, and their missing-file keys.
-fn debug_files(paths: &[PathBuf]) -> anyhow::Result<(Vec<FileToUpload>, Vec<String>)> {
+/// cluster.
+fn debug_files(paths: &[PathBuf]) -> anyhow::Result<Vec<FileToUpload>> {
     let index = DebugFileIndex::scan(paths)?;
     for problem in index.unreadable() {
         eprintln!("symctl: warning: skipped unreadable debug file {problem}");
     }
     // The best file of each debug id: its dSYM rather than a stripped binary of the same id.
-    let (mut files, mut keys) = (Vec::new(), Vec::new());
+    let mut files = Vec::new();
     for (debug_id, entry) in index.best() {
-        let key = missing::native_key(&debug_id.to_string());
-        keys.push(key.clone());
         files.push(FileToUpload {
-            missing_key: key,
+            missing_key: missing::native_key(&debug_id.to_string()),
             label: format!(
                 "{debug_id} {:<8} {}",
                 entry.arch.name(),
@@ -118,9 +116,7 @@ fn debug_files(paths: &[PathBuf]) -> anyhow::Result<(Vec<FileToUpload>, Vec<Stri
     if files.is_empty() {
         anyhow::bail!("no Mach-O or ELF debug file found in the given paths");
     }
-    keys.sort();
-    keys.dedup();
-    Ok((files, keys))
+    Ok(files)
 }
 
 pub async fn run(command: UploadCommand) -> anyhow::Result<()> {
@@ -132,7 +128,7 @@ pub async fn run(command: UploadCommand) -> anyhow::Result<()> {
             paths,
         } => {
             if b.s3_bucket.is_none() {
-                let (files, _) = debug_files(&paths)?;
+                let files = debug_files(&paths)?;
                 let project = target.project.as_deref().unwrap_or_default();
                 return upload_cluster::upload(&n, project, target.shared, files).await;
             }
@@ -149,7 +145,7 @@ pub async fn run(command: UploadCommand) -> anyhow::Result<()> {
                 anyhow::bail!("{} is not a directory", dir.display());
             }
             if b.s3_bucket.is_none() {
-                let (files, _) = debug_files(&[dir])?;
+                let files = debug_files(&[dir])?;
                 return upload_cluster::upload(&n, "", true, files).await;
             }
             let keys = upload_debug_files(&b, Scope::Shared, &[dir]).await?;
