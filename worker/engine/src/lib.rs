@@ -12,7 +12,8 @@
 //!    by [`render`].
 //!
 //! The [`js`] module does the same for React Native JavaScript: minified or Hermes bytecode
-//! positions back to original source through source maps.
+//! positions back to original source through source maps; [`jvm`] for Java/Kotlin frames
+//! obfuscated by ProGuard or R8, through their mapping files.
 //!
 //! The engine does no network I/O; the worker brings debug files from S3 and caches them.
 
@@ -21,6 +22,7 @@
 pub mod debug_files;
 mod guard;
 pub mod js;
+pub mod jvm;
 pub mod local;
 pub mod model;
 pub mod names;

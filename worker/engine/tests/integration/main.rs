@@ -10,6 +10,7 @@ mod formats;
 mod js_bad_input;
 mod js_demo;
 mod js_metro;
+mod jvm;
 mod modules;
 mod partial;
 mod support;
