@@ -29,6 +29,12 @@ pub enum Command {
     /// Metro function-map and Hermes bytecode source maps are all read.
     #[command(name = "restore-js")]
     RestoreJs(RestoreJsArgs),
+    /// Retrace a Java/Kotlin stack trace obfuscated by ProGuard or R8 (Android) with the
+    /// build's mapping file: original classes, methods, files and lines, inlined calls
+    /// expanded.
+    ///
+    /// The trace is `printStackTrace` text (also as logcat shows it) or a Sentry event JSON.
+    Retrace(RetraceArgs),
     /// Upload debug files (dSYMs, Mach-O, ELF: every arch slice by debug id) or a source map
     /// to the cluster's bucket. Files already there are skipped.
     #[command(subcommand)]
@@ -482,8 +488,8 @@ pub struct RestoreJsArgs {
 
     /// Output: `json` (one object per frame, 1-based lines and columns) or `text` (the stack
     /// rewritten as metro-symbolicate prints it, for diffing).
-    #[arg(long, value_enum, default_value_t = JsOutputFormat::Json)]
-    pub format: JsOutputFormat,
+    #[arg(long, value_enum, default_value_t = StackOutput::Json)]
+    pub format: StackOutput,
 
     /// The base of columns in text stacks: 1 as browsers, Node and Hermes print them, or 0 as
     /// metro-symbolicate reads its input by default.
@@ -495,11 +501,28 @@ pub struct RestoreJsArgs {
     pub stack: PathBuf,
 }
 
+#[derive(Debug, clap::Args)]
+pub struct RetraceArgs {
+    /// The build's ProGuard/R8 mapping file (`mapping.txt`).
+    #[arg(long, value_name = "MAPPING_FILE")]
+    pub mapping: PathBuf,
+
+    /// Output: `json` (exceptions with their frames, innermost first, 1-based lines, each
+    /// frame's status and the frame as given) or `text` (the trace as Java prints it, as
+    /// ProGuard's and R8's `retrace` print it, for diffing).
+    #[arg(long, value_enum, default_value_t = StackOutput::Json)]
+    pub format: StackOutput,
+
+    /// The stack trace file (text or Sentry event JSON).
+    #[arg(value_name = "TRACE_FILE")]
+    pub trace: PathBuf,
+}
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
-pub enum JsOutputFormat {
-    /// One JSON object: `{"frames": [...]}`.
+pub enum StackOutput {
+    /// One JSON object (`restore-js`: `{"frames": [...]}`; `retrace`: `{"exceptions": [...]}`).
     Json,
-    /// metro-symbolicate's output.
+    /// The text the peer tool prints (metro-symbolicate's; Java's and `retrace`'s).
     Text,
 }
 

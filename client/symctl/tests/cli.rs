@@ -268,6 +268,67 @@ fn restore_js_malformed_map_fails_with_one_line() {
     );
 }
 
+fn android_demo(name: &str) -> PathBuf {
+    repo().join("examples/android-demo").join(name)
+}
+
+#[test]
+fn retrace_text_is_proguards_and_json_has_the_inlined_calls() {
+    let mapping = android_demo("mapping.txt");
+    let trace = android_demo("obfuscated-logcat.txt");
+    let out = symctl(&[
+        "retrace",
+        "--mapping",
+        mapping.to_str().unwrap(),
+        "--format",
+        "text",
+        trace.to_str().unwrap(),
+    ]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    // ProGuard's retrace of the same crash, but for the JVM's prefixes (logcat prints none).
+    let peer = std::fs::read_to_string(android_demo("retrace-proguard.txt"))
+        .unwrap()
+        .replace("Exception in thread \"main\" ", "")
+        .replace("java.base/", "");
+    assert_eq!(String::from_utf8(out.stdout).unwrap(), peer);
+
+    let out = symctl(&[
+        "retrace",
+        "--mapping",
+        mapping.to_str().unwrap(),
+        android_demo("obfuscated-sentry.json").to_str().unwrap(),
+    ]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert_eq!(stderr(&out), "", "the event names this mapping");
+    let json: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let cause = &json["exceptions"][1];
+    assert_eq!(cause["class"], "java.lang.IllegalStateException");
+    assert_eq!(cause["relation"], "caused_by");
+    let first = &cause["frames"][0];
+    assert_eq!(first["class"], "com.example.shop.PriceCalculator");
+    assert_eq!(first["method"], "checkPrice");
+    assert_eq!(first["file"], "PriceCalculator.java");
+    assert_eq!(first["line"], 17);
+    assert_eq!(first["inlined"], true);
+    assert_eq!(first["status"], "symbolicated");
+    assert_eq!(first["raw"]["class"], "com.example.shop.d");
+}
+
+#[test]
+fn retrace_refuses_a_file_that_is_no_mapping_in_one_line() {
+    let trace = android_demo("obfuscated-trace.txt");
+    let out = symctl(&[
+        "retrace",
+        "--mapping",
+        trace.to_str().unwrap(),
+        trace.to_str().unwrap(),
+    ]);
+    assert_eq!(out.status.code(), Some(1));
+    let err = stderr(&out);
+    assert_eq!(err.lines().count(), 1, "{err}");
+    assert!(err.contains("not a ProGuard/R8 mapping file"), "{err}");
+}
+
 fn check_json(path: &std::path::Path) -> (Output, Vec<serde_json::Value>) {
     let out = symctl(&["debug-files", "check", "-o", "json", path.to_str().unwrap()]);
     let listed = serde_json::from_slice(&out.stdout).unwrap_or_default();

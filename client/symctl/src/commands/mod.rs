@@ -6,6 +6,7 @@ mod debug_files;
 mod members;
 mod output;
 mod restore_js;
+mod retrace;
 mod sourcemaps;
 mod submit_dir;
 mod symbolicate;
@@ -19,6 +20,7 @@ pub fn run(command: Command) -> anyhow::Result<()> {
     match command {
         Command::Symbolicate(args) => symbolicate::run(&args),
         Command::RestoreJs(args) => restore_js::run(&args),
+        Command::Retrace(args) => retrace::run(&args),
         Command::Upload(command) => block_on(upload::run(command)),
         Command::DebugFiles(command) => debug_files::run(command),
         Command::Sourcemaps(crate::cli::SourcemapsCommand::Inject { bundle, map }) => {

@@ -5,7 +5,7 @@ use std::io::Write;
 use anyhow::Context;
 use symcluster_engine::js::{JsSourceMap, parse_stack, render, restore};
 
-use crate::cli::{JsOutputFormat, RestoreJsArgs};
+use crate::cli::{RestoreJsArgs, StackOutput};
 
 pub fn run(args: &RestoreJsArgs) -> anyhow::Result<()> {
     let stack_bytes = std::fs::read(&args.stack)
@@ -38,11 +38,11 @@ pub fn run(args: &RestoreJsArgs) -> anyhow::Result<()> {
 
     let mut out = std::io::stdout().lock();
     match args.format {
-        JsOutputFormat::Json => {
+        StackOutput::Json => {
             serde_json::to_writer_pretty(&mut out, &result)?;
             writeln!(out)?;
         }
-        JsOutputFormat::Text => {
+        StackOutput::Text => {
             let input = String::from_utf8_lossy(&stack_bytes);
             let text = render::metro_text(&input, &stack, &result, &map, args.input_column_start);
             out.write_all(text.as_bytes())?;
