@@ -53,7 +53,7 @@ pub use symcluster_proto::report;
 /// What a project name may be, and the default project.
 pub use symcluster_proto::project;
 
-/// How a missing debug file or source map is named (`MissingFile.key`).
+/// How a missing debug file, source map or mapping file is named (`MissingFile.key`).
 pub use symcluster_proto::missing;
 
 /// Limits of what a completion carries (result size, call tree nodes).
@@ -300,6 +300,21 @@ impl Client {
         self.submit(api::JobSpec {
             job_id: job_id.to_owned(),
             payload: Some(api::job_spec::Payload::Js(js)),
+            project: String::new(),
+        })
+        .await
+    }
+
+    /// Submits a Java/Kotlin trace as job `job_id`; see [`api::JvmJob`] for how its mapping
+    /// file is found.
+    pub async fn submit_jvm(
+        &mut self,
+        job_id: &str,
+        jvm: api::JvmJob,
+    ) -> Result<api::SubmitResponse, ClientError> {
+        self.submit(api::JobSpec {
+            job_id: job_id.to_owned(),
+            payload: Some(api::job_spec::Payload::Jvm(jvm)),
             project: String::new(),
         })
         .await

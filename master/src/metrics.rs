@@ -164,7 +164,11 @@ fn gauge_vec(name: &str, help: &str, labels: &[&str]) -> IntGaugeVec {
 }
 
 /// The job kinds, as `kind` label values.
-pub const KINDS: [(JobKind, &str); 2] = [(JobKind::Native, "native"), (JobKind::Js, "js")];
+pub const KINDS: [(JobKind, &str); 3] = [
+    (JobKind::Native, "native"),
+    (JobKind::Js, "js"),
+    (JobKind::Jvm, "jvm"),
+];
 
 /// Jobs waiting for a slot, by kind (set at each scrape).
 pub static QUEUE_DEPTH: LazyLock<IntGaugeVec> = LazyLock::new(|| {

@@ -20,9 +20,14 @@ pub const MAX_KEYS_PER_ROUND: usize = 1_000;
 
 /// The object keys under which a missing file (`MissingFile.key`) of `project` would be found
 /// in the bucket (`base`: `--s3-prefix`), in lookup order; empty for a key that names no file.
-/// JS keys `release:<release>/<dist>/<bundle>` are read back with
+/// `proguard:<mapping id>` names a mapping file in the project's prefix; JS keys
+/// `release:<release>/<dist>/<bundle>` are read back with
 /// [`symcluster_proto::missing::split_release_key`].
 pub fn object_keys(base: &str, project: &str, key: &str) -> Vec<String> {
+    if let Some(id) = key.strip_prefix("proguard:") {
+        let prefix = Scope::Project(project).prefix(base);
+        return layout::proguard_key(&prefix, id).into_iter().collect();
+    }
     if let Some(id) = key.strip_prefix("debug-id:") {
         let prefix = Scope::Project(project).prefix(base);
         return layout::sourcemap_keys_by_debug_id(&prefix, id)
@@ -122,6 +127,10 @@ mod tests {
         assert_eq!(
             object_keys("s/", "demo", "release:app@1.0%2Fbeta//index.android.bundle"),
             vec!["s/projects/demo/js/release/app@1.0%2Fbeta/_/index.android.bundle.map".to_owned()]
+        );
+        assert_eq!(
+            object_keys("", "demo", "proguard:3828bd45-950f-5e77-9737-b6b3a1d80299"),
+            vec!["projects/demo/38/28bd45950f5e779737b6b3a1d80299/proguard".to_owned()]
         );
         assert_eq!(
             object_keys("", "demo", "debug-id:0A1B2C3D-4E5F-4A6B-8C7D-9E0F1A2B3C4D"),

@@ -1,4 +1,4 @@
-//! What names a debug file or source map a job lacked (`MissingFile.key`), the same way on
+//! What names a debug file, source map or ProGuard mapping a job lacked (`MissingFile.key`), the same way on
 //! the worker that reports it, the master that records it and `symctl upload` that announces
 //! its arrival (`Ingest/FilesUploaded`).
 
@@ -86,6 +86,29 @@ pub fn js_debug_id(text: &str) -> Result<debugid::DebugId, String> {
         })
 }
 
+/// The key of a ProGuard/R8 mapping file: `proguard:<mapping id, lowercase with dashes>`
+/// (a [`mapping_id`]). Also the cache-affinity key of JVM jobs.
+pub fn jvm_key(mapping_id: &str) -> String {
+    format!("proguard:{}", mapping_id.to_ascii_lowercase())
+}
+
+/// Parses the id of a ProGuard/R8 mapping file (`JvmJob.mapping_id`, a Sentry event's
+/// `debug_meta.images[].uuid`): a UUID with dashes in either case, returned in lowercase, so
+/// that each file has one key.
+///
+/// # Errors
+/// Anything else, in one line quoting (the start of) the input.
+pub fn mapping_id(text: &str) -> Result<String, String> {
+    text.parse::<debugid::DebugId>()
+        .ok()
+        .filter(|id| id.appendix() == 0 && id.to_string() == text.to_ascii_lowercase())
+        .map(|id| id.to_string())
+        .ok_or_else(|| {
+            let shown: String = text.chars().take(80).collect();
+            format!("mapping_id \"{shown}\" is not a UUID (xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx)")
+        })
+}
+
 /// Checks what names a JS job's source map: a [`js_debug_id`], or a release and a bundle (and
 /// an optional dist) that each pass [`check_key_part`].
 ///
@@ -136,6 +159,27 @@ mod tests {
             ))
         );
         assert_eq!(split_release_key("debug-id:abc"), None);
+    }
+
+    #[test]
+    fn mapping_ids_are_canonical_uuids() {
+        let id = "3828BD45-950F-5E77-9737-B6B3A1D80299";
+        assert_eq!(
+            mapping_id(id).as_deref(),
+            Ok("3828bd45-950f-5e77-9737-b6b3a1d80299")
+        );
+        assert_eq!(
+            jvm_key(&mapping_id(id).unwrap()),
+            "proguard:3828bd45-950f-5e77-9737-b6b3a1d80299"
+        );
+        for bad in [
+            "3828bd45950f5e779737b6b3a1d80299",
+            "3828bd45-950f-5e77-9737-b6b3a1d80299-1",
+            "../x",
+            "",
+        ] {
+            assert!(mapping_id(bad).is_err(), "{bad}");
+        }
     }
 
     #[test]

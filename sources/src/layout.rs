@@ -8,7 +8,8 @@
 //! where `<base>` is the operator's `--s3-prefix` (usually empty) and project names are those
 //! [`symcluster_proto::project::validate`] accepts (no `/`, so one project's prefix never holds
 //! another's). A native job looks each debug id up in its project first, then in the shared
-//! prefix; a JS job reads its project's source maps only.
+//! prefix; a JS job reads its project's source maps only, a JVM job its project's mapping
+//! files only.
 //!
 //! Under each prefix, native debug files use Sentry symbolicator's **unified** layout, so
 //! trees made by Sentry's tools (`sentry-cli`, `symsorter`) can be copied under a prefix as they
@@ -16,6 +17,8 @@
 //! dashes (the Mach-O UUID or the ELF build-id-derived GUID, followed by the age in hex when
 //! non-zero). Workers put the SymCache they derive from a `debuginfo` beside it
 //! ([`symcache_key`]), so that other workers download it instead of converting again.
+//!
+//! ProGuard/R8 mapping files: `<id[0..2]>/<id[2..]>/proguard` by mapping id ([`proguard_key`]).
 //!
 //! Source maps and bundles:
 //! - by debug id: `js/debug-id/<debug id, lowercase with dashes>/sourcemap` and
@@ -96,6 +99,20 @@ pub fn check_key(key: &str) -> Result<(), InvalidKey> {
             "the key {key:?} has a {segment:?} segment"
         ))),
     }
+}
+
+/// The key of a ProGuard/R8 mapping file under `prefix`, found by its `mapping_id` (a UUID,
+/// [`symcluster_proto::missing::mapping_id`]): `<id[0..2]>/<id[2..]>/proguard`, with `id` in
+/// lowercase hex without dashes, beside native debug files in the same unified shape (Sentry's
+/// unified layout names no JVM file; `proguard` is the file type's name there).
+///
+/// # Errors
+/// When `mapping_id` is not a UUID.
+pub fn proguard_key(prefix: &str, mapping_id: &str) -> Result<String, InvalidKey> {
+    let id = symcluster_proto::missing::mapping_id(mapping_id)
+        .map_err(InvalidKey)?
+        .replace('-', "");
+    Ok(format!("{prefix}{}/{}/proguard", &id[..2], &id[2..]))
 }
 
 /// Keys of a source map and its minified bundle under `prefix`, found by `debug_id` (its
@@ -190,6 +207,15 @@ mod tests {
                 .0,
             "projects/x/js/debug-id/b2a5d2cc-3c9f-4d45-9d6a-6d1e2f0a1b3c/sourcemap"
         );
+    }
+
+    #[test]
+    fn proguard_layout() {
+        assert_eq!(
+            proguard_key("projects/x/", "3828BD45-950F-5E77-9737-B6B3A1D80299").unwrap(),
+            "projects/x/38/28bd45950f5e779737b6b3a1d80299/proguard"
+        );
+        assert!(proguard_key("projects/x/", "../../y").is_err());
     }
 
     #[test]

@@ -1,14 +1,17 @@
-//! The worker's caches: debug files become SymCaches, source maps become prepared maps, each
-//! kept on disk and in memory.
+//! The worker's caches: debug files become SymCaches, source maps become prepared maps,
+//! ProGuard/R8 mapping files become prepared mappings (`ProguardCache`s), each kept on disk and
+//! in memory.
 //!
 //! Layers, fastest first:
-//! 1. memory: `moka` caches of parsed SymCaches and prepared source maps, weighed by bytes.
+//! 1. memory: `moka` caches of parsed SymCaches, prepared source maps and prepared mappings,
+//!    weighed by bytes (half of `--memory-cache` for SymCaches, a quarter for each of the others).
 //!    moka also merges concurrent misses for the same key, so ten jobs needing the same dSYM
 //!    download and convert it once;
 //! 2. a negative cache: a "not found" is remembered for a while (not fetch errors: those are
 //!    retried by the next job);
 //! 3. disk ([`DiskCache`]): SymCache files (keyed by `SYMCACHE_VERSION`, so a format change never
-//!    reads stale files) and downloaded source maps;
+//!    reads stale files), downloaded source maps and prepared mappings (keyed by their format
+//!    version);
 //! 4. shared SymCaches: the SymCache another worker derived from the same debug file, put in
 //!    the bucket beside it ([`layout::symcache_key`], named by the format version and the
 //!    original's ETag and size): a restarted or new worker downloads that small file instead
@@ -24,6 +27,7 @@ use moka::future::Cache;
 use symbolic_common::DebugId;
 use symcluster_engine::ModuleLoad;
 use symcluster_engine::js::JsSourceMap;
+use symcluster_engine::jvm::JvmMapping;
 use symcluster_engine::symcache::{
     CONVERSION_REVISION, SYMCACHE_VERSION, SymCacheError, SymCacheFile,
 };
@@ -33,11 +37,11 @@ use symcluster_sources::{FetchError, Scope, Source, layout};
 
 use crate::disk_cache::DiskCache;
 
-/// Why a source map could not be had.
+/// Why a source map or a ProGuard mapping file could not be had.
 #[derive(Debug, Clone, thiserror::Error)]
 pub enum SourceMapLoadError {
-    /// No source map under the job's key.
-    #[error("no source map at {0}")]
+    /// No file under the job's key.
+    #[error("no file at {0}")]
     NotFound(String),
     /// The map exists but cannot be read.
     #[error("{0}")]
@@ -183,6 +187,7 @@ pub struct Caches {
     disk: Arc<DiskCache>,
     symcaches: Cache<String, Arc<SymCacheFile>>,
     sourcemaps: Cache<String, Arc<JsSourceMap>>,
+    mappings: Cache<String, Arc<JvmMapping>>,
     missing: Cache<String, ()>,
     /// Debug files on disk while converted, for the jobs answered from partial SymCaches.
     on_disk: crate::first_answer::OnDisk,
@@ -232,8 +237,12 @@ impl Caches {
                 .weigher(move |_, v: &Arc<SymCacheFile>| weigh(v.size_bytes()))
                 .build(),
             sourcemaps: Cache::builder()
-                .max_capacity(memory_bytes / 2)
+                .max_capacity(memory_bytes / 4)
                 .weigher(move |_, v: &Arc<JsSourceMap>| weigh(v.size_bytes()))
+                .build(),
+            mappings: Cache::builder()
+                .max_capacity(memory_bytes / 4)
+                .weigher(move |_, v: &Arc<JvmMapping>| weigh(v.size_bytes()))
                 .build(),
             missing: Cache::builder()
                 .max_capacity(100_000)
@@ -249,7 +258,9 @@ impl Caches {
 
     /// Bytes held in memory (approximate: moka's weighted size).
     pub fn memory_bytes(&self) -> u64 {
-        self.symcaches.weighted_size() + self.sourcemaps.weighted_size()
+        self.symcaches.weighted_size()
+            + self.sourcemaps.weighted_size()
+            + self.mappings.weighted_size()
     }
 
     /// Bytes held on disk.
@@ -652,18 +663,32 @@ impl Caches {
         bundle_key: &str,
         recheck: bool,
     ) -> Result<Arc<JsSourceMap>, SourceMapLoadError> {
+        self.through_memory(
+            &self.sourcemaps,
+            map_key,
+            recheck,
+            self.load_sourcemap(map_key, bundle_key),
+        )
+        .await
+    }
+
+    /// `key`'s entry of `memory`, or `load`'s answer (kept in `memory`; a "not found" kept in
+    /// the negative cache), moka merging concurrent loads of one key. With `recheck`, a key
+    /// the negative cache remembers is loaded again.
+    async fn through_memory<T: Send + Sync + 'static>(
+        &self,
+        memory: &Cache<String, Arc<T>>,
+        key: &str,
+        recheck: bool,
+        load: impl std::future::Future<Output = Result<Arc<T>, SourceMapLoadError>>,
+    ) -> Result<Arc<T>, SourceMapLoadError> {
         if recheck {
-            self.missing.invalidate(map_key).await;
-        } else if self.missing.contains_key(map_key) {
+            self.missing.invalidate(key).await;
+        } else if self.missing.contains_key(key) {
             self.count(Layer::Negative);
-            return Err(SourceMapLoadError::NotFound(map_key.to_owned()));
+            return Err(SourceMapLoadError::NotFound(key.to_owned()));
         }
-        let entry = self
-            .sourcemaps
-            .entry(map_key.to_owned())
-            .or_try_insert_with(self.load_sourcemap(map_key, bundle_key))
-            .await;
-        match entry {
+        match memory.entry(key.to_owned()).or_try_insert_with(load).await {
             Ok(entry) => {
                 // A fresh entry was counted by its loader (disk or source).
                 if !entry.is_fresh() {
@@ -673,7 +698,7 @@ impl Caches {
             }
             Err(e) => {
                 if matches!(e.as_ref(), SourceMapLoadError::NotFound(_)) {
-                    self.missing.insert(map_key.to_owned(), ()).await;
+                    self.missing.insert(key.to_owned(), ()).await;
                 }
                 Err(e.as_ref().clone())
             }
@@ -726,6 +751,53 @@ impl Caches {
         })
         .await
         .map_err(|e| SourceMapLoadError::Malformed(format!("preparing the map failed: {e}")))?
+    }
+
+    /// The prepared ProGuard/R8 mapping file stored under `key` (a [`layout::proguard_key`]);
+    /// with `recheck`, looked up again even when the negative cache remembers it as not found.
+    /// The prepared form is kept on disk (by its format version), so a restarted worker does
+    /// not convert again.
+    pub async fn mapping(
+        &self,
+        key: &str,
+        recheck: bool,
+    ) -> Result<Arc<JvmMapping>, SourceMapLoadError> {
+        self.through_memory(&self.mappings, key, recheck, self.load_mapping(key))
+            .await
+    }
+
+    async fn load_mapping(&self, key: &str) -> Result<Arc<JvmMapping>, SourceMapLoadError> {
+        let disk_key = format!(
+            "proguard-v{}/{}",
+            symcluster_engine::jvm::mapping::PREPARED_VERSION,
+            hex_key(key)
+        );
+        if let Some(bytes) = self.disk_get(&disk_key).await {
+            // A file that does not read back (damaged) is converted again.
+            if let Ok(mapping) = JvmMapping::from_prepared(bytes) {
+                self.count(Layer::Disk);
+                return Ok(Arc::new(mapping));
+            }
+        }
+        self.count(Layer::Source);
+        let text = self
+            .fetch(key, "jvm", None)
+            .await?
+            .ok_or_else(|| SourceMapLoadError::NotFound(key.to_owned()))?;
+        let owned_key = key.to_owned();
+        let span = tracing::info_span!("convert", key, bytes = text.len());
+        let mapping = tokio::task::spawn_blocking(move || {
+            let _entered = span.enter();
+            let _converting = crate::metrics::Converting::start("jvm");
+            JvmMapping::from_mapping_file(&text)
+                .map_err(|e| SourceMapLoadError::Malformed(format!("{owned_key}: {e}")))
+        })
+        .await
+        .map_err(|e| {
+            SourceMapLoadError::Malformed(format!("preparing the mapping failed: {e}"))
+        })??;
+        self.disk_put(&disk_key, mapping.bytes()).await;
+        Ok(Arc::new(mapping))
     }
 
     async fn disk_get(&self, key: &str) -> Option<Vec<u8>> {

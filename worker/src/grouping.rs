@@ -4,7 +4,8 @@
 //! In-app frames are the symbolicated ones outside the platform's own libraries (images under
 //! `/System/`, `/usr/lib/`, `/lib/` or a `Developer/` folder, whose symbols come from the
 //! shared system symbols when they are symbolicated at all) and, for JavaScript, those outside
-//! `node_modules`.
+//! `node_modules`, for Java/Kotlin those the mapping file retraced (the app's own obfuscated
+//! code).
 //! The fingerprint hashes the top [`KEY_FRAMES`] frames' function and image (native) or function
 //! and file (JS), but not line numbers, so a crash keeps its group across builds that move code.
 //!
@@ -17,6 +18,8 @@ use std::hash::{Hash, Hasher};
 
 use symcluster_engine::ReportKind;
 use symcluster_engine::js::{JsFrameStatus, JsRestoreResult};
+use symcluster_engine::jvm::result::Relation;
+use symcluster_engine::jvm::{JvmFrameStatus, JvmRetraceResult};
 use symcluster_engine::result::{FrameStatus, SymbolicationResult};
 
 use symcluster_proto::v1::CrashGroupKey as GroupKey;
@@ -232,6 +235,52 @@ pub fn js(result: &JsRestoreResult) -> Option<GroupKey> {
                     f.function.as_deref().unwrap_or("?"),
                     f.filename.as_deref().unwrap_or("?"),
                     f.lineno.unwrap_or(0)
+                )
+            })
+            .collect(),
+        kind: ReportKind::Crash.name().to_owned(),
+    })
+}
+
+/// The crash group of a JVM result: the root cause (the last exception of the thrown one's
+/// `Caused by` chain: where the failure began) by its original class and its top retraced
+/// frames' class and method (not lines); `None` when that exception has no retraced frame.
+pub fn jvm(result: &JvmRetraceResult) -> Option<GroupKey> {
+    let root = result
+        .exceptions
+        .iter()
+        .rev()
+        .find(|e| e.relation != Relation::Suppressed)?;
+    let frames: Vec<_> = root
+        .frames
+        .iter()
+        .filter(|f| f.status == JvmFrameStatus::Symbolicated)
+        .take(KEY_FRAMES)
+        .collect();
+    let top = frames.first()?;
+    let mut hasher = StableHasher::default();
+    root.class.hash(&mut hasher);
+    for f in &frames {
+        (f.class.as_str(), f.method.as_str()).hash(&mut hasher);
+    }
+    let simple = |class: &str| class.rsplit('.').next().unwrap_or(class).to_owned();
+    Some(GroupKey {
+        fingerprint: format!("{:016x}", hasher.finish()),
+        title: format!(
+            "{} in {}.{}",
+            simple(&root.class),
+            simple(&top.class),
+            top.method
+        ),
+        key_stack: frames
+            .iter()
+            .map(|f| {
+                format!(
+                    "{}.{} ({}:{})",
+                    f.class,
+                    f.method,
+                    f.file.as_deref().unwrap_or("?"),
+                    f.line.unwrap_or(0)
                 )
             })
             .collect(),

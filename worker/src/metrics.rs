@@ -283,6 +283,7 @@ static READY: LazyLock<IntGauge> = LazyLock::new(|| {
 pub fn kind_label(spec: &symcluster_proto::v1::JobSpec) -> &'static str {
     match spec.payload {
         Some(symcluster_proto::v1::job_spec::Payload::Js(_)) => "js",
+        Some(symcluster_proto::v1::job_spec::Payload::Jvm(_)) => "jvm",
         _ => "native",
     }
 }

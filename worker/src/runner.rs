@@ -6,7 +6,7 @@
 //! (CPU work on the blocking pool). Missing or broken debug files are statuses in a completed
 //! result; a report that cannot be read fails the job for good. JS: find the source map by debug
 //! id or release/dist/bundle; a missing map fails the job for good, an unreachable source fails
-//! the attempt (retried).
+//! the attempt (retried). JVM: the same with the ProGuard/R8 mapping file, by mapping id.
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -14,6 +14,7 @@ use std::sync::Arc;
 use symbolic_common::DebugId;
 use symcluster_client::missing;
 use symcluster_engine::js::{parse_stack, restore};
+use symcluster_engine::jvm;
 use symcluster_engine::model::Image;
 use symcluster_engine::result::{ModuleStatus, SymbolicationResult};
 use symcluster_engine::{
@@ -45,7 +46,8 @@ pub enum Outcome {
         error: String,
         /// Whether to retry.
         retryable: bool,
-        /// The source map a JS job lacked (the job runs again when it arrives).
+        /// The source map a JS job (or mapping file a JVM job) lacked (the job runs again when
+        /// it arrives).
         missing: Vec<api::MissingFile>,
     },
 }
@@ -103,6 +105,7 @@ pub async fn run(spec: api::JobSpec, caches: &Arc<Caches>, recheck_missing: bool
             run_native(&native, &spec.project, caches, recheck_missing).await
         }
         Some(Payload::Js(js)) => run_js(js, &spec.project, caches, recheck_missing).await,
+        Some(Payload::Jvm(jvm)) => run_jvm(jvm, &spec.project, caches, recheck_missing).await,
         None => permanent("the job has no payload"),
     }
 }
@@ -256,20 +259,7 @@ async fn run_js(js: api::JsJob, project: &str, caches: &Arc<Caches>, recheck: bo
     };
     let map = match caches.sourcemap(&map_key, &bundle_key, recheck).await {
         Ok(map) => map,
-        Err(e @ SourceMapLoadError::NotFound(_)) => {
-            // Failed for now; queued again when the map is uploaded.
-            return Outcome::Failed {
-                error: e.to_string(),
-                retryable: false,
-                missing: vec![api::MissingFile {
-                    key: missing::js_job_key(&js),
-                    image: String::new(),
-                    arch: String::new(),
-                }],
-            };
-        }
-        Err(e @ SourceMapLoadError::Malformed(_)) => return permanent(e),
-        Err(e @ SourceMapLoadError::Fetch(_)) => return retryable(e),
+        Err(e) => return not_loaded(e, "source map", missing::js_job_key(&js)),
     };
     let span = tracing::info_span!("symbolicate");
     let restored = tokio::task::spawn_blocking(move || {
@@ -279,7 +269,34 @@ async fn run_js(js: api::JsJob, project: &str, caches: &Arc<Caches>, recheck: bo
         crate::metrics::step("symbolicate", "js", started.elapsed());
         result_zstd(&result).map(|zstd| (zstd, crate::grouping::js(&result)))
     });
-    match restored.await {
+    completed(restored).await
+}
+
+/// How a job ends whose source map or mapping file (`what`) could not be had: failed for now
+/// with `missing_key` when it is not there (`no <what> at <key>`; the job is queued again when
+/// it is uploaded), for good when it cannot be read, retried when the source could not be
+/// asked.
+fn not_loaded(e: SourceMapLoadError, what: &str, missing_key: String) -> Outcome {
+    match e {
+        SourceMapLoadError::NotFound(key) => Outcome::Failed {
+            error: format!("no {what} at {key}"),
+            retryable: false,
+            missing: vec![api::MissingFile {
+                key: missing_key,
+                image: String::new(),
+                arch: String::new(),
+            }],
+        },
+        SourceMapLoadError::Malformed(_) => permanent(e),
+        SourceMapLoadError::Fetch(_) => retryable(e),
+    }
+}
+
+/// The outcome of a blocking task that made a result (zstd JSON) and its crash group.
+async fn completed(
+    task: tokio::task::JoinHandle<std::io::Result<(Vec<u8>, Option<api::CrashGroupKey>)>>,
+) -> Outcome {
+    match task.await {
         Ok(Ok((result_zstd, group))) => Outcome::Completed {
             result_zstd,
             group,
@@ -287,6 +304,44 @@ async fn run_js(js: api::JsJob, project: &str, caches: &Arc<Caches>, recheck: bo
             call_tree: Vec::new(),
         },
         Ok(Err(e)) => permanent(format!("cannot encode the result: {e}")),
-        Err(e) => retryable(format!("restoration task failed: {e}")),
+        Err(e) => retryable(format!("the task failed: {e}")),
     }
+}
+
+async fn run_jvm(job: api::JvmJob, project: &str, caches: &Arc<Caches>, recheck: bool) -> Outcome {
+    let trace = match jvm::parse_trace(&job.trace) {
+        Ok(trace) => trace,
+        Err(e) => return permanent(e),
+    };
+    // Given with the job, else the first the event names (admission checked one is there).
+    let named = if job.mapping_id.is_empty() {
+        trace.mapping_ids.first().cloned().unwrap_or_default()
+    } else {
+        job.mapping_id
+    };
+    let mapping_id = match missing::mapping_id(&named) {
+        Ok(id) => id,
+        Err(e) => return permanent(e),
+    };
+    let prefix = Scope::Project(project).prefix(caches.prefix());
+    let key = match layout::proguard_key(&prefix, &mapping_id) {
+        Ok(key) => key,
+        Err(e) => return permanent(e),
+    };
+    let mapping = match caches.mapping(&key, recheck).await {
+        Ok(mapping) => mapping,
+        Err(e) => {
+            let what = format!("ProGuard mapping file (mapping id {mapping_id})");
+            return not_loaded(e, &what, missing::jvm_key(&mapping_id));
+        }
+    };
+    let span = tracing::info_span!("symbolicate");
+    let retraced = tokio::task::spawn_blocking(move || {
+        let _entered = span.enter();
+        let started = std::time::Instant::now();
+        let result = jvm::retrace(&trace, &mapping, Some(&mapping_id));
+        crate::metrics::step("symbolicate", "jvm", started.elapsed());
+        result_zstd(&result).map(|zstd| (zstd, crate::grouping::jvm(&result)))
+    });
+    completed(retraced).await
 }

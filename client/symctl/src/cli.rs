@@ -46,7 +46,7 @@ pub enum Command {
     /// Source map tools: `inject` a debug id into a bundle and its map.
     #[command(subcommand)]
     Sourcemaps(SourcemapsCommand),
-    /// Submit a crash report (native) or a JS stack to the cluster.
+    /// Submit a crash report (native), a JS stack or a Java/Kotlin trace to the cluster.
     Submit(SubmitArgs),
     /// Print a job's state and result as JSON.
     Job(JobArgs),
@@ -187,6 +187,22 @@ pub enum UploadCommand {
         #[arg(long)]
         bundle_name: Option<String>,
     },
+    /// Upload ProGuard/R8 mapping files (`mapping.txt`) to a project, each under its mapping
+    /// id (sentry-cli's UUID of the file, printed), which JVM jobs name. Jobs that lacked them
+    /// run again.
+    Proguard {
+        #[command(flatten)]
+        bucket: BucketArgs,
+        /// The project whose JVM jobs read the mappings (default: through the masters, the
+        /// token's project when it serves one, else `default`; with `--s3-bucket`, `default`).
+        #[arg(long, env = "SYMCLUSTER_PROJECT")]
+        project: Option<String>,
+        #[command(flatten)]
+        notify: NotifyArgs,
+        /// The mapping files.
+        #[arg(required = true, value_name = "MAPPING_FILE")]
+        mappings: Vec<PathBuf>,
+    },
 }
 
 #[derive(Debug, Subcommand)]
@@ -246,10 +262,17 @@ pub struct SubmitArgs {
     #[arg(long)]
     pub wait: bool,
     /// The file is a JS stack (text or Hermes crash JSON); give `--debug-id` or `--release`.
-    #[arg(long)]
+    #[arg(long, conflicts_with = "jvm")]
     pub js: bool,
+    /// The file is a Java/Kotlin trace obfuscated by ProGuard or R8 (text, logcat, or a Sentry
+    /// event); give `--mapping-id` unless the event names its mapping in `debug_meta`.
+    #[arg(long)]
+    pub jvm: bool,
+    /// JVM: the mapping file's id (as `symctl upload proguard` prints it; sentry-cli's UUID).
+    #[arg(long, requires = "jvm")]
+    pub mapping_id: Option<String>,
     /// Native: which images the result lists in `modules`, as `symctl symbolicate --modules`.
-    #[arg(long, value_enum, default_value_t = ModulesArg::Referenced, conflicts_with = "js")]
+    #[arg(long, value_enum, default_value_t = ModulesArg::Referenced, conflicts_with_all = ["js", "jvm"])]
     pub modules: ModulesArg,
     /// JS: the source map's debug id.
     #[arg(long, requires = "js")]
@@ -277,8 +300,8 @@ pub struct JobArgs {
     /// `json` (the job with its result); `apple` (a native job's Apple `.crash`/`.ips` report
     /// with its frames symbolicated, byte for byte what `symctl symbolicate --format apple`
     /// prints for the same report and debug files); `text` (a JS job as metro-symbolicate
-    /// prints it, as `symctl restore-js --format text` does; a text stack needs the bucket to
-    /// read its source map).
+    /// prints it, as `symctl restore-js --format text` does, a text stack needing the bucket to
+    /// read its source map; a JVM job as `symctl retrace --format text` does).
     #[arg(long, value_enum, default_value_t = JobFormat::Json)]
     pub format: JobFormat,
     /// With `--format text`: the bucket holding the job's source map.
@@ -294,7 +317,8 @@ pub enum JobFormat {
     Json,
     /// A native job's report in its own Apple format, frames symbolicated.
     Apple,
-    /// A JS job's stack as metro-symbolicate prints it.
+    /// A JS job's stack as metro-symbolicate prints it; a JVM job's trace as Java (and
+    /// `retrace`) prints it.
     Text,
 }
 

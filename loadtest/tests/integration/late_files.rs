@@ -8,23 +8,16 @@ use symcluster_client::api;
 use symcluster_loadtest::cluster::{Cluster, MasterOptions, repo};
 use symcluster_sources::{Scope, layout};
 
-use crate::support::{app_frames, groups, result, wait};
+use crate::support::{app_frames, groups, result, succeeded, wait};
 
 const DEMO_APP: &str = "4c4c443b-5555-3144-a126-3cc30cf88fdb";
 
-fn stdout(out: &std::process::Output) -> String {
-    assert!(
-        out.status.success(),
-        "{}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8_lossy(&out.stdout).into_owned()
-}
-
 /// `symctl missing --output json`: one array of entries.
 fn missing(cluster: &Cluster) -> Vec<serde_json::Value> {
-    serde_json::from_str(&stdout(&cluster.symctl(&["missing", "--output", "json"]))).unwrap()
+    serde_json::from_str(&succeeded(
+        &cluster.symctl(&["missing", "--output", "json"]),
+    ))
+    .unwrap()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -89,7 +82,7 @@ async fn late_dsyms_and_source_maps_symbolicate_finished_jobs_again() {
             &serde_json::json!(1)
         )
     );
-    let table = stdout(&cluster.symctl(&["missing"]));
+    let table = succeeded(&cluster.symctl(&["missing"]));
     assert!(
         table
             .lines()
@@ -104,7 +97,7 @@ async fn late_dsyms_and_source_maps_symbolicate_finished_jobs_again() {
 
     // The dSYM arrives: both jobs run again, once, and land in their real group.
     let dsym = repo().join("examples/ios-demo/DemoApp.dSYM");
-    let out = stdout(&cluster.symctl(&["upload", "dsym", &dsym.display().to_string()]));
+    let out = succeeded(&cluster.symctl(&["upload", "dsym", &dsym.display().to_string()]));
     assert!(
         out.contains("2 jobs that lacked these files are being symbolicated again"),
         "{out}"
@@ -137,10 +130,10 @@ async fn late_dsyms_and_source_maps_symbolicate_finished_jobs_again() {
     );
     assert!(missing(&cluster).iter().all(|m| m["key"] != DEMO_APP));
     // Uploading it again changes nothing: each job runs once per arrival of what it lacked.
-    let again = stdout(&cluster.symctl(&["upload", "dsym", &dsym.display().to_string()]));
+    let again = succeeded(&cluster.symctl(&["upload", "dsym", &dsym.display().to_string()]));
     assert!(!again.contains("symbolicated again"), "{again}");
     let shown: serde_json::Value =
-        serde_json::from_str(&stdout(&cluster.symctl(&["job", "late-1"]))).unwrap();
+        serde_json::from_str(&succeeded(&cluster.symctl(&["job", "late-1"]))).unwrap();
     assert_eq!(shown["revision"], 2);
     assert!(shown["resymbolicated_at_ms"].as_u64().unwrap() > 0);
 
@@ -163,7 +156,7 @@ async fn late_dsyms_and_source_maps_symbolicate_finished_jobs_again() {
     let js_key = "release:late@1.0//index.android.bundle";
     assert!(missing(&cluster).iter().any(|m| m["key"] == js_key));
     let map = repo().join("examples/rn-demo/dist/index.android.bundle.hbc.map");
-    let out = stdout(&cluster.symctl(&[
+    let out = succeeded(&cluster.symctl(&[
         "upload",
         "sourcemap",
         "--map",

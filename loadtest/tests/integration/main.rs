@@ -14,6 +14,7 @@ mod downloads;
 mod drain;
 mod faults;
 mod first_answer;
+mod jvm;
 mod kafka;
 mod late_files;
 mod logs;

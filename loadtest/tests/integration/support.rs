@@ -253,3 +253,14 @@ pub fn metric_value(exposition: &str, name: &str, labels: &[(&str, &str)]) -> Op
         other => panic!("{name}: {other:?}"),
     })
 }
+
+/// The stdout of a command that must have succeeded (its output in the failure message).
+pub fn succeeded(out: &std::process::Output) -> String {
+    assert!(
+        out.status.success(),
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}

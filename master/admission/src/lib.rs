@@ -7,7 +7,7 @@
 //! Native jobs route by the debug id of the image holding most frames of the crashed thread
 //! (the app's own binary, whose debug file is the big one to keep cached; read by the engine's
 //! `reports::routing`, which skips most of a KSCrash report); JS jobs by their source map key
-//! (debug id, or release/dist/bundle). A native job whose sender gives the key
+//! (debug id, or release/dist/bundle); JVM jobs by their mapping id. A native job whose sender gives the key
 //! (`NativeJob.routing_key`), or says there is none (`-`), is not decompressed here at all.
 
 #![deny(missing_docs)]
@@ -24,14 +24,14 @@ pub const MAX_PAYLOAD_BYTES: usize = report::MAX_REPORT_BYTES;
 pub enum Checked {
     /// Ready to queue.
     Runnable {
-        /// Native or JS.
+        /// Native, JS or JVM.
         kind: JobKind,
         /// The cache-affinity key.
         routing_key: String,
     },
     /// Accepted but failed at once: its payload cannot be read (one-line reason).
     Unreadable {
-        /// Native or JS.
+        /// Native, JS or JVM.
         kind: JobKind,
         /// Why.
         error: String,
@@ -52,7 +52,7 @@ pub fn check(spec: &v1::JobSpec) -> Result<Checked, String> {
         ));
     }
     match &spec.payload {
-        None => Err("the job has neither a native report nor a JS stack".into()),
+        None => Err("the job has no payload (a native report, a JS stack or a JVM trace)".into()),
         Some(v1::job_spec::Payload::Native(native)) if !native.routing_key.is_empty() => {
             // The sender named the key: only the frame header is read (size limit and shape);
             // a report that turns out unreadable fails on the worker with the reader's error.
@@ -97,6 +97,40 @@ pub fn check(spec: &v1::JobSpec) -> Result<Checked, String> {
                 kind: JobKind::Js,
                 routing_key: js_key(js),
             })
+        }
+        Some(v1::job_spec::Payload::Jvm(jvm)) => {
+            if jvm.trace.len() > MAX_PAYLOAD_BYTES {
+                return Err(format!(
+                    "the trace is larger than {MAX_PAYLOAD_BYTES} bytes"
+                ));
+            }
+            if !jvm.mapping_id.is_empty() {
+                let id = symcluster_proto::missing::mapping_id(&jvm.mapping_id)?;
+                return Ok(Checked::Runnable {
+                    kind: JobKind::Jvm,
+                    routing_key: symcluster_proto::missing::jvm_key(&id),
+                });
+            }
+            // No id: the Sentry event must name its mapping (read here once, to route).
+            match symcluster_engine::jvm::parse_trace(&jvm.trace) {
+                Ok(trace) => match trace.mapping_ids.first() {
+                    Some(id) => Ok(Checked::Runnable {
+                        kind: JobKind::Jvm,
+                        routing_key: symcluster_proto::missing::jvm_key(
+                            &symcluster_proto::missing::mapping_id(id)?,
+                        ),
+                    }),
+                    None => Err(
+                        "a JVM job needs a mapping_id, or a Sentry event naming its \
+                                 mapping (debug_meta.images of type proguard)"
+                            .into(),
+                    ),
+                },
+                Err(e) => Ok(Checked::Unreadable {
+                    kind: JobKind::Jvm,
+                    error: e.to_string(),
+                }),
+            }
         }
     }
 }

@@ -145,7 +145,7 @@ fn same_payload(a: &v1::JobSpec, b: &v1::JobSpec) -> bool {
     }
 }
 
-/// The decompressed bytes of a spec's report or JS stack (0 when it cannot tell: admission
+/// The decompressed bytes of a spec's report, JS stack or JVM trace (0 when it cannot tell: admission
 /// refuses those).
 fn payload_len(spec: &v1::JobSpec) -> usize {
     match &spec.payload {
@@ -153,6 +153,7 @@ fn payload_len(spec: &v1::JobSpec) -> usize {
             symcluster_proto::report::checked_len(native).unwrap_or(0)
         }
         Some(v1::job_spec::Payload::Js(js)) => js.stack.len(),
+        Some(v1::job_spec::Payload::Jvm(jvm)) => jvm.trace.len(),
         None => 0,
     }
 }

@@ -130,8 +130,11 @@ fn key_of(prefix: &str, file: &v1::UploadFile) -> Result<String, Status> {
             };
             Ok(if map.bundle { bundle_key } else { map_key })
         }
+        Some(v1::upload_file::Kind::ProguardMappingId(id)) => {
+            layout::proguard_key(prefix, id).map_err(invalid)
+        }
         None => Err(Status::invalid_argument(
-            "a file needs its kind: a debug id or a source map",
+            "a file needs its kind: a debug id, a source map or a ProGuard mapping id",
         )),
     }
 }
@@ -166,9 +169,13 @@ fn take_parts(budget: &AtomicUsize, wanted: usize) -> usize {
     taken
 }
 
-/// The object key the missing-file `key` (`MissingFile.key`: a debug id, `debug-id:<id>` or
-/// `release:<release>/<dist>/<bundle>`) names under `prefix`; `None` for a key that names none.
+/// The object key the missing-file `key` (`MissingFile.key`: a debug id, `debug-id:<id>`,
+/// `release:<release>/<dist>/<bundle>` or `proguard:<mapping id>`) names under `prefix`; `None`
+/// for a key that names none.
 fn object_of_missing(prefix: &str, key: &str) -> Option<String> {
+    if let Some(id) = key.strip_prefix("proguard:") {
+        return layout::proguard_key(prefix, id).ok();
+    }
     if let Some(id) = key.strip_prefix("debug-id:") {
         return layout::sourcemap_keys_by_debug_id(prefix, id)
             .ok()

@@ -79,23 +79,8 @@ pub async fn submit(args: SubmitArgs) -> anyhow::Result<()> {
         format!("{name}-{ms}")
     });
     let mut client = connect_for(&args.master, &args.project).await?;
-    let response = if args.js {
-        client
-            .submit_js(
-                &job_id,
-                api::JsJob {
-                    stack: data,
-                    debug_id: args.debug_id.unwrap_or_default(),
-                    release: args.release.unwrap_or_default(),
-                    dist: args.dist,
-                    bundle: args.bundle_name.unwrap_or_default(),
-                },
-            )
-            .await?
-    } else {
-        let spec = super::native_spec(&job_id, &data, args.modules).map_err(anyhow::Error::msg)?;
-        client.submit(spec).await?
-    };
+    let spec = super::submit_dir::spec(&args, job_id.clone(), data).map_err(anyhow::Error::msg)?;
+    let response = client.submit(spec).await?;
     if !args.wait {
         let job = response.job.unwrap_or_default();
         println!("{}", serde_json::to_string_pretty(&job_json(&job))?);
@@ -121,8 +106,14 @@ pub async fn job(args: JobArgs) -> anyhow::Result<()> {
         }
         JobFormat::Apple | JobFormat::Text => {
             let job = client.job_with_spec(&args.job_id).await?;
+            let jvm = matches!(
+                job.spec.as_ref().and_then(|s| s.payload.as_ref()),
+                Some(api::job_spec::Payload::Jvm(_))
+            );
             let text = if args.format == JobFormat::Apple {
                 render_apple(&job)?
+            } else if jvm {
+                render_java(&job)?
             } else {
                 render_metro(&job, &args.bucket).await?
             };
@@ -147,6 +138,14 @@ fn require_completed(job: &api::Job) -> anyhow::Result<()> {
         "" => anyhow::bail!("job {} is {state}: it has no result yet", job.job_id),
         error => anyhow::bail!("job {} is {state}: {error}", job.job_id),
     }
+}
+
+/// A completed JVM job as `symctl retrace --format text` prints it (from the stored result).
+fn render_java(job: &api::Job) -> anyhow::Result<String> {
+    require_completed(job)?;
+    let result: symcluster_engine::jvm::JvmRetraceResult =
+        serde_json::from_slice(&job.result_json).context("the stored result")?;
+    Ok(symcluster_engine::jvm::render::java_text(&result))
 }
 
 /// A completed JS job as `symctl restore-js --format text` prints it: a Hermes crash JSON from

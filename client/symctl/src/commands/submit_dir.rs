@@ -49,8 +49,22 @@ fn files(dir: &Path) -> anyhow::Result<Vec<PathBuf>> {
     Ok(files)
 }
 
-fn spec(args: &SubmitArgs, job_id: String, data: Vec<u8>) -> Result<api::JobSpec, String> {
-    if args.js {
+/// The spec of one file: a JS, JVM or native job, as `args` says.
+pub(super) fn spec(
+    args: &SubmitArgs,
+    job_id: String,
+    data: Vec<u8>,
+) -> Result<api::JobSpec, String> {
+    if args.jvm {
+        Ok(api::JobSpec {
+            job_id,
+            payload: Some(api::job_spec::Payload::Jvm(api::JvmJob {
+                trace: data,
+                mapping_id: args.mapping_id.clone().unwrap_or_default(),
+            })),
+            project: String::new(),
+        })
+    } else if args.js {
         Ok(api::JobSpec {
             job_id,
             payload: Some(api::job_spec::Payload::Js(api::JsJob {

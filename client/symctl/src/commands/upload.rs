@@ -1,4 +1,4 @@
-//! `symctl upload`: debug files and source maps into the bucket, in the layout workers read:
+//! `symctl upload`: debug files, source maps and ProGuard mapping files into the bucket, in the layout workers read:
 //! through the masters by default ([`upload_cluster`]: an upload token, presigned requests),
 //! or straight to the bucket with `--s3-bucket` (operators with bucket credentials).
 
@@ -264,7 +264,59 @@ pub async fn run(command: UploadCommand) -> anyhow::Result<()> {
             }
             notify(&n, Scope::Project(project), keys).await
         }
+        UploadCommand::Proguard {
+            bucket: b,
+            project,
+            notify: n,
+            mappings,
+        } => upload_proguard(b, project, n, mappings).await,
     }
+}
+
+/// Uploads ProGuard/R8 mapping files, each under its mapping id: through the masters, or with
+/// `--s3-bucket` straight to the bucket (then the masters are told, when a token is given).
+async fn upload_proguard(
+    b: BucketArgs,
+    project: Option<String>,
+    n: NotifyArgs,
+    mappings: Vec<PathBuf>,
+) -> anyhow::Result<()> {
+    use symcluster_engine::jvm::mapping;
+    let mut files = Vec::new();
+    for path in mappings {
+        // The id is the UUIDv5 of the whole file: read once here (the upload streams it).
+        let bytes =
+            std::fs::read(&path).with_context(|| format!("cannot read {}", path.display()))?;
+        mapping::check(&bytes).with_context(|| path.display().to_string())?;
+        let id = mapping::mapping_id(&bytes);
+        println!("{} mapping id {id}", path.display());
+        files.push((path, id));
+    }
+    if b.s3_bucket.is_none() {
+        let uploads = files
+            .into_iter()
+            .map(|(path, id)| FileToUpload {
+                label: format!("mapping {} ({id})", path.display()),
+                missing_key: missing::jvm_key(&id),
+                kind: api::upload_file::Kind::ProguardMappingId(id),
+                path,
+            })
+            .collect();
+        let project = project.as_deref().unwrap_or_default();
+        return upload_cluster::upload(&n, project, false, uploads).await;
+    }
+    let project = project.as_deref().unwrap_or(project::DEFAULT_PROJECT);
+    project::validate(project).map_err(anyhow::Error::msg)?;
+    let prefix = Scope::Project(project).prefix(&b.s3_prefix);
+    let source = bucket(&b).await?;
+    let mut keys = Vec::new();
+    for (path, id) in files {
+        let key = layout::proguard_key(&prefix, &id)?;
+        source.put_file(&key, &path).await?;
+        println!("uploaded {} -> {key}", path.display());
+        keys.push(missing::jvm_key(&id));
+    }
+    notify(&n, Scope::Project(project), keys).await
 }
 
 /// Uploads every object of the debug files under `paths`; the keys (debug ids) of all of them,

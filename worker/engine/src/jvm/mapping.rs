@@ -36,6 +36,19 @@ pub fn mapping_id(mapping_file: &[u8]) -> String {
     ProguardMapping::new(mapping_file).uuid().to_string()
 }
 
+/// Checks that `mapping_file` looks like a mapping file (its first 50 records: a class line
+/// with members), without converting it: what `symctl upload proguard` checks before sending.
+///
+/// # Errors
+/// [`MappingError::NotAMapping`].
+pub fn check(mapping_file: &[u8]) -> Result<(), MappingError> {
+    if ProguardMapping::new(mapping_file).is_valid() {
+        Ok(())
+    } else {
+        Err(MappingError::NotAMapping)
+    }
+}
+
 /// A mapping file prepared for lookups: the bytes of its [`ProguardCache`], checked to read.
 #[derive(Debug, Clone)]
 pub struct JvmMapping {
@@ -54,10 +67,8 @@ impl JvmMapping {
     /// [`MappingError::NotAMapping`] for anything but a mapping file;
     /// [`MappingError::Conversion`] when the converter fails.
     pub fn from_mapping_file(mapping_file: &[u8]) -> Result<Self, MappingError> {
+        check(mapping_file)?;
         let mapping = ProguardMapping::new(mapping_file);
-        if !mapping.is_valid() {
-            return Err(MappingError::NotAMapping);
-        }
         let cache = crate::guard::no_panic(|| {
             let mut cache = Vec::new();
             ProguardCache::write(&mapping, &mut cache).map_err(|e| e.to_string())?;
