@@ -14,7 +14,7 @@ seconds=${1:?usage: fuzz/run.sh SECONDS [TARGET...]}
 shift
 targets=("$@")
 if [ ${#targets[@]} -eq 0 ]; then
-    targets=(native_report js_stack source_map debug_file job_request)
+    targets=(native_report js_stack source_map debug_file job_request jvm_trace proguard_mapping)
 fi
 
 export PATH="$HOME/.cargo/bin:$PATH"
@@ -58,6 +58,11 @@ seed debug_file "$examples"/ios-demo/DemoApp.dSYM/Contents/Resources/DWARF/DemoA
     "$examples"/linux-demo/demo-app.debug \
     "$examples/ios-system-symbols/iOS DeviceSupport/15.0 (19A346)/Symbols/usr/lib/system/libdemo_kernel.dylib"
 
+seed jvm_trace "$examples"/android-demo/obfuscated-*
+mapfile -d '' proguard < <(find "$HOME/.cargo/registry/src" -path '*/proguard-*/tests/res/*.txt' \
+    -print0 2>/dev/null)
+seed proguard_mapping "$examples"/android-demo/mapping.txt "${proguard[@]}"
+
 # Every target, built once with the sanitizer and coverage instrumentation.
 if ! cargo +nightly fuzz build -O >fuzz-build.log 2>&1; then
     tail -n 30 fuzz-build.log >&2
@@ -76,6 +81,8 @@ for target in "${targets[@]}"; do
     extra=()
     case $target in
     native_report | job_request) extra=(-max_len=16384) ;;
+    # A mapping is converted whole before anything is looked up: 64 KiB keeps ~100 execs/s.
+    proguard_mapping) extra=(-max_len=65536) ;;
     esac
     # -rss_limit_mb: one input may hold a 16 MiB report; -timeout: a hang is a finding.
     if cargo +nightly fuzz run -O "$target" "corpus/$target" -- \

@@ -5,14 +5,17 @@
 //!
 //! | header | value | default |
 //! |---|---|---|
-//! | `symcluster-kind` | `native` (an Apple crash report or Sentry event JSON) or `js` (a JS stack or Hermes crash JSON) | `native` |
+//! | `symcluster-kind` | `native` (an Apple crash report or Sentry event JSON), `js` (a JS stack or Hermes crash JSON) or `jvm` (a Java/Kotlin trace or Sentry event) | `native` |
 //! | `symcluster-project` | the project (`a-z 0-9 . _ -`, 1–64 bytes) | `--project`, else the token's |
 //! | `symcluster-encoding` | `zstd` when the value is one zstd frame (RFC 8878), as the SDK sends reports | plain |
 //! | `symcluster-modules` | native: `referenced` (the result lists the images a frame is in) or `all` (every image of the report, the others `unused`) | `referenced` |
 //! | `symcluster-debug-id` | JS: the source map's debug id | — |
 //! | `symcluster-release`, `symcluster-dist`, `symcluster-bundle` | JS: the source map by release, dist and bundle file name | — |
+//! | `symcluster-mapping-id` | JVM: the ProGuard/R8 mapping file's id (`JvmJob.mapping_id`) | the Sentry event's `debug_meta` |
 //!
-//! A JS message needs a debug id or a release and bundle. The job id is derived from where the
+//! A JS message needs a debug id or a release and bundle; a JVM message whose value is no
+//! Sentry event naming its mapping needs a mapping id (else the master refuses it, and it goes
+//! to the dead-letter topic). The job id is derived from where the
 //! message sits, `kafka:<topic>:<partition>:<offset>` ([`job_id`]), so a message delivered twice
 //! (a consumer restarted before committing its offset) is submitted twice under one id and the
 //! master keeps one job.
@@ -21,8 +24,10 @@ use symcluster_client::{api, report};
 
 /// Header names (lowercase ASCII; matched exactly).
 pub mod header {
-    /// `native` or `js`.
+    /// `native`, `js` or `jvm`.
     pub const KIND: &str = "symcluster-kind";
+    /// JVM: the mapping file's id.
+    pub const MAPPING_ID: &str = "symcluster-mapping-id";
     /// The project.
     pub const PROJECT: &str = "symcluster-project";
     /// `zstd`, or absent for plain bytes.
@@ -97,8 +102,8 @@ pub enum Malformed {
     /// No value, or an empty one.
     #[error("the message has no report (empty value)")]
     Empty,
-    /// `symcluster-kind` is not `native` or `js`.
-    #[error("header symcluster-kind: {0:?} is not `native` or `js`")]
+    /// `symcluster-kind` is not `native`, `js` or `jvm`.
+    #[error("header symcluster-kind: {0:?} is not `native`, `js` or `jvm`")]
     Kind(String),
     /// `symcluster-modules` is not `referenced` or `all`.
     #[error("header symcluster-modules: {0:?} is not `referenced` or `all`")]
@@ -192,22 +197,8 @@ pub fn spec(
             })
         }
         "js" => {
-            let stack = if zstd {
-                // The same bounded decompression as a native report's (one frame recording its
-                // size, at most 16 MiB).
-                let frame = api::NativeJob {
-                    report: Vec::new(),
-                    report_zstd: value.to_vec(),
-                    ..Default::default()
-                };
-                report::report_bytes(&frame)
-                    .map_err(|e| Malformed::Report(e.to_string()))?
-                    .into_owned()
-            } else {
-                value.to_vec()
-            };
             let js = api::JsJob {
-                stack,
+                stack: plain(value, zstd)?,
                 debug_id: header(headers, header::DEBUG_ID)?.unwrap_or("").to_owned(),
                 release: header(headers, header::RELEASE)?.unwrap_or("").to_owned(),
                 dist: header(headers, header::DIST)?.unwrap_or("").to_owned(),
@@ -218,6 +209,12 @@ pub fn spec(
             }
             api::job_spec::Payload::Js(js)
         }
+        "jvm" => api::job_spec::Payload::Jvm(api::JvmJob {
+            trace: plain(value, zstd)?,
+            mapping_id: header(headers, header::MAPPING_ID)?
+                .unwrap_or("")
+                .to_owned(),
+        }),
         other => return Err(Malformed::Kind(other.to_owned())),
     };
     Ok(api::JobSpec {
@@ -225,6 +222,22 @@ pub fn spec(
         payload: Some(payload),
         project: project.to_owned(),
     })
+}
+
+/// A JS stack's or JVM trace's bytes: `value`, decompressed when it is one zstd frame, with the
+/// same bound as a native report's (one frame recording its size, at most 16 MiB).
+fn plain(value: &[u8], zstd: bool) -> Result<Vec<u8>, Malformed> {
+    if !zstd {
+        return Ok(value.to_vec());
+    }
+    let frame = api::NativeJob {
+        report: Vec::new(),
+        report_zstd: value.to_vec(),
+        ..Default::default()
+    };
+    Ok(report::report_bytes(&frame)
+        .map_err(|e| Malformed::Report(e.to_string()))?
+        .into_owned())
 }
 
 #[cfg(test)]
@@ -316,6 +329,28 @@ mod tests {
         assert_eq!(
             (js.release.as_str(), js.bundle.as_str(), js.stack.as_slice()),
             ("app@1.0", "index.android.bundle", &b"at f (x.js:1:2)"[..])
+        );
+    }
+
+    #[test]
+    fn jvm_messages_carry_their_mapping_id() {
+        let headers = [
+            (header::KIND, Some(&b"jvm"[..])),
+            (
+                header::MAPPING_ID,
+                Some(&b"3828bd45-950f-5e77-9737-b6b3a1d80299"[..]),
+            ),
+            (header::ENCODING, Some(&b"zstd"[..])),
+        ];
+        let trace = b"a.B: x\n\tat a.c.d(SourceFile:1)\n";
+        let value = report::compress(trace);
+        let spec = spec(&at(4), &headers, Some(&value), "").unwrap();
+        let Some(api::job_spec::Payload::Jvm(jvm)) = spec.payload else {
+            panic!("not jvm")
+        };
+        assert_eq!(
+            (jvm.mapping_id.as_str(), jvm.trace.as_slice()),
+            ("3828bd45-950f-5e77-9737-b6b3a1d80299", &trace[..])
         );
     }
 

@@ -236,8 +236,9 @@ fn strip_logcat_prefix(line: &str) -> &str {
         && bytes[11] == b':'
         && bytes[14] == b'.'
         && bytes[..2].iter().all(u8::is_ascii_digit)
+        && let Some(rest) = line.get(18..)
     {
-        let mut fields = line[18..].split_ascii_whitespace();
+        let mut fields = rest.split_ascii_whitespace();
         let pid = fields.next();
         let tid = fields.next();
         let level = fields.next();
@@ -548,6 +549,15 @@ mod tests {
                 frame("a.c", "main", None, Some(3))
             ]
         );
+    }
+
+    #[test]
+    fn a_prefix_cut_inside_a_character_is_no_prefix() {
+        // Found by fuzzing (jvm_trace): byte 18 inside U+FFFD, where a threadtime prefix ends.
+        let line = "11-27 10:15:02.73\u{fffd}\u{fffd} 4321 E Tag: a.B: x";
+        assert_eq!(strip_logcat_prefix(line), line);
+        let trace = format!("{line}\n\tat a.c.d(SourceFile:1)\n");
+        assert_eq!(parse_trace(trace.as_bytes()).unwrap().exceptions.len(), 1);
     }
 
     #[test]
