@@ -53,7 +53,10 @@ pub fn retrace(
                     // else: a rewrite rule removed the frame.
                     continue;
                 }
+                // A class-only answer keeps the given method name; a mapped method whose name
+                // obfuscation kept is told apart by a lookup (rare: only then is it made).
                 let class_only = remapped.len() == 1
+                    && remapped[0].method() == frame.method
                     && cache.remap_method(&frame.class, &frame.method).is_none();
                 let last = remapped.len() - 1;
                 for (i, out) in remapped.iter().enumerate() {
