@@ -786,6 +786,9 @@ impl Caches {
             .ok_or_else(|| SourceMapLoadError::NotFound(key.to_owned()))?;
         let owned_key = key.to_owned();
         let span = tracing::info_span!("convert", key, bytes = text.len());
+        // A conversion holds the file and its prepared form (hundreds of MB for a big app):
+        // one of `--max-conversions`, as debug files.
+        let _slot = self.conversions.acquire().await;
         let mapping = tokio::task::spawn_blocking(move || {
             let _entered = span.enter();
             let _converting = crate::metrics::Converting::start("jvm");

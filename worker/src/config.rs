@@ -71,8 +71,8 @@ pub struct WorkerConfig {
         default_value = "10GiB")]
     pub disk_cache_bytes: u64,
 
-    /// Memory cache budget for parsed SymCaches and source maps (`2GiB`; a bare number is
-    /// bytes). Held in bytes.
+    /// Memory cache budget for parsed SymCaches (half), prepared source maps and prepared
+    /// ProGuard mappings (a quarter each) (`2GiB`; a bare number is bytes). Held in bytes.
     #[arg(long = "memory-cache", alias = "memory-cache-bytes", env = "SYMCLUSTER_MEMORY_CACHE_BYTES",
         value_name = "SIZE", value_parser = symcluster_telemetry::flags::bytes,
         default_value = "2GiB")]

@@ -242,15 +242,18 @@ pub fn js(result: &JsRestoreResult) -> Option<GroupKey> {
     })
 }
 
-/// The crash group of a JVM result: the root cause (the last exception of the thrown one's
-/// `Caused by` chain: where the failure began) by its original class and its top retraced
-/// frames' class and method (not lines); `None` when that exception has no retraced frame.
+/// The crash group of a JVM result: the deepest cause that has retraced frames (of the thrown
+/// exception's own `Caused by` chain, not of exceptions suppressed inside it: where the failure
+/// began, in the app's code), by its original class and its top retraced frames' class and
+/// method (not lines); `None` when no exception of that chain has a retraced frame.
 pub fn jvm(result: &JvmRetraceResult) -> Option<GroupKey> {
-    let root = result
-        .exceptions
-        .iter()
-        .rev()
-        .find(|e| e.relation != Relation::Suppressed)?;
+    let root = result.exceptions.iter().rev().find(|e| {
+        e.depth == 0
+            && e.relation != Relation::Suppressed
+            && e.frames
+                .iter()
+                .any(|f| f.status == JvmFrameStatus::Symbolicated)
+    })?;
     let frames: Vec<_> = root
         .frames
         .iter()

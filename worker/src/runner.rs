@@ -154,20 +154,32 @@ pub fn compress(json: &[u8]) -> std::io::Result<Vec<u8>> {
 /// The JSON is written into a buffer each thread keeps (a CrashProbe result is ~87 KB: no
 /// allocation and no regrowth per result; a thread keeps at most 4 MiB of it, and the blocking
 /// pool ends idle threads), or into a new one when that buffer is in use (a `Serialize` that
-/// called back here). Errors when `result` cannot be encoded as JSON (serde_json's error) or
-/// compressed ([`compress`]).
+/// called back here). Errors when `result` cannot be encoded as JSON (serde_json's error),
+/// is larger than the master accepts ([`MAX_RESULT_BYTES`](symcluster_client::result_limits::MAX_RESULT_BYTES):
+/// a job whose result can never be stored fails for good instead of being leased again), or
+/// cannot be compressed ([`compress`]).
 pub fn result_zstd(result: &impl serde::Serialize) -> std::io::Result<Vec<u8>> {
     thread_local! {
         static JSON: std::cell::RefCell<Vec<u8>> = const { std::cell::RefCell::new(Vec::new()) };
     }
+    let checked = |json: &[u8]| {
+        let max = symcluster_client::result_limits::MAX_RESULT_BYTES;
+        if json.len() > max {
+            return Err(std::io::Error::other(format!(
+                "the result is {} bytes of JSON; the master stores at most {max}",
+                json.len()
+            )));
+        }
+        compress(json)
+    };
     JSON.with(|cell| {
         let Ok(mut json) = cell.try_borrow_mut() else {
-            return compress(&serde_json::to_vec(result)?);
+            return checked(&serde_json::to_vec(result)?);
         };
         json.clear();
         let encoded = serde_json::to_writer(&mut *json, result)
             .map_err(std::io::Error::from)
-            .and_then(|()| compress(&json));
+            .and_then(|()| checked(&json));
         // A rare huge result does not keep its buffer for the thread's life.
         if json.capacity() > 4 << 20 {
             *json = Vec::new();

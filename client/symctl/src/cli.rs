@@ -188,8 +188,8 @@ pub enum UploadCommand {
         bundle_name: Option<String>,
     },
     /// Upload ProGuard/R8 mapping files (`mapping.txt`) to a project, each under its mapping
-    /// id (sentry-cli's UUID of the file, printed), which JVM jobs name. Jobs that lacked them
-    /// run again.
+    /// id (sentry-cli's UUID of the file, printed, or `--mapping-id`), which JVM jobs name.
+    /// Jobs that lacked them run again.
     Proguard {
         #[command(flatten)]
         bucket: BucketArgs,
@@ -199,6 +199,12 @@ pub enum UploadCommand {
         project: Option<String>,
         #[command(flatten)]
         notify: NotifyArgs,
+        /// Store the (one) mapping file under this id instead of the one computed from its
+        /// bytes: the id a build wrote into the app, e.g. the `io.sentry.ProguardUuids` that
+        /// Sentry's Android Gradle plugin writes into `sentry-debug-meta.properties`, as
+        /// `sentry-cli upload-proguard --uuid` does.
+        #[arg(long, value_name = "UUID")]
+        mapping_id: Option<String>,
         /// The mapping files.
         #[arg(required = true, value_name = "MAPPING_FILE")]
         mappings: Vec<PathBuf>,

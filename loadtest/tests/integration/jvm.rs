@@ -172,6 +172,39 @@ async fn jvm_jobs_wait_for_their_mapping_and_are_retraced_when_it_is_uploaded() 
         "com.example.shop.PriceCalculator.checkPrice (PriceCalculator.java:17)"
     );
 
+    // A build that wrote its own id into the app (Sentry's Gradle plugin does) uploads the
+    // same file under that id.
+    let own_id = "0a1b2c3d-4e5f-4a6b-8c7d-9e0f1a2b3c4d";
+    client
+        .submit_jvm(
+            "own-id",
+            api::JvmJob {
+                trace: demo("obfuscated-trace.txt"),
+                mapping_id: own_id.into(),
+            },
+        )
+        .await
+        .unwrap();
+    let job = wait(&mut client, "own-id").await;
+    assert_eq!(job.state, api::JobState::Failed as i32, "{job:?}");
+    let out = succeeded(&cluster.symctl_as(
+        UPLOAD_A,
+        &[
+            "upload",
+            "proguard",
+            "--mapping-id",
+            &own_id.to_ascii_uppercase(),
+            path.to_str().unwrap(),
+        ],
+    ));
+    assert!(
+        out.contains(&format!("mapping id {own_id}"))
+            && out.contains("1 job that lacked these files is being symbolicated again"),
+        "{out}"
+    );
+    let job = wait(&mut client, "own-id").await;
+    assert_eq!(result(&job)["mapping_id"], own_id);
+
     // A file that is no mapping is refused before anything is sent.
     let trace = repo().join("examples/android-demo/obfuscated-trace.txt");
     let out = cluster.symctl_as(UPLOAD_A, &["upload", "proguard", trace.to_str().unwrap()]);

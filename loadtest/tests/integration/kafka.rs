@@ -179,7 +179,7 @@ async fn a_bridge_killed_half_way_loses_and_duplicates_nothing() {
         (
             "banana",
             &b"{}"[..],
-            "header symcluster-kind: \"banana\" is not `native` or `js`",
+            "header symcluster-kind: \"banana\" is not `native`, `js` or `jvm`",
         ),
     ] {
         let record = FutureRecord::<str, [u8]>::to(&topics.input)

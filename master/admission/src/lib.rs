@@ -111,7 +111,12 @@ pub fn check(spec: &v1::JobSpec) -> Result<Checked, String> {
                     routing_key: symcluster_proto::missing::jvm_key(&id),
                 });
             }
-            // No id: the Sentry event must name its mapping (read here once, to route).
+            // No id: the Sentry event must name its mapping (read here once, to route); a text
+            // trace cannot.
+            let json = jvm.trace.iter().find(|b| !b.is_ascii_whitespace()) == Some(&b'{');
+            if !json {
+                return Err(NO_MAPPING_ID.into());
+            }
             match symcluster_engine::jvm::parse_trace(&jvm.trace) {
                 Ok(trace) => match trace.mapping_ids.first() {
                     Some(id) => Ok(Checked::Runnable {
@@ -120,11 +125,7 @@ pub fn check(spec: &v1::JobSpec) -> Result<Checked, String> {
                             &symcluster_proto::missing::mapping_id(id)?,
                         ),
                     }),
-                    None => Err(
-                        "a JVM job needs a mapping_id, or a Sentry event naming its \
-                                 mapping (debug_meta.images of type proguard)"
-                            .into(),
-                    ),
+                    None => Err(NO_MAPPING_ID.into()),
                 },
                 Err(e) => Ok(Checked::Unreadable {
                     kind: JobKind::Jvm,
@@ -134,6 +135,10 @@ pub fn check(spec: &v1::JobSpec) -> Result<Checked, String> {
         }
     }
 }
+
+/// Why a JVM job with no mapping id is refused.
+const NO_MAPPING_ID: &str = "a JVM job needs a mapping_id, or a Sentry event naming its mapping \
+                             (debug_meta.images of type proguard)";
 
 /// The source map key of a JS job: `debug-id:<id>` or `release:<release>/<dist>/<bundle>`
 /// ([`symcluster_proto::missing::js_job_key`]).

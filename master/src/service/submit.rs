@@ -12,16 +12,18 @@ use crate::index::keys;
 use crate::scheduler::Scheduler;
 
 /// [`check`]s `spec`; a native report without a routing key (decompressing and reading up to
-/// 16 MiB) is read on the blocking pool, so that it never holds up the async threads that
-/// serve every other request. The spec is handed back; `Err` (INTERNAL) only when the reading
-/// task itself ended abnormally.
+/// 16 MiB), or a JVM trace without a mapping id (a Sentry event read for the id it names), is
+/// read on the blocking pool, so that it never holds up the async threads that serve every
+/// other request. The spec is handed back; `Err` (INTERNAL) only when the reading task itself
+/// ended abnormally.
 async fn check_off_runtime(
     spec: v1::JobSpec,
 ) -> Result<(Result<Checked, String>, v1::JobSpec), Status> {
-    let reads_report = matches!(
-        &spec.payload,
-        Some(v1::job_spec::Payload::Native(native)) if native.routing_key.is_empty()
-    );
+    let reads_report = match &spec.payload {
+        Some(v1::job_spec::Payload::Native(native)) => native.routing_key.is_empty(),
+        Some(v1::job_spec::Payload::Jvm(jvm)) => jvm.mapping_id.is_empty(),
+        _ => false,
+    };
     if !reads_report {
         return Ok((check(&spec), spec));
     }

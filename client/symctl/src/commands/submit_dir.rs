@@ -1,4 +1,4 @@
-//! `symctl submit DIR`: every report (or JS stack) in a folder, over one `SubmitStream`, with
+//! `symctl submit DIR`: every report (or JS stack, or JVM trace) in a folder, over one `SubmitStream`, with
 //! a progress bar and a summary line.
 //!
 //! Each file's job id is the folder's name and the file's path in it (`reports/a/crash.ips`;

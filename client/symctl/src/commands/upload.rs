@@ -269,7 +269,8 @@ pub async fn run(command: UploadCommand) -> anyhow::Result<()> {
             project,
             notify: n,
             mappings,
-        } => upload_proguard(b, project, n, mappings).await,
+            mapping_id,
+        } => upload_proguard(b, project, n, mappings, mapping_id).await,
     }
 }
 
@@ -280,15 +281,28 @@ async fn upload_proguard(
     project: Option<String>,
     n: NotifyArgs,
     mappings: Vec<PathBuf>,
+    given_id: Option<String>,
 ) -> anyhow::Result<()> {
     use symcluster_engine::jvm::mapping;
+    let given_id = match given_id {
+        Some(_) if mappings.len() > 1 => {
+            anyhow::bail!(
+                "--mapping-id names one mapping file, not {}",
+                mappings.len()
+            )
+        }
+        Some(id) => Some(missing::mapping_id(&id).map_err(anyhow::Error::msg)?),
+        None => None,
+    };
     let mut files = Vec::new();
     for path in mappings {
         // The id is the UUIDv5 of the whole file: read once here (the upload streams it).
         let bytes =
             std::fs::read(&path).with_context(|| format!("cannot read {}", path.display()))?;
         mapping::check(&bytes).with_context(|| path.display().to_string())?;
-        let id = mapping::mapping_id(&bytes);
+        let id = given_id
+            .clone()
+            .unwrap_or_else(|| mapping::mapping_id(&bytes));
         println!("{} mapping id {id}", path.display());
         files.push((path, id));
     }

@@ -7,10 +7,12 @@
 //! [`ProguardCache`] (the `proguard` crate's stable binary format, sorted tables read in
 //! place, like a SymCache), which is what the worker keeps on disk and in memory.
 //!
-//! A mapping file is named by its **mapping id**: the UUIDv5 of the file's bytes in the
-//! namespace UUIDv5(DNS, `guardsquare.com`), as sentry-cli and Sentry's Android Gradle plugin
-//! compute it (`proguard::ProguardMapping::uuid`), so the id an app already reports with its
-//! events (`debug_meta.images[].uuid`, type `proguard`) finds the file.
+//! A mapping file is named by its **mapping id**: by default the UUIDv5 of the file's bytes in
+//! the namespace UUIDv5(DNS, `guardsquare.com`), as `sentry-cli upload-proguard` computes it
+//! (`proguard::ProguardMapping::uuid`); a build that writes an id of its own into the app (as
+//! Sentry's Android Gradle plugin does) uploads the file under that id instead
+//! (`symctl upload proguard --mapping-id`), so the id the app reports with its events
+//! (`debug_meta.images[].uuid`, type `proguard`) finds the file.
 
 use proguard::{ProguardCache, ProguardMapping};
 

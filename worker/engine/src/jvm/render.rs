@@ -25,6 +25,8 @@ pub fn java_text(result: &JvmRetraceResult) -> String {
             Relation::CausedBy => "Caused by: ",
             Relation::Suppressed => "Suppressed: ",
         };
+        let indent = "\t".repeat(exception.depth as usize);
+        out.push_str(&indent);
         out.push_str(prefix);
         out.push_str(&exception.class);
         if let Some(message) = &exception.message {
@@ -33,7 +35,7 @@ pub fn java_text(result: &JvmRetraceResult) -> String {
         }
         out.push('\n');
         for frame in &exception.frames {
-            let _ = write!(out, "\tat {}.{}(", frame.class, frame.method);
+            let _ = write!(out, "{indent}\tat {}.{}(", frame.class, frame.method);
             match (&frame.file, frame.line) {
                 (Some(file), Some(line)) => {
                     let _ = write!(out, "{file}:{line}");
@@ -44,7 +46,7 @@ pub fn java_text(result: &JvmRetraceResult) -> String {
             out.push_str(")\n");
         }
         if exception.omitted_frames > 0 {
-            let _ = writeln!(out, "\t... {} more", exception.omitted_frames);
+            let _ = writeln!(out, "{indent}\t... {} more", exception.omitted_frames);
         }
     }
     out

@@ -35,8 +35,12 @@ pub struct JvmRetraceResult {
 /// One exception, retraced.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct JvmExceptionResult {
-    /// How it relates to the exception before it.
+    /// How it relates to the exception that encloses it ([`super::trace::JvmException`]).
     pub relation: Relation,
+    /// How deep it is nested: 0 for the thrown exception and its causes, 1 inside a
+    /// `Suppressed:` (as the tabs of `printStackTrace` say).
+    #[serde(default)]
+    pub depth: u32,
     /// The exception's original class (as given when the mapping does not name it; empty when
     /// the trace gave none).
     pub class: String,

@@ -53,11 +53,15 @@ pub fn retrace(
                     // else: a rewrite rule removed the frame.
                     continue;
                 }
-                // A class-only answer keeps the given method name; a mapped method whose name
-                // obfuscation kept is told apart by a lookup (rare: only then is it made).
+                // A class-only answer keeps the given (obfuscated) method name: the crate's
+                // answer for a class it knows and a method it does not, or a line outside every
+                // range of the method. A method whose name obfuscation kept (`-keep`) maps to
+                // itself; told apart by a lookup, made only when the name came back unchanged.
                 let class_only = remapped.len() == 1
                     && remapped[0].method() == frame.method
-                    && cache.remap_method(&frame.class, &frame.method).is_none();
+                    && cache
+                        .remap_method(&frame.class, &frame.method)
+                        .is_none_or(|(_, method)| method != frame.method);
                 let last = remapped.len() - 1;
                 for (i, out) in remapped.iter().enumerate() {
                     frames.push(JvmFrameResult {
@@ -81,6 +85,7 @@ pub fn retrace(
             }
             JvmExceptionResult {
                 relation: exception.relation,
+                depth: exception.depth,
                 class: class.to_owned(),
                 raw_class: exception.class.clone(),
                 message: exception.message.clone(),
@@ -105,6 +110,7 @@ pub fn unmapped(trace: &JvmTrace) -> JvmRetraceResult {
             .iter()
             .map(|e| JvmExceptionResult {
                 relation: e.relation,
+                depth: e.depth,
                 class: e.class.clone(),
                 raw_class: e.class.clone(),
                 message: e.message.clone(),

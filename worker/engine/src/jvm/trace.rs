@@ -53,17 +53,22 @@ pub enum JvmTraceFormat {
 pub enum Relation {
     /// The exception that was thrown (the first).
     Thrown,
-    /// `Caused by:` the one before it.
+    /// `Caused by:`: the cause of the exception before it at the same depth.
     CausedBy,
-    /// `Suppressed:` by the one before it (`try`-with-resources).
+    /// `Suppressed:` by the exception before it one level up (`try`-with-resources).
     Suppressed,
 }
 
 /// One exception of a trace.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct JvmException {
-    /// How it relates to the exception before it.
+    /// How it relates to the exception that encloses it: the nearest one before it with a
+    /// smaller `depth` (`Suppressed`), or of the same depth (`CausedBy`).
     pub relation: Relation,
+    /// How deep it is nested: 0 for the thrown exception and its causes, 1 for an exception
+    /// suppressed by one of them and that one's causes (`\tSuppressed:`, `\tCaused by:`), and so
+    /// on: the tabs before its line, as `printStackTrace` indents it.
+    pub depth: u32,
     /// The exception's class, fully qualified, as given (obfuscated).
     pub class: String,
     /// Its message, when it has one.
@@ -121,8 +126,17 @@ fn parse_text(text: &str) -> Result<JvmTrace, JvmTraceError> {
     let mut frames = 0usize;
     // Whether the last line read was a throwable line (or its message's continuation).
     let mut in_message = false;
+    // The logcat source (process, thread, tag) of the first exception: lines other processes,
+    // threads or tags logged in between are not the crash's.
+    let mut crash_source: Option<LogSource<'_>> = None;
     for raw in text.lines() {
-        let line = strip_logcat_prefix(raw.trim_end_matches('\r'));
+        let (line, source) = strip_logcat_prefix(raw.trim_end_matches('\r'));
+        if let (Some(crash), Some(source)) = (&crash_source, &source)
+            && !same_source(crash, source)
+        {
+            continue;
+        }
+        let depth = line.bytes().take_while(|b| *b == b'\t').count() as u32;
         let trimmed = line.trim();
         if trimmed.is_empty() {
             in_message = false;
@@ -134,11 +148,13 @@ fn parse_text(text: &str) -> Result<JvmTrace, JvmTraceError> {
                 // Frames before any throwable line: an exception of unknown class.
                 exceptions.push(JvmException {
                     relation: Relation::Thrown,
+                    depth: 0,
                     class: String::new(),
                     message: None,
                     frames: vec![frame],
                     omitted_frames: 0,
                 });
+                crash_source = crash_source.or(source);
                 frames += 1;
                 continue;
             };
@@ -185,17 +201,19 @@ fn parse_text(text: &str) -> Result<JvmTrace, JvmTraceError> {
                 if exceptions.len() >= MAX_EXCEPTIONS {
                     return Err(JvmTraceError::TooLarge);
                 }
-                let relation = if exceptions.is_empty() {
-                    Relation::Thrown
+                let (relation, depth) = if exceptions.is_empty() {
+                    crash_source = source;
+                    (Relation::Thrown, 0)
                 } else if relation == Relation::Thrown {
                     // A second trace in the same text: read as a cause would hide it; keep
                     // it as another exception of the report.
-                    Relation::CausedBy
+                    (Relation::CausedBy, 0)
                 } else {
-                    relation
+                    (relation, depth)
                 };
                 exceptions.push(JvmException {
                     relation,
+                    depth,
                     class: class.to_owned(),
                     message: message.map(str::to_owned),
                     frames: Vec::new(),
@@ -224,9 +242,18 @@ fn parse_text(text: &str) -> Result<JvmTrace, JvmTraceError> {
     })
 }
 
+/// Who logged a logcat line: process id, thread id (threadtime only) and tag.
+type LogSource<'a> = (&'a str, Option<&'a str>, &'a str);
+
+/// Whether two logcat lines come from the same process, tag and (when both formats say)
+/// thread.
+fn same_source(a: &LogSource<'_>, b: &LogSource<'_>) -> bool {
+    a.0 == b.0 && a.2 == b.2 && (a.1.is_none() || b.1.is_none() || a.1 == b.1)
+}
+
 /// `line` without a logcat prefix (threadtime `11-27 10:15:02.731  4321  4321 E Tag: `, or brief
-/// `E/Tag( 4321): `), or as it is.
-fn strip_logcat_prefix(line: &str) -> &str {
+/// `E/Tag( 4321): `) and who logged it, or `line` as it is.
+fn strip_logcat_prefix(line: &str) -> (&str, Option<LogSource<'_>>) {
     let bytes = line.as_bytes();
     // threadtime: MM-DD HH:MM:SS.mmm <pid> <tid> <level> <tag>: <text>
     if bytes.len() > 19
@@ -242,12 +269,17 @@ fn strip_logcat_prefix(line: &str) -> &str {
         let pid = fields.next();
         let tid = fields.next();
         let level = fields.next();
-        if pid.is_some_and(|p| p.bytes().all(|b| b.is_ascii_digit()))
-            && tid.is_some_and(|t| t.bytes().all(|b| b.is_ascii_digit()))
-            && level.is_some_and(|l| l.len() == 1)
+        if let (Some(pid), Some(tid), Some(level)) = (pid, tid, level)
+            && pid.bytes().all(|b| b.is_ascii_digit())
+            && tid.bytes().all(|b| b.is_ascii_digit())
+            && level.len() == 1
             && let Some(at) = line.find(": ")
         {
-            return &line[at + 2..];
+            // The tag: after the level, up to the `: `.
+            let tag = line[..at]
+                .rsplit_once(&format!(" {level} "))
+                .map_or("", |(_, tag)| tag.trim());
+            return (&line[at + 2..], Some((pid, Some(tid), tag)));
         }
     }
     // brief: L/Tag(  pid): text
@@ -255,11 +287,12 @@ fn strip_logcat_prefix(line: &str) -> &str {
         && bytes[1] == b'/'
         && b"VDIWEFA".contains(&bytes[0])
         && let Some(close) = line.find("): ")
-        && line[..close].contains('(')
+        && let Some(open) = line[..close].rfind('(')
     {
-        return &line[close + 3..];
+        let (tag, pid) = (line[2..open].trim(), line[open + 1..close].trim());
+        return (&line[close + 3..], Some((pid, None, tag)));
     }
-    line
+    (line, None)
 }
 
 /// The rest of `Exception in thread "name" class: message`.
@@ -300,10 +333,15 @@ fn parse_frame(line: &str) -> Option<JvmFrame> {
         None if !inner.contains(['(', ' ']) => (inner, ""),
         None => return None,
     };
+    let (class, method) = qualified.rsplit_once('.')?;
+    // A hidden class (Java 15+ lambdas) prints its address: `X$$Lambda$14/0x0000000800c03000`.
+    let class = match class.rfind("/0x") {
+        Some(at) => &class[..at],
+        None => class,
+    };
     // Java 9+: `java.base/java.util.X.m`, `app//com.example.X.m`, `mod@1.0/…`: class names
     // have no `/`.
-    let qualified = qualified.rsplit('/').next().unwrap_or(qualified);
-    let (class, method) = qualified.rsplit_once('.')?;
+    let class = class.rsplit('/').next().unwrap_or(class);
     if class.is_empty() || method.is_empty() || method.contains(' ') {
         return None;
     }
@@ -335,12 +373,33 @@ struct SentryValues {
     values: Vec<SentryException>,
 }
 
+/// A JSON value of any type: events from many SDK versions put numbers where strings are
+/// expected and the reverse; what is not the expected type reads as absent.
+type Any = Option<serde_json::Value>;
+
+fn text_of(value: Any) -> Option<String> {
+    match value? {
+        serde_json::Value::String(s) => Some(s),
+        _ => None,
+    }
+}
+
+/// A positive line number (older sentry-java sends `-2` for native methods, `0` for unknown).
+fn line_of(value: Any) -> Option<u32> {
+    let line = match value? {
+        serde_json::Value::Number(n) => n.as_i64()?,
+        serde_json::Value::String(s) => s.parse().ok()?,
+        _ => return None,
+    };
+    u32::try_from(line).ok().filter(|l| *l > 0)
+}
+
 #[derive(Deserialize)]
 struct SentryException {
     #[serde(rename = "type")]
-    ty: Option<String>,
-    module: Option<String>,
-    value: Option<String>,
+    ty: Any,
+    module: Any,
+    value: Any,
     stacktrace: Option<SentryStacktrace>,
 }
 
@@ -352,10 +411,10 @@ struct SentryStacktrace {
 
 #[derive(Deserialize)]
 struct SentryFrame {
-    module: Option<String>,
-    function: Option<String>,
-    filename: Option<String>,
-    lineno: Option<u64>,
+    module: Any,
+    function: Any,
+    filename: Any,
+    lineno: Any,
 }
 
 #[derive(Deserialize)]
@@ -367,8 +426,8 @@ struct SentryDebugMeta {
 #[derive(Deserialize)]
 struct SentryImage {
     #[serde(rename = "type")]
-    ty: Option<String>,
-    uuid: Option<String>,
+    ty: Any,
+    uuid: Any,
 }
 
 fn parse_sentry(text: &str) -> Result<JvmTrace, JvmTraceError> {
@@ -390,7 +449,10 @@ fn parse_sentry(text: &str) -> Result<JvmTrace, JvmTraceError> {
         .into_iter()
         .rev()
         .map(|value| {
-            let class = match (value.module.filter(|m| !m.is_empty()), value.ty) {
+            let class = match (
+                text_of(value.module).filter(|m| !m.is_empty()),
+                text_of(value.ty),
+            ) {
                 (Some(module), Some(ty)) => format!("{module}.{ty}"),
                 (None, Some(ty)) => ty,
                 (Some(module), None) => module,
@@ -404,20 +466,18 @@ fn parse_sentry(text: &str) -> Result<JvmTrace, JvmTraceError> {
                 .rev()
                 .filter_map(|f| {
                     Some(JvmFrame {
-                        class: f.module.filter(|m| !m.is_empty())?,
-                        method: f.function.filter(|m| !m.is_empty())?,
-                        file: f.filename.filter(|f| !f.is_empty()),
-                        line: f
-                            .lineno
-                            .and_then(|l| u32::try_from(l).ok())
-                            .filter(|l| *l > 0),
+                        class: text_of(f.module).filter(|m| !m.is_empty())?,
+                        method: text_of(f.function).filter(|m| !m.is_empty())?,
+                        file: text_of(f.filename).filter(|f| !f.is_empty()),
+                        line: line_of(f.lineno),
                     })
                 })
                 .collect();
             JvmException {
                 relation: Relation::CausedBy,
+                depth: 0,
                 class,
-                message: value.value,
+                message: text_of(value.value),
                 frames,
                 omitted_frames: 0,
             }
@@ -432,8 +492,8 @@ fn parse_sentry(text: &str) -> Result<JvmTrace, JvmTraceError> {
         .map(|d| d.images)
         .unwrap_or_default()
         .into_iter()
-        .filter(|i| i.ty.as_deref() == Some("proguard"))
-        .filter_map(|i| i.uuid)
+        .filter(|i| text_of(i.ty.clone()).as_deref() == Some("proguard"))
+        .filter_map(|i| text_of(i.uuid))
         .map(|u| u.to_ascii_lowercase())
         .collect();
     Ok(JvmTrace {
@@ -555,9 +615,83 @@ mod tests {
     fn a_prefix_cut_inside_a_character_is_no_prefix() {
         // Found by fuzzing (jvm_trace): byte 18 inside U+FFFD, where a threadtime prefix ends.
         let line = "11-27 10:15:02.73\u{fffd}\u{fffd} 4321 E Tag: a.B: x";
-        assert_eq!(strip_logcat_prefix(line), line);
+        assert_eq!(strip_logcat_prefix(line), (line, None));
         let trace = format!("{line}\n\tat a.c.d(SourceFile:1)\n");
         assert_eq!(parse_trace(trace.as_bytes()).unwrap().exceptions.len(), 1);
+    }
+
+    #[test]
+    fn suppressed_exceptions_nest_by_their_tabs() {
+        let trace = parse_trace(
+            b"a.Main: outer\n\
+              \tat a.b.run(SourceFile:1)\n\
+              \tSuppressed: a.S: closing\n\
+              \t\tat a.c.close(SourceFile:2)\n\
+              \tCaused by: a.C: inner\n\
+              \t\tat a.d.io(SourceFile:3)\n\
+              \t\t... 1 more\n",
+        )
+        .unwrap();
+        let shape: Vec<_> = trace
+            .exceptions
+            .iter()
+            .map(|e| (e.class.as_str(), e.relation, e.depth, e.frames.len()))
+            .collect();
+        assert_eq!(
+            shape,
+            [
+                ("a.Main", Relation::Thrown, 0, 1),
+                ("a.S", Relation::Suppressed, 1, 1),
+                ("a.C", Relation::CausedBy, 1, 1)
+            ]
+        );
+        assert_eq!(trace.exceptions[2].omitted_frames, 1);
+    }
+
+    #[test]
+    fn other_threads_and_tags_logged_in_between_are_not_the_crash() {
+        let trace = parse_trace(
+            b"11-27 10:15:02.731  4321  4321 E AndroidRuntime: a.B: boom\n\
+              11-27 10:15:02.731  4321  4321 E AndroidRuntime: \tat a.b.c(SourceFile:7)\n\
+              11-27 10:15:02.732  4321  4400 D MainActivity: onResume: called\n\
+              11-27 10:15:02.732  4321  4400 D MainActivity: \tat x.y.z(SourceFile:1)\n\
+              11-27 10:15:02.733  4321  4321 E AndroidRuntime: \tat a.b.d(SourceFile:8)\n",
+        )
+        .unwrap();
+        assert_eq!(trace.exceptions.len(), 1);
+        assert_eq!(
+            trace.exceptions[0].frames,
+            [
+                frame("a.b", "c", Some("SourceFile"), Some(7)),
+                frame("a.b", "d", Some("SourceFile"), Some(8))
+            ]
+        );
+    }
+
+    #[test]
+    fn hidden_classes_and_lenient_sentry_fields() {
+        let trace =
+            parse_trace(b"a.B: x\n\tat a.C$$Lambda$14/0x0000000800c03000.run(Unknown Source)\n")
+                .unwrap();
+        assert_eq!(
+            trace.exceptions[0].frames,
+            [frame("a.C$$Lambda$14", "run", None, None)]
+        );
+        // Older sentry-java: lineno -2 for native methods; a number where a string goes.
+        let trace = parse_trace(
+            br#"{"exception":{"values":[{"type":"B","module":"a","value":7,
+                "stacktrace":{"frames":[{"module":"a.c","function":"n","lineno":-2},
+                                        {"module":"a.c","function":"m","lineno":"12"}]}}]}}"#,
+        )
+        .unwrap();
+        assert_eq!(trace.exceptions[0].message, None);
+        assert_eq!(
+            trace.exceptions[0].frames,
+            [
+                frame("a.c", "m", None, Some(12)),
+                frame("a.c", "n", None, None)
+            ]
+        );
     }
 
     #[test]

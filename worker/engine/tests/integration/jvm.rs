@@ -284,6 +284,69 @@ fn r8_rewrite_frame_rules_remove_inner_frames_for_their_exception() {
 }
 
 #[test]
+fn statuses_tell_mapped_kept_and_class_only_frames_apart() {
+    let mapping = b"com.example.Shop -> a.a:\n\
+                    \x20   1:5:void run():10:14 -> a\n\
+                    \x20   20:24:void main():20:24 -> main\n";
+    let result = retrace_with(
+        mapping,
+        b"java.lang.Error: x\n\
+          \tat a.a.a(SourceFile:2)\n\
+          \tat a.a.main(SourceFile:21)\n\
+          \tat a.a.a(SourceFile:99)\n\
+          \tat a.a.b(SourceFile:3)\n",
+    );
+    let frames: Vec<_> = result.exceptions[0]
+        .frames
+        .iter()
+        .map(|f| (f.class.as_str(), f.method.as_str(), f.line, f.status))
+        .collect();
+    assert_eq!(
+        frames,
+        [
+            (
+                "com.example.Shop",
+                "run",
+                Some(11),
+                JvmFrameStatus::Symbolicated
+            ),
+            // Kept by name (-keep), lines the same: mapped all the same.
+            (
+                "com.example.Shop",
+                "main",
+                Some(21),
+                JvmFrameStatus::Symbolicated
+            ),
+            // A line outside every range of `a`, and a method the mapping does not name.
+            ("com.example.Shop", "a", Some(99), JvmFrameStatus::ClassOnly),
+            ("com.example.Shop", "b", Some(3), JvmFrameStatus::ClassOnly),
+        ]
+    );
+}
+
+#[test]
+fn suppressed_exceptions_print_nested_as_java_prints_them() {
+    let trace = b"java.lang.Error: outer\n\
+                  \tat a.a.a(SourceFile:2)\n\
+                  \tSuppressed: java.io.IOException: closing\n\
+                  \t\tat a.a.a(SourceFile:3)\n\
+                  \tCaused by: java.lang.Error: inner\n\
+                  \t\tat a.a.a(SourceFile:4)\n\
+                  \t\t... 1 more\n";
+    let mapping = b"com.example.Shop -> a.a:\n    1:5:void run():10:14 -> a\n";
+    assert_eq!(
+        render::java_text(&retrace_with(mapping, trace)),
+        "java.lang.Error: outer\n\
+         \tat com.example.Shop.run(Shop.java:11)\n\
+         \tSuppressed: java.io.IOException: closing\n\
+         \t\tat com.example.Shop.run(Shop.java:12)\n\
+         \tCaused by: java.lang.Error: inner\n\
+         \t\tat com.example.Shop.run(Shop.java:13)\n\
+         \t\t... 1 more\n"
+    );
+}
+
+#[test]
 fn a_mapping_that_is_not_one_and_a_trace_that_is_not_one() {
     assert!(JvmMapping::from_mapping_file(&android_demo("obfuscated-trace.txt")).is_err());
     assert!(parse_trace(&android_demo("mapping.txt")).is_err());
