@@ -357,3 +357,26 @@ async fn run_jvm(job: api::JvmJob, project: &str, caches: &Arc<Caches>, recheck:
     });
     completed(retraced).await
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_result_the_master_would_refuse_fails_here() {
+        // A trace message of control characters: each becomes `\u0001` in JSON, six bytes.
+        let max = symcluster_client::result_limits::MAX_RESULT_BYTES;
+        let message = "\u{1}".repeat(max / 6 + 1);
+        let e = result_zstd(&message).unwrap_err();
+        assert!(
+            e.to_string()
+                .contains(&format!("the master stores at most {max}")),
+            "{e}"
+        );
+        let small = result_zstd(&"\u{1}".repeat(10)).unwrap();
+        assert_eq!(
+            zstd::decode_all(&small[..]).unwrap(),
+            b"\"\\u0001\\u0001\\u0001\\u0001\\u0001\\u0001\\u0001\\u0001\\u0001\\u0001\""
+        );
+    }
+}
