@@ -20,6 +20,9 @@
 #[global_allocator]
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
+mod common;
+use common::{mean_ns, median, ms};
+
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -216,23 +219,4 @@ fn proguard_retrace() -> Option<(PathBuf, PathBuf)> {
         .status()
         .ok()?;
     (java.success() && jar.exists()).then(|| (PathBuf::from("java"), jar))
-}
-
-fn median(runs: usize, mut f: impl FnMut() -> Duration) -> Duration {
-    let mut times: Vec<Duration> = (0..runs).map(|_| f()).collect();
-    times.sort();
-    times[runs / 2]
-}
-
-fn ms(d: Duration) -> f64 {
-    d.as_secs_f64() * 1e3
-}
-
-fn mean_ns(id: &str) -> Option<f64> {
-    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .join("../../target/criterion")
-        .join(id)
-        .join("new/estimates.json");
-    let json: serde_json::Value = serde_json::from_slice(&std::fs::read(path).ok()?).ok()?;
-    json.pointer("/mean/point_estimate")?.as_f64()
 }

@@ -26,6 +26,9 @@
 #[global_allocator]
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
+mod common;
+use common::mean_ns;
+
 use std::io::{BufRead, BufReader, Write};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -362,16 +365,6 @@ fn run_llvm_symbolizer(llvm: &Path, dwarf: &Path, addresses: &str) -> usize {
     let out = child.wait_with_output().expect("llvm-symbolizer output");
     writer.join().unwrap().unwrap();
     out.stdout.len()
-}
-
-/// Criterion's mean estimate (ns per iteration) for a benchmark id, from its JSON output.
-fn mean_ns(id: &str) -> Option<f64> {
-    let dir = std::env::var_os("CARGO_TARGET_DIR")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../target"));
-    let path = dir.join("criterion").join(id).join("new/estimates.json");
-    let json: serde_json::Value = serde_json::from_slice(&std::fs::read(path).ok()?).ok()?;
-    json.pointer("/mean/point_estimate")?.as_f64()
 }
 
 /// BigApp's DWARF from `scripts/generate-big-dsym.sh` (or `SYMCLUSTER_BIG_DSYM`), when built.
