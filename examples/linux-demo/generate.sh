@@ -98,4 +98,9 @@ echo "== request and ground truth"
     --out-dir . \
     --objdump "$OBJDUMP" --symbolizer "$SYMBOLIZER"
 
+if [[ "$(uname -s)/$(uname -m)" == Linux/x86_64 ]]; then
+    echo "== minidump of the crash"
+    bash "$HERE/make_minidump.sh"
+fi
+
 echo "== done"

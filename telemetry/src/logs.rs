@@ -135,8 +135,14 @@ fn export_layer(
     )
 }
 
+/// Libraries whose warnings describe the input, not the service (rust-minidump's stack walker
+/// warns about each odd stream of a dump): errors only, unless `RUST_LOG` says otherwise.
+const QUIET_LIBRARIES: &str =
+    "minidump=error,minidump_processor=error,minidump_unwind=error,breakpad_symbols=error";
+
 fn filter(default_filter: &str) -> EnvFilter {
-    EnvFilter::try_from_default_env().unwrap_or_else(|_| default_filter.into())
+    EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| format!("{default_filter},{QUIET_LIBRARIES}").into())
 }
 
 fn log_layer(format: LogFormat) -> Box<dyn Layer<Registry> + Send + Sync> {

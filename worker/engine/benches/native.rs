@@ -246,6 +246,7 @@ fn report_of(debug_id: DebugId, relative: &[u64]) -> NativeReport {
                     instruction_addr: IMAGE_ADDR + r,
                     function: None,
                     image_index: None,
+                    trust: None,
                 })
                 .collect(),
         }],

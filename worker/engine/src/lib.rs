@@ -24,6 +24,7 @@ mod guard;
 pub mod js;
 pub mod jvm;
 pub mod local;
+pub mod minidump;
 pub mod model;
 pub mod names;
 mod partial;

@@ -10,6 +10,7 @@ use std::sync::{Arc, Mutex};
 use symbolic_common::{ByteView, DebugId};
 
 use crate::debug_files::{DebugFileIndex, ScanError};
+use crate::minidump::{UnwindInfo, UnwindTable};
 use crate::model::Image;
 use crate::symbolicate::{ModuleLoad, SymCacheSource};
 use crate::symcache::{SymCacheError, SymCacheFile};
@@ -72,6 +73,31 @@ impl LocalSymCaches {
                 ModuleLoad::Malformed(format!("{}: {e}", entry.path.display()))
             }
         }
+    }
+}
+
+impl LocalSymCaches {
+    /// The unwind information ([`UnwindInfo`]) of every image of `images` whose debug file is
+    /// here, for [`crate::minidump::stackwalk`]. An image without one, or whose debug file does
+    /// not convert, is left out: it is walked without CFI (its frames' SymCache says what is
+    /// wrong with the file). Built on each call, not cached.
+    pub fn unwind_table(&self, images: &[Image]) -> UnwindTable {
+        let mut table = UnwindTable::new();
+        for debug_id in images.iter().filter_map(|i| i.debug_id) {
+            if table.contains_key(&debug_id) {
+                continue;
+            }
+            let Some(entry) = self.index.get(&debug_id) else {
+                continue;
+            };
+            let Ok(data) = ByteView::open(&entry.path) else {
+                continue;
+            };
+            if let Ok(info) = UnwindInfo::from_object_file(&data, debug_id) {
+                table.insert(debug_id, Arc::new(info));
+            }
+        }
+        table
     }
 }
 

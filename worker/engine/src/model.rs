@@ -20,11 +20,13 @@ pub enum ReportFormat {
     SentryEvent,
     /// A symbolicator-style request (`modules` + `stacktraces`).
     SymbolicatorRequest,
+    /// A Breakpad/Crashpad minidump (`MDMP`), its stacks walked by [`crate::minidump`].
+    Minidump,
 }
 
 impl ReportFormat {
     /// A short, stable name for logs and errors (`apple-text`, `apple-ips`, `kscrash`, `sentry`,
-    /// `symbolicator`).
+    /// `symbolicator`, `minidump`).
     pub fn name(self) -> &'static str {
         match self {
             ReportFormat::AppleText => "apple-text",
@@ -32,6 +34,7 @@ impl ReportFormat {
             ReportFormat::KsCrash => "kscrash",
             ReportFormat::SentryEvent => "sentry",
             ReportFormat::SymbolicatorRequest => "symbolicator",
+            ReportFormat::Minidump => "minidump",
         }
     }
 }
@@ -217,4 +220,29 @@ pub struct RawFrame {
     /// Index into [`NativeReport::images`] when the report names the frame's image explicitly
     /// (`.ips` `imageIndex`); otherwise the image is found by address.
     pub image_index: Option<usize>,
+    /// How the frame was found, for stacks the engine walked itself (minidumps); `None` for
+    /// frames a report lists.
+    pub trust: Option<FrameTrust>,
+}
+
+/// How a walked frame was found, most trusted first; the names are rust-minidump's and
+/// Sentry's (`trust` in their frames).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum FrameTrust {
+    /// Frame 0: the thread's registers as the dump holds them.
+    Context,
+    /// Unwound from the stack walker's own earlier result (a dump that carries its stacks).
+    Prewalked,
+    /// Unwound with call frame information (CFI: `.eh_frame`, `.debug_frame`, compact unwind)
+    /// from the callee's debug file.
+    Cfi,
+    /// Unwound by following the frame pointer chain.
+    Fp,
+    /// Found by scanning the stack for a return address, near a CFI-unwound frame.
+    CfiScan,
+    /// Found by scanning the stack for a value that points into code: may be a stale one.
+    Scan,
+    /// Unknown.
+    None,
 }

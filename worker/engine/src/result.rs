@@ -193,6 +193,10 @@ pub struct FrameResult {
     pub colno: Option<u32>,
     /// Whether this level is an inlined call (all levels of a frame but the last).
     pub inlined: bool,
+    /// How the raw frame was found, for stacks the engine walked (minidumps): `context`,
+    /// `cfi`, `fp`, `cfi_scan`, `scan`...; absent for frames the report listed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub trust: Option<crate::model::FrameTrust>,
 }
 
 /// One image of the report and what became of its debug file.

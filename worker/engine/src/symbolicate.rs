@@ -202,6 +202,7 @@ fn symbolicate_tree(
                 instruction_addr: node.instruction_addr,
                 function: None,
                 image_index: *image_index,
+                trust: None,
             };
             let load = image_index.and_then(|i| loads[i].as_ref());
             let mut frames = Vec::new();
@@ -359,6 +360,7 @@ fn symbolicate_frame(
         lineno: None,
         colno: None,
         inlined: false,
+        trust: frame.trust,
     };
     let (Some(image), Some(load)) = (image, load) else {
         out.push(unsymbolicated(FrameStatus::UnknownImage));
@@ -415,6 +417,7 @@ fn symbolicate_frame(
             lineno: (location.line() > 0).then_some(location.line()),
             colno: None,
             inlined: true,
+            trust: frame.trust,
         });
     }
     match out.len() - start {

@@ -115,6 +115,7 @@ pub fn parse(_header: Option<&Value>, body: &Value) -> Result<NativeReport, Repo
                 instruction_addr,
                 function: str_field(f, "symbol").map(str::to_owned),
                 image_index,
+                trust: None,
             });
         }
         threads.push(Thread {

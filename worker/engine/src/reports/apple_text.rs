@@ -196,6 +196,7 @@ pub fn parse(text: &str) -> Result<NativeReport, ReportError> {
                     instruction_addr: f.instruction_addr.0,
                     function: f.symbol.clone(),
                     image_index: None,
+                    trust: None,
                 })
                 .collect(),
         })

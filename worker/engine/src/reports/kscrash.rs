@@ -98,6 +98,7 @@ pub fn parse(report: &Value) -> Result<NativeReport, ReportError> {
                     instruction_addr: f.get("instruction_addr").and_then(parse_addr).unwrap_or(0),
                     function: str_field(f, "symbol_name").map(str::to_owned),
                     image_index: None,
+                    trust: None,
                 })
                 .collect(),
         });

@@ -5,7 +5,9 @@
 //!   Apple `.ips` report; a single JSON object is KSCrash (`binary_images` + `crash`), a Sentry
 //!   event (`debug_meta` or `exception`), a symbolicator request (`modules` + `stacktraces`), or
 //!   a bare `.ips` body (`usedImages` + `threads`);
-//! - other text is read as an Apple text crash report (`apple-crash-report-parser`).
+//! - other text is read as an Apple text crash report (`apple-crash-report-parser`);
+//! - a minidump (`MDMP`) is walked without unwind information ([`crate::minidump`] walks it
+//!   with its images' CFI).
 //!
 //! Every reader maps into [`crate::model::NativeReport`]; frames come out innermost first.
 
@@ -81,6 +83,11 @@ pub fn parse_report_with(data: &[u8], modules: Modules) -> Result<NativeReport, 
 }
 
 fn read(data: &[u8], modules: Modules) -> Result<NativeReport, ReportError> {
+    // A minidump here has no debug files to unwind with: its stacks are walked by frame
+    // pointers and stack scanning; `crate::minidump::stackwalk` walks with CFI.
+    if crate::minidump::is_minidump(data) {
+        return crate::minidump::stackwalk(data, &Default::default(), modules);
+    }
     let text = match std::str::from_utf8(data) {
         Ok(text) => text,
         Err(e) => {
@@ -104,6 +111,9 @@ fn read(data: &[u8], modules: Modules) -> Result<NativeReport, ReportError> {
 ///
 /// Same detection as [`parse_report`]; returns `None` for input it cannot classify.
 pub fn detect_format(data: &[u8]) -> Option<ReportFormat> {
+    if crate::minidump::is_minidump(data) {
+        return Some(ReportFormat::Minidump);
+    }
     let text = std::str::from_utf8(data).ok()?.trim();
     if text.starts_with('{') {
         if let Some((_, body)) = apple_ips::split_header(text) {
@@ -160,8 +170,8 @@ fn parse_json_report(text: &str, modules: Modules) -> Result<NativeReport, Repor
         ReportFormat::KsCrash => kscrash::parse(&value),
         ReportFormat::SymbolicatorRequest => symbolicator::parse(&value),
         ReportFormat::AppleIps => apple_ips::parse(None, &value),
-        ReportFormat::SentryEvent | ReportFormat::AppleText => {
-            unreachable!("handled above; json_shape never yields AppleText")
+        ReportFormat::SentryEvent | ReportFormat::AppleText | ReportFormat::Minidump => {
+            unreachable!("handled above; json_shape never yields AppleText or Minidump")
         }
     }
 }

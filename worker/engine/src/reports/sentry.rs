@@ -454,11 +454,13 @@ fn thread(
                         .or_else(|| f.symbol.as_str())
                         .map(str::to_owned),
                     image_index: None,
+                    trust: None,
                 },
                 None => RawFrame {
                     instruction_addr: 0,
                     function: None,
                     image_index: None,
+                    trust: None,
                 },
             })
             .collect(),

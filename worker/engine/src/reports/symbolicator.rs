@@ -92,6 +92,7 @@ pub fn parse(request: &Value) -> Result<NativeReport, ReportError> {
                     instruction_addr: f.get("instruction_addr").and_then(parse_addr).unwrap_or(0),
                     function: str_field(f, "function").map(str::to_owned),
                     image_index: None,
+                    trust: None,
                 })
                 .collect(),
         });

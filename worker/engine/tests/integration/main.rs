@@ -11,6 +11,7 @@ mod js_bad_input;
 mod js_demo;
 mod js_metro;
 mod jvm;
+mod minidump;
 mod modules;
 mod partial;
 mod support;
