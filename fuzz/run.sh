@@ -14,7 +14,8 @@ seconds=${1:?usage: fuzz/run.sh SECONDS [TARGET...]}
 shift
 targets=("$@")
 if [ ${#targets[@]} -eq 0 ]; then
-    targets=(native_report js_stack source_map debug_file job_request jvm_trace proguard_mapping)
+    targets=(native_report js_stack source_map debug_file job_request jvm_trace proguard_mapping
+        minidump)
 fi
 
 export PATH="$HOME/.cargo/bin:$PATH"
@@ -46,7 +47,8 @@ mapfile -d '' reports < <(find "$fixtures/crashprobe" "$fixtures/kscrash" \
     \( -name '*.json' -o -name '*.txt' -o -name '*.crash' -o -name '*.ips' \) -print0 2>/dev/null)
 native_seeds=("${reports[@]}" "$examples"/ios-demo/DemoApp.crash "$examples"/ios-demo/DemoApp.ips
     "$examples"/ios-demo/DemoApp-sentry.json "$examples"/linux-demo/demo-app-request.json
-    "$examples"/ios-demo/DemoApp-macos12.crash "$examples"/ios-system-symbols/SystemFrames.crash)
+    "$examples"/ios-demo/DemoApp-macos12.crash "$examples"/ios-system-symbols/SystemFrames.crash
+    "$examples"/linux-demo/demo-app.dmp)
 seed native_report "${native_seeds[@]}"
 seed job_request "${native_seeds[@]}"
 mapfile -d '' stacks < <(find "$fixtures/js" -type f \( -name '*.stack' -o -name '*.txt' \) -print0 2>/dev/null)
@@ -62,6 +64,8 @@ seed jvm_trace "$examples"/android-demo/obfuscated-*
 mapfile -d '' proguard < <(find "$HOME/.cargo/registry/src" -path '*/proguard-*/tests/res/*.txt' \
     -print0 2>/dev/null)
 seed proguard_mapping "$examples"/android-demo/mapping.txt "${proguard[@]}"
+
+seed minidump "$examples"/linux-demo/demo-app.dmp
 
 # Every target, built once with the sanitizer and coverage instrumentation.
 if ! cargo +nightly fuzz build -O >fuzz-build.log 2>&1; then

@@ -1,10 +1,11 @@
-//! The worker's caches: debug files become SymCaches, source maps become prepared maps,
-//! ProGuard/R8 mapping files become prepared mappings (`ProguardCache`s), each kept on disk and
-//! in memory.
+//! The worker's caches: debug files become SymCaches (and, for minidumps, unwind information:
+//! `CfiCache`s), source maps become prepared maps, ProGuard/R8 mapping files become prepared
+//! mappings (`ProguardCache`s), each kept on disk and in memory.
 //!
 //! Layers, fastest first:
 //! 1. memory: `moka` caches of parsed SymCaches, prepared source maps and prepared mappings,
-//!    weighed by bytes (half of `--memory-cache` for SymCaches, a quarter for each of the others).
+//!    weighed by bytes (half of `--memory-cache` for SymCaches, 3/16 for source maps and for
+//!    mappings, 1/8 for unwind information).
 //!    moka also merges concurrent misses for the same key, so ten jobs needing the same dSYM
 //!    download and convert it once;
 //! 2. a negative cache: a "not found" is remembered for a while (not fetch errors: those are
@@ -28,6 +29,7 @@ use symbolic_common::DebugId;
 use symcluster_engine::ModuleLoad;
 use symcluster_engine::js::JsSourceMap;
 use symcluster_engine::jvm::JvmMapping;
+use symcluster_engine::minidump::{CFICACHE_VERSION, UnwindInfo};
 use symcluster_engine::symcache::{
     CONVERSION_REVISION, SYMCACHE_VERSION, SymCacheError, SymCacheFile,
 };
@@ -188,6 +190,7 @@ pub struct Caches {
     symcaches: Cache<String, Arc<SymCacheFile>>,
     sourcemaps: Cache<String, Arc<JsSourceMap>>,
     mappings: Cache<String, Arc<JvmMapping>>,
+    unwind: Cache<String, Arc<UnwindInfo>>,
     missing: Cache<String, ()>,
     /// Debug files on disk while converted, for the jobs answered from partial SymCaches.
     on_disk: crate::first_answer::OnDisk,
@@ -237,12 +240,16 @@ impl Caches {
                 .weigher(move |_, v: &Arc<SymCacheFile>| weigh(v.size_bytes()))
                 .build(),
             sourcemaps: Cache::builder()
-                .max_capacity(memory_bytes / 4)
+                .max_capacity(memory_bytes / 16 * 3)
                 .weigher(move |_, v: &Arc<JsSourceMap>| weigh(v.size_bytes()))
                 .build(),
             mappings: Cache::builder()
-                .max_capacity(memory_bytes / 4)
+                .max_capacity(memory_bytes / 16 * 3)
                 .weigher(move |_, v: &Arc<JvmMapping>| weigh(v.size_bytes()))
+                .build(),
+            unwind: Cache::builder()
+                .max_capacity(memory_bytes / 8)
+                .weigher(move |_, v: &Arc<UnwindInfo>| weigh(v.size_bytes()))
                 .build(),
             missing: Cache::builder()
                 .max_capacity(100_000)
@@ -261,6 +268,7 @@ impl Caches {
         self.symcaches.weighted_size()
             + self.sourcemaps.weighted_size()
             + self.mappings.weighted_size()
+            + self.unwind.weighted_size()
     }
 
     /// Bytes held on disk.
@@ -801,6 +809,86 @@ impl Caches {
         })??;
         self.disk_put(&disk_key, mapping.bytes()).await;
         Ok(Arc::new(mapping))
+    }
+
+    /// The unwind information (CFI) of the debug file with `debug_id` for a job of `project`,
+    /// looked up as [`Self::symcache`] looks up its SymCache (the project's prefix, then the
+    /// shared one): `Ok(None)` when no debug file has it or it does not convert (the walk goes
+    /// on without it; the frames' SymCache says what is wrong). Kept on disk as a `CfiCache`
+    /// (by its format version), so a restarted worker does not convert again. Errors: the
+    /// source could not be asked (the job is retried: a walk without CFI would be wrong).
+    pub async fn unwind_info(
+        &self,
+        project: &str,
+        debug_id: DebugId,
+        recheck: bool,
+    ) -> Result<Option<Arc<UnwindInfo>>, FetchError> {
+        for scope in layout::native_scopes(project) {
+            let key = layout::debug_file_key(&scope.prefix(&self.prefix), &debug_id);
+            let load = self.load_unwind_info(&key, debug_id);
+            match self.through_memory(&self.unwind, &key, recheck, load).await {
+                Ok(info) => return Ok(Some(info)),
+                Err(SourceMapLoadError::NotFound(_)) => continue,
+                Err(SourceMapLoadError::Malformed(e)) => {
+                    tracing::warn!(%key, error = %e, "no unwind information from the debug file");
+                    return Ok(None);
+                }
+                Err(SourceMapLoadError::Fetch(e)) => return Err(e),
+            }
+        }
+        Ok(None)
+    }
+
+    async fn load_unwind_info(
+        &self,
+        key: &str,
+        debug_id: DebugId,
+    ) -> Result<Arc<UnwindInfo>, SourceMapLoadError> {
+        let disk_key = format!("cficache-v{CFICACHE_VERSION}/{}", hex_key(key));
+        if let Some(bytes) = self.disk_get(&disk_key).await {
+            // A file that does not read back (damaged) is converted again.
+            if let Ok(info) = UnwindInfo::parse(&bytes) {
+                self.count(Layer::Disk);
+                return Ok(Arc::new(info));
+            }
+        }
+        self.count(Layer::Source);
+        // One of `--max-conversions`, from the download to the end of the conversion (the
+        // permit goes with the conversion: a job given up does not free it early).
+        let permit = self
+            .conversions
+            .clone()
+            .acquire_owned()
+            .await
+            .map_err(|e| SourceMapLoadError::Malformed(format!("conversion slots closed: {e}")))?;
+        let fetch_started = std::time::Instant::now();
+        let span = tracing::info_span!("fetch", %debug_id, key);
+        let fetched =
+            crate::debug_file::bring(&self.source, &self.disk, key, &self.settings.download)
+                .instrument(span)
+                .await;
+        crate::metrics::step("fetch", "native", fetch_started.elapsed());
+        let object = fetched?.ok_or_else(|| SourceMapLoadError::NotFound(key.to_owned()))?;
+        let owned_key = key.to_owned();
+        let span = tracing::info_span!("convert", %debug_id, bytes = object.bytes.len());
+        let converted = tokio::task::spawn_blocking(move || {
+            let _entered = span.enter();
+            let _converting = crate::metrics::Converting::start("native");
+            let converted = UnwindInfo::convert(&object.bytes, debug_id)
+                .map_err(|e| SourceMapLoadError::Malformed(format!("{owned_key}: {e}")));
+            drop(object);
+            drop(permit);
+            let bytes = converted?;
+            let info = UnwindInfo::parse(&bytes).map_err(|e| {
+                SourceMapLoadError::Malformed(format!("{owned_key}: its CFI cache: {e}"))
+            })?;
+            Ok::<_, SourceMapLoadError>((bytes, info))
+        })
+        .await
+        .map_err(|e| SourceMapLoadError::Malformed(format!("converting the CFI failed: {e}")))?;
+        let (bytes, info) = converted?;
+        self.disk_put(&disk_key, &bytes).await;
+        Ok(Arc::new(info))
     }
 
     async fn disk_get(&self, key: &str) -> Option<Vec<u8>> {

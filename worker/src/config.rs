@@ -72,7 +72,8 @@ pub struct WorkerConfig {
     pub disk_cache_bytes: u64,
 
     /// Memory cache budget for parsed SymCaches (half), prepared source maps and prepared
-    /// ProGuard mappings (a quarter each) (`2GiB`; a bare number is bytes). Held in bytes.
+    /// ProGuard mappings (3/16 each) and minidumps' unwind information (1/8) (`2GiB`; a bare
+    /// number is bytes). Held in bytes.
     #[arg(long = "memory-cache", alias = "memory-cache-bytes", env = "SYMCLUSTER_MEMORY_CACHE_BYTES",
         value_name = "SIZE", value_parser = symcluster_telemetry::flags::bytes,
         default_value = "2GiB")]

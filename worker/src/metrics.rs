@@ -100,7 +100,8 @@ static STEP_SECONDS: LazyLock<HistogramVec> = LazyLock::new(|| {
     )
 });
 
-/// Records one `step` (`fetch`, `convert`, `symbolicate`) of a `kind` job that took `took`.
+/// Records one `step` (`fetch`, `convert`, `stackwalk`, `symbolicate`) of a `kind` job that took
+/// `took`.
 pub(crate) fn step(step: &'static str, kind: &'static str, took: std::time::Duration) {
     STEP_SECONDS
         .with_label_values(&[step, kind])

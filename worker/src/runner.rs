@@ -15,10 +15,12 @@ use symbolic_common::DebugId;
 use symcluster_client::missing;
 use symcluster_engine::js::{parse_stack, restore};
 use symcluster_engine::jvm;
+use symcluster_engine::minidump;
 use symcluster_engine::model::Image;
 use symcluster_engine::result::{ModuleStatus, SymbolicationResult};
 use symcluster_engine::{
-    ModuleLoad, Modules, SymCacheSource, image_lookups, parse_report_with, symbolicate_owned,
+    ModuleLoad, Modules, SymCacheSource, image_lookups, parse_report_with, referenced_images,
+    symbolicate_owned,
 };
 use symcluster_proto::v1::{self as api, job_spec::Payload};
 
@@ -212,13 +214,20 @@ async fn run_native(
         api::Modules::Referenced => Modules::Referenced,
         api::Modules::All => Modules::All,
     };
-    let report = match symcluster_client::report::report_bytes(native) {
-        Ok(bytes) => parse_report_with(&bytes, modules),
+    let bytes = match symcluster_client::report::report_bytes(native) {
+        Ok(bytes) => bytes,
         Err(e) => return permanent(e),
     };
-    let report = match report {
-        Ok(report) => report,
-        Err(e) => return permanent(e),
+    let report = if minidump::is_minidump(&bytes) {
+        match walk_minidump(bytes.into_owned(), modules, project, caches, recheck).await {
+            Ok(report) => report,
+            Err(outcome) => return outcome,
+        }
+    } else {
+        match parse_report_with(&bytes, modules) {
+            Ok(report) => report,
+            Err(e) => return permanent(e),
+        }
     };
     // Each referenced debug id with the addresses the report looks up in it (several images
     // may share one).
@@ -249,6 +258,78 @@ async fn run_native(
         Ok(Ok(completed)) => completed,
         Ok(Err(e)) => permanent(format!("cannot encode the result: {e}")),
         Err(e) => retryable(format!("symbolication task failed: {e}")),
+    }
+}
+
+/// Images a minidump's unwind information is fetched for, at most.
+const MAX_UNWIND_IMAGES: usize = 64;
+
+/// A minidump's stacks, walked with the unwind information (CFI) of the images they go
+/// through: a first walk without CFI (frame pointers, scanning: it finds every image a return
+/// address on a stack points into) names them, their debug files' CFI is fetched concurrently
+/// (at most [`MAX_UNWIND_IMAGES`]: not the hundreds of system libraries a dump lists), and the
+/// dump is walked again with it, both walks on the blocking pool. An image whose debug file is
+/// missing, unreadable or could not be fetched is walked without CFI: its frames' SymCache
+/// load says why (`missing`: the job runs again when the file arrives). Errors: the dump does
+/// not read (for good).
+async fn walk_minidump(
+    bytes: Vec<u8>,
+    modules: Modules,
+    project: &str,
+    caches: &Arc<Caches>,
+    recheck: bool,
+) -> Result<symcluster_engine::NativeReport, Outcome> {
+    let bytes = Arc::new(bytes);
+    let first = stackwalk(bytes.clone(), minidump::UnwindTable::new(), modules).await?;
+    let mut debug_ids: Vec<DebugId> = referenced_images(&first)
+        .into_iter()
+        .filter_map(|i| first.images[i].debug_id)
+        .collect();
+    debug_ids.sort_unstable();
+    debug_ids.dedup();
+    debug_ids.truncate(MAX_UNWIND_IMAGES);
+    let loads = futures::future::join_all(
+        debug_ids
+            .iter()
+            .map(|id| caches.unwind_info(project, *id, recheck)),
+    )
+    .await;
+    let mut table = minidump::UnwindTable::new();
+    for (debug_id, load) in debug_ids.into_iter().zip(loads) {
+        match load {
+            Ok(Some(info)) => {
+                table.insert(debug_id, info);
+            }
+            Ok(None) => {}
+            Err(e) => tracing::warn!(%debug_id, error = %e,
+                "fetching a debug file for its unwind information failed; walking without"),
+        }
+    }
+    if table.is_empty() {
+        return Ok(first);
+    }
+    stackwalk(bytes, table, modules).await
+}
+
+/// [`minidump::stackwalk`] on the blocking pool, timed (`step="stackwalk"`).
+async fn stackwalk(
+    bytes: Arc<Vec<u8>>,
+    table: minidump::UnwindTable,
+    modules: Modules,
+) -> Result<symcluster_engine::NativeReport, Outcome> {
+    let span = tracing::info_span!("stackwalk", cfi = table.len());
+    let walked = tokio::task::spawn_blocking(move || {
+        let _entered = span.enter();
+        let started = std::time::Instant::now();
+        let report = minidump::stackwalk(&bytes, &table, modules);
+        crate::metrics::step("stackwalk", "native", started.elapsed());
+        report
+    })
+    .await;
+    match walked {
+        Ok(Ok(report)) => Ok(report),
+        Ok(Err(e)) => Err(permanent(e)),
+        Err(e) => Err(retryable(format!("stack walk task failed: {e}"))),
     }
 }
 

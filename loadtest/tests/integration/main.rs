@@ -19,6 +19,7 @@ mod kafka;
 mod late_files;
 mod logs;
 mod membership;
+mod minidump;
 mod modules;
 mod partition;
 mod projects;

@@ -14,6 +14,7 @@
 //! Format: Microsoft's `MINIDUMP_HEADER` and streams, with Breakpad's Linux extensions
 //! (<https://chromium.googlesource.com/breakpad/breakpad/+/HEAD/src/google_breakpad/common/minidump_format.h>).
 
+pub mod bounds;
 mod unwind_info;
 mod walk;
 
@@ -45,6 +46,15 @@ pub fn read_images(data: &[u8]) -> Result<Vec<Image>, ReportError> {
     Ok(walk::images(&dump, arch))
 }
 
+/// The debug id of the image the crash happened in (the exception context's program counter
+/// is in it), read without walking: the routing key of a dump. `Ok(None)` when the dump has no
+/// exception stream or the PC is in no image with a debug id. Errors: the header does not read.
+pub fn crash_image(data: &[u8]) -> Result<Option<symbolic_common::DebugId>, ReportError> {
+    let bounded = bounds::bounded(data)?;
+    let dump = walk::open(&bounded)?;
+    Ok(crate::guard::no_panic(|| Ok(walk::crash_image(&dump))).unwrap_or(None))
+}
+
 /// Walks every thread of the minidump `data`, using the unwind rules in `unwind` for the
 /// images they are known for, into a report whose frames are innermost first: frame 0 is the
 /// thread's program counter (trust `context`), every other frame a return address (so that
@@ -52,6 +62,9 @@ pub fn read_images(data: &[u8]) -> Result<Vec<Image>, ReportError> {
 /// the dump was written for (the exception stream's) is the crashed one; the crash reason is
 /// rust-minidump's (`SIGSEGV / SEGV_MAPERR at 0x0`, `EXC_BAD_ACCESS / KERN_INVALID_ADDRESS
 /// at 0x10`...), and on Linux and Android the signal number is kept for the frame-0 rules.
+///
+/// The walk stays within [`bounds`]: the threads and the stack bytes walked are capped (a
+/// dump comes from an untrusted device), and only the streams the walk reads are read.
 ///
 /// The report lists every image; `modules` says which ones the result will list
 /// ([`NativeReport::modules`]).

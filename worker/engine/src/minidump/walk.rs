@@ -44,6 +44,21 @@ fn image(module: &dyn Module, arch: Arch) -> Image {
     }
 }
 
+/// The debug id of the image the crash happened in: the one holding the exception context's
+/// instruction pointer (no walk needed); `None` without an exception stream or when the PC is
+/// in no image with a debug id.
+pub(super) fn crash_image(dump: &Minidump<'_, &[u8]>) -> Option<symbolic_common::DebugId> {
+    let exception = dump.get_stream::<MinidumpException>().ok()?;
+    let system_info = dump.get_stream::<MinidumpSystemInfo>().ok()?;
+    let misc = dump.get_stream::<minidump::MinidumpMiscInfo>().ok();
+    let pc = exception
+        .context(&system_info, misc.as_ref())?
+        .get_instruction_pointer();
+    let modules = dump.get_stream::<MinidumpModuleList>().ok()?;
+    let module = modules.module_at_address(pc)?;
+    module.debug_identifier().filter(|id| !id.is_nil())
+}
+
 /// Gives the walker the CFI of the images it has, and no symbols: without symbols the walker
 /// takes any scanned address inside an image as a candidate, as it does for images nobody has
 /// symbols for (symbols come later, from the SymCaches).
@@ -80,7 +95,8 @@ impl SymbolProvider for Provider<'_> {
 }
 
 pub(super) fn walk(data: &[u8], unwind: &UnwindTable) -> Result<NativeReport, ReportError> {
-    let dump = open(data)?;
+    let bounded = super::bounds::bounded(data)?;
+    let dump = open(&bounded)?;
     let provider = Provider { unwind };
     let state = crate::guard::no_panic(|| {
         futures::executor::block_on(minidump_processor::process_minidump(&dump, &provider))

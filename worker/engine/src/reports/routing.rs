@@ -17,7 +17,13 @@ use crate::model::{Modules, NativeReport};
 /// The debug id of the image holding most frames of the crashed thread (the first thread when
 /// none crashed); ties go to the image listed first. `Ok(None)` when no frame falls in an image
 /// with a debug id; `Err` when the report cannot be read at all ([`parse_report_with`]'s error).
+///
+/// A minidump is not walked here (its stacks need its images' CFI): the image its exception
+/// context's program counter is in is taken ([`crate::minidump::crash_image`]).
 pub fn routing_image(data: &[u8]) -> Result<Option<DebugId>, ReportError> {
+    if crate::minidump::is_minidump(data) {
+        return crate::minidump::crash_image(data);
+    }
     if let Some(found) = light(data) {
         return Ok(found);
     }

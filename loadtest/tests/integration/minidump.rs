@@ -1,0 +1,107 @@
+//! Minidump jobs end to end, against a real master, worker and Garage: the Linux demo crashed
+//! for real and dumped by minidump-writer (`examples/linux-demo/demo-app.dmp`) arrives before
+//! its debug file (walked without CFI, the app `missing`), and is walked again with the CFI of
+//! `demo-app.debug` and symbolicated when `symctl upload` brings it.
+
+use symcluster_client::api;
+use symcluster_loadtest::cluster::{Cluster, MasterOptions, repo};
+
+use crate::support::{groups, result, succeeded, wait};
+
+const APP: &str = "e03566f6-988e-a224-5037-26179d47ad6c";
+
+/// The crashed thread's frames: `(function, filename, lineno, trust)`.
+fn crashed(result: &serde_json::Value) -> Vec<(String, String, u64, String)> {
+    let thread = result["threads"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|t| t["crashed"] == true)
+        .expect("crashed thread");
+    thread["frames"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|f| {
+            (
+                f["function"].as_str().unwrap_or("").to_owned(),
+                f["filename"].as_str().unwrap_or("").to_owned(),
+                f["lineno"].as_u64().unwrap_or(0),
+                f["trust"].as_str().unwrap_or("").to_owned(),
+            )
+        })
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn minidumps_are_walked_with_cfi_once_their_debug_file_arrives() {
+    let cluster = Cluster::start(1, MasterOptions::default()).await;
+    let mut client = cluster.client().await;
+    let dump = std::fs::read(repo().join("examples/linux-demo/demo-app.dmp")).unwrap();
+
+    // A damaged dump fails for good, with the reader's reason.
+    let mut damaged = b"MDMP".to_vec();
+    damaged.extend_from_slice(&[0xff; 60]);
+    client.submit_native("damaged", damaged).await.unwrap();
+    let job = wait(&mut client, "damaged").await;
+    assert_eq!(job.state, api::JobState::Failed as i32, "{job:?}");
+    assert!(
+        job.error.starts_with("malformed minidump report: "),
+        "{}",
+        job.error
+    );
+
+    // Before the debug file: completed, frame 0 in the app unsymbolicated, the app missing.
+    client.submit_native("dump", dump).await.unwrap();
+    let job = wait(&mut client, "dump").await;
+    let before = result(&job);
+    assert_eq!(before["crash_reason"], "SIGSEGV / SEGV_MAPERR at 0x0");
+    let frame0 = &before["threads"][0]["frames"][0];
+    assert_eq!(
+        (&frame0["image"], &frame0["status"], &frame0["trust"]),
+        (&"demo-app".into(), &"missing".into(), &"context".into())
+    );
+    assert!(
+        job.missing
+            .iter()
+            .any(|m| m.key == APP && m.image == "demo-app"),
+        "{:?}",
+        job.missing
+    );
+
+    // The debug file arrives: the dump is walked again with its CFI and symbolicated.
+    let debug_file = repo().join("examples/linux-demo/demo-app.debug");
+    let out = succeeded(&cluster.symctl(&["upload", "dsym", debug_file.to_str().unwrap()]));
+    assert!(
+        out.contains("1 job that lacked these files is being symbolicated again"),
+        "{out}"
+    );
+    let job = wait(&mut client, "dump").await;
+    assert_eq!(job.revision, 2, "{job:?}");
+    let after = result(&job);
+    let frames = crashed(&after);
+    let expected = [
+        ("crash_write_null", "crash.c", 23, "context"),
+        ("validate_total", "crash.c", 33, "cfi"),
+        ("process_order", "crash.c", 41, "cfi"),
+        ("demo::Checkout::run(int)", "checkout.cpp", 23, "cfi"),
+        ("main", "checkout.cpp", 35, "cfi"),
+    ];
+    let got: Vec<_> = frames[..5]
+        .iter()
+        .map(|(f, file, line, trust)| (f.as_str(), file.as_str(), *line, trust.as_str()))
+        .collect();
+    assert_eq!(got, expected);
+    assert!(
+        job.missing.iter().all(|m| m.key != APP),
+        "{:?}",
+        job.missing
+    );
+    let grouped = groups(&client, 10).await;
+    assert_eq!(grouped.len(), 1, "{grouped:?}");
+    assert!(
+        grouped[0].title.contains("crash_write_null"),
+        "{}",
+        grouped[0].title
+    );
+}
