@@ -48,9 +48,15 @@ mapfile -d '' reports < <(find "$fixtures/crashprobe" "$fixtures/kscrash" \
 native_seeds=("${reports[@]}" "$examples"/ios-demo/DemoApp.crash "$examples"/ios-demo/DemoApp.ips
     "$examples"/ios-demo/DemoApp-sentry.json "$examples"/linux-demo/demo-app-request.json
     "$examples"/ios-demo/DemoApp-macos12.crash "$examples"/ios-system-symbols/SystemFrames.crash
-    "$examples"/linux-demo/demo-app.dmp)
+    "$examples"/linux-demo/demo-app.dmp "$examples"/linux-demo/demo-app-tombstone.pb)
 seed native_report "${native_seeds[@]}"
 seed job_request "${native_seeds[@]}"
+# A real Android tombstone (third-party, gzipped in the repository).
+tombstone=$(mktemp)
+gunzip -c "$examples"/third-party/sentry-java/tombstone.pb.gz >"$tombstone"
+seed native_report "$tombstone"
+seed job_request "$tombstone"
+rm -f "$tombstone"
 mapfile -d '' stacks < <(find "$fixtures/js" -type f \( -name '*.stack' -o -name '*.txt' \) -print0 2>/dev/null)
 seed js_stack "${stacks[@]}" "$examples"/rn-demo/dist/stack-hermes.txt
 mapfile -d '' maps < <(find "$fixtures/js" -type f \( -name '*.map' -o -name '*.json' \) -print0 2>/dev/null)

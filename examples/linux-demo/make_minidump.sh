@@ -11,6 +11,7 @@
 #
 # Needs: cargo (builds ./dump-on-crash into the workspace's target/dump-on-crash: out of
 # examples/, whose files the tests scan as debug files).
+# Then writes demo-app-tombstone.pb from it (make_tombstone.py; needs python3 and builds symctl).
 # Called by generate.sh; safe to run alone: bash examples/linux-demo/make_minidump.sh
 set -euo pipefail
 
@@ -30,3 +31,9 @@ cp demo-app.debug "$RUN_DIR/demo-app"
 "$TARGET/debug/dump-on-crash" demo-app.dmp "$RUN_DIR/demo-app"
 rm -rf "$RUN_DIR"
 echo "demo-app.dmp: $(stat -c %s demo-app.dmp) bytes"
+
+# The same crash as an Android tombstone with the library in the APK (make_tombstone.py).
+(cd ../.. && cargo run --quiet --release -p symctl -- symbolicate \
+    --debug-files examples/linux-demo/demo-app.debug examples/linux-demo/demo-app.dmp) |
+    python3 make_tombstone.py >demo-app-tombstone.pb
+echo "demo-app-tombstone.pb: $(stat -c %s demo-app-tombstone.pb) bytes"

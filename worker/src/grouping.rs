@@ -150,11 +150,21 @@ fn by_stack(result: &SymbolicationResult) -> Option<GroupKey> {
 }
 
 /// Whether an image path is one of the platform's own libraries (Apple's system frameworks
-/// and dylibs, the simulator's and Xcode's), not the app's code.
+/// and dylibs, the simulator's and Xcode's; Android's `/system`, `/apex` and `/vendor`
+/// libraries), not the app's code.
 fn is_system_path(path: &str) -> bool {
-    ["/System/", "/usr/lib/", "/usr/lib64/", "/lib/", "/lib64/"]
-        .iter()
-        .any(|prefix| path.starts_with(prefix))
+    [
+        "/System/",
+        "/usr/lib/",
+        "/usr/lib64/",
+        "/lib/",
+        "/lib64/",
+        "/system/",
+        "/apex/",
+        "/vendor/",
+    ]
+    .iter()
+    .any(|prefix| path.starts_with(prefix))
         || path.contains("/Developer/")
 }
 

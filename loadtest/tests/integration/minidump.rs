@@ -1,7 +1,8 @@
 //! Minidump jobs end to end, against a real master, worker and Garage: the Linux demo crashed
 //! for real and dumped by minidump-writer (`examples/linux-demo/demo-app.dmp`) arrives before
 //! its debug file (walked without CFI, the app `missing`), and is walked again with the CFI of
-//! `demo-app.debug` and symbolicated when `symctl upload` brings it.
+//! `demo-app.debug` and symbolicated when `symctl upload` brings it; the same crash as an Android
+//! tombstone whose library is loaded from the APK is matched to that file by build id.
 
 use symcluster_client::api;
 use symcluster_loadtest::cluster::{Cluster, MasterOptions, repo};
@@ -97,11 +98,37 @@ async fn minidumps_are_walked_with_cfi_once_their_debug_file_arrives() {
         "{:?}",
         job.missing
     );
-    let grouped = groups(&client, 10).await;
-    assert_eq!(grouped.len(), 1, "{grouped:?}");
-    assert!(
-        grouped[0].title.contains("crash_write_null"),
-        "{}",
-        grouped[0].title
+
+    // The same crash as an Android tombstone, its library loaded from the APK
+    // (base.apk!libdemo.so): matched to the same debug file by build id.
+    let tombstone =
+        std::fs::read(repo().join("examples/linux-demo/demo-app-tombstone.pb")).unwrap();
+    client.submit_native("tombstone", tombstone).await.unwrap();
+    let job = wait(&mut client, "tombstone").await;
+    let from_apk = result(&job);
+    let frames = crashed(&from_apk);
+    let got: Vec<_> = frames
+        .iter()
+        .map(|(f, file, line, _)| (f.as_str(), file.as_str(), *line))
+        .collect();
+    let expected: Vec<_> = expected
+        .iter()
+        .map(|(f, file, line, _)| (*f, *file, *line))
+        .collect();
+    assert_eq!(got, expected);
+    assert_eq!(
+        from_apk["threads"][0]["frames"][0]["image"],
+        "base.apk!libdemo.so"
     );
+
+    // Two crash groups (a group is the functions and the image they are in: `demo-app` and
+    // `base.apk!libdemo.so`), both named by the crashing function.
+    let grouped = groups(&client, 10).await;
+    assert_eq!(grouped.len(), 2, "{grouped:?}");
+    for group in &grouped {
+        assert_eq!(
+            group.title,
+            "SIGSEGV / SEGV_MAPERR at 0x0 in crash_write_null"
+        );
+    }
 }

@@ -22,11 +22,13 @@ pub enum ReportFormat {
     SymbolicatorRequest,
     /// A Breakpad/Crashpad minidump (`MDMP`), its stacks walked by [`crate::minidump`].
     Minidump,
+    /// An Android tombstone in protobuf (`tombstone.proto`, Android 12+).
+    Tombstone,
 }
 
 impl ReportFormat {
     /// A short, stable name for logs and errors (`apple-text`, `apple-ips`, `kscrash`, `sentry`,
-    /// `symbolicator`, `minidump`).
+    /// `symbolicator`, `minidump`, `tombstone`).
     pub fn name(self) -> &'static str {
         match self {
             ReportFormat::AppleText => "apple-text",
@@ -35,6 +37,7 @@ impl ReportFormat {
             ReportFormat::SentryEvent => "sentry",
             ReportFormat::SymbolicatorRequest => "symbolicator",
             ReportFormat::Minidump => "minidump",
+            ReportFormat::Tombstone => "tombstone",
         }
     }
 }

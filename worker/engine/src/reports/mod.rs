@@ -6,6 +6,8 @@
 //!   event (`debug_meta` or `exception`), a symbolicator request (`modules` + `stacktraces`), or
 //!   a bare `.ips` body (`usedImages` + `threads`);
 //! - other text is read as an Apple text crash report (`apple-crash-report-parser`);
+//! - binary input that decodes as a protobuf tombstone whose crashed thread is among its
+//!   threads is an Android tombstone;
 //! - a minidump (`MDMP`) is walked without unwind information ([`crate::minidump`] walks it
 //!   with its images' CFI).
 //!
@@ -19,6 +21,7 @@ mod lenient;
 pub mod routing;
 mod sentry;
 mod symbolicator;
+pub mod tombstone;
 
 use serde_json::Value;
 
@@ -90,6 +93,7 @@ fn read(data: &[u8], modules: Modules) -> Result<NativeReport, ReportError> {
     }
     let text = match std::str::from_utf8(data) {
         Ok(text) => text,
+        Err(_) if tombstone::looks_like_tombstone(data) => return tombstone::parse(data),
         Err(e) => {
             return Err(ReportError::Unrecognized(format!(
                 "not UTF-8 text (invalid byte at offset {})",
@@ -113,6 +117,9 @@ fn read(data: &[u8], modules: Modules) -> Result<NativeReport, ReportError> {
 pub fn detect_format(data: &[u8]) -> Option<ReportFormat> {
     if crate::minidump::is_minidump(data) {
         return Some(ReportFormat::Minidump);
+    }
+    if std::str::from_utf8(data).is_err() && tombstone::looks_like_tombstone(data) {
+        return Some(ReportFormat::Tombstone);
     }
     let text = std::str::from_utf8(data).ok()?.trim();
     if text.starts_with('{') {
@@ -170,8 +177,11 @@ fn parse_json_report(text: &str, modules: Modules) -> Result<NativeReport, Repor
         ReportFormat::KsCrash => kscrash::parse(&value),
         ReportFormat::SymbolicatorRequest => symbolicator::parse(&value),
         ReportFormat::AppleIps => apple_ips::parse(None, &value),
-        ReportFormat::SentryEvent | ReportFormat::AppleText | ReportFormat::Minidump => {
-            unreachable!("handled above; json_shape never yields AppleText or Minidump")
+        ReportFormat::SentryEvent
+        | ReportFormat::AppleText
+        | ReportFormat::Minidump
+        | ReportFormat::Tombstone => {
+            unreachable!("handled above; json_shape yields JSON formats only")
         }
     }
 }

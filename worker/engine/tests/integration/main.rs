@@ -15,3 +15,4 @@ mod minidump;
 mod modules;
 mod partial;
 mod support;
+mod tombstone;

@@ -95,3 +95,18 @@ pub fn js_summary<'a>(frame: &'a symcluster_engine::js::JsFrameResult<'_>) -> Js
         frame.name.as_deref(),
     )
 }
+
+/// The Linux demo's crashed thread from its crash to `main`, as `summary` gives each level: the
+/// ground truth of `examples/linux-demo/expected.md`, plus `main` (checkout.cpp:35).
+pub const DEMO_CHAIN: [(Option<&str>, Option<&str>, Option<u32>, bool); 5] = [
+    (Some("crash_write_null"), Some("crash.c"), Some(23), false),
+    (Some("validate_total"), Some("crash.c"), Some(33), true),
+    (Some("process_order"), Some("crash.c"), Some(41), false),
+    (
+        Some("demo::Checkout::run(int)"),
+        Some("checkout.cpp"),
+        Some(23),
+        false,
+    ),
+    (Some("main"), Some("checkout.cpp"), Some(35), false),
+];
