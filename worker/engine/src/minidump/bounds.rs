@@ -4,11 +4,15 @@
 //! points into code; a stream can announce more entries than memory holds).
 //!
 //! - Only the streams the walk and the result read are kept (the others' directory entries
-//!   become `UnusedStream`): thread list, thread names, module lists, exception, system info,
-//!   misc info, Breakpad info, Linux maps. Memory lists are not read: a thread is walked in its
-//!   own stack memory (a Windows dump whose thread has no stack memory is walked from its
-//!   context alone).
-//! - At most [`MAX_THREADS`] threads.
+//!   become `UnusedStream`): thread list, module list, exception, system info, misc info,
+//!   Breakpad info, Linux maps. Memory lists are not read: a thread is walked in its own stack
+//!   memory (a Windows dump whose thread has no stack memory is walked from its context
+//!   alone); nor are thread names and unloaded modules (entries there may all point at one
+//!   large string, each copied).
+//! - At most [`MAX_THREADS`] threads and [`MAX_MODULES`] modules (the list's size set to match:
+//!   rust-minidump wants it exact). A module's name is read only within [`NAME_BYTES`] for all
+//!   of them (past it, the name is empty), and its CodeView and misc records within
+//!   [`RECORD_BYTES`] each: entries may share one large string, copied for each.
 //! - Each thread's stack memory is cut to its first [`CRASHED_STACK_BYTES`] (the crashed
 //!   thread) or [`STACK_BYTES`] (the others) from its lowest address (the stack pointer's end,
 //!   where the innermost frames are), and all stacks together to [`TOTAL_STACK_BYTES`], the
@@ -30,13 +34,24 @@ pub const CRASHED_STACK_BYTES: u32 = 256 * 1024;
 pub const STACK_BYTES: u32 = 64 * 1024;
 /// Stack bytes walked over all threads, at most.
 pub const TOTAL_STACK_BYTES: u32 = 1024 * 1024;
+/// Modules read, at most (an Android app maps 300-600).
+pub const MAX_MODULES: u32 = 4096;
+/// Bytes of module names read over all modules, at most (UTF-16, as stored).
+pub const NAME_BYTES: u32 = 1024 * 1024;
+/// Bytes of one module's CodeView or misc record read, at most (a CodeView record with a PDB
+/// path is ~100 bytes; an ELF build id 20).
+pub const RECORD_BYTES: u32 = 1024;
 
 const THREAD_LIST: u32 = 3;
+const MODULE_LIST: u32 = 4;
 const EXCEPTION: u32 = 6;
-/// The stream types kept: thread list, module list, exception, system info, unloaded modules,
-/// misc info, thread names, Breakpad info, Linux maps.
-const KEPT: [u32; 9] = [3, 4, 6, 7, 14, 15, 24, 0x4767_0001, 0x4767_0009];
+/// The stream types kept: thread list, module list, exception, system info, misc info,
+/// Breakpad info, Linux maps.
+const KEPT: [u32; 7] = [3, 4, 6, 7, 15, 0x4767_0001, 0x4767_0009];
 const THREAD_BYTES: usize = 48;
+const MODULE_BYTES: usize = 108;
+/// The header's checksum field, zeroed in the copy: a 0-length string for names past the budget.
+const EMPTY_STRING: u32 = 16;
 
 /// A copy of `data` within the bounds above. Errors: the header or the stream directory is
 /// cut short.
@@ -49,8 +64,10 @@ pub(super) fn bounded(data: &[u8]) -> Result<Vec<u8>, ReportError> {
         .and_then(|n| n.checked_add(directory))
         .filter(|&end| end <= dump.len())
         .ok_or_else(|| malformed("the stream directory runs past the end of the dump"))?;
+    put_u32(&mut dump, EMPTY_STRING as usize, 0);
     let mut seen = Vec::new();
     let mut threads = None;
+    let mut modules = None;
     let mut crashed = None;
     for entry in (directory..end).step_by(12) {
         let kind = u32_at(&dump, entry).unwrap_or(0);
@@ -62,37 +79,55 @@ pub(super) fn bounded(data: &[u8]) -> Result<Vec<u8>, ReportError> {
         seen.push(kind);
         let rva = u32_at(&dump, entry + 8).unwrap_or(0) as usize;
         match kind {
-            THREAD_LIST => threads = Some(rva),
+            THREAD_LIST => threads = Some(entry),
+            MODULE_LIST => modules = Some(entry),
             EXCEPTION => crashed = u32_at(&dump, rva),
             _ => {}
         }
     }
-    if let Some(list) = threads {
+    if let Some(entry) = threads
+        && let Some(list) = capped_list(&mut dump, entry, MAX_THREADS, THREAD_BYTES)
+    {
         bound_threads(&mut dump, list, crashed);
+    }
+    if let Some(entry) = modules
+        && let Some(list) = capped_list(&mut dump, entry, MAX_MODULES, MODULE_BYTES)
+    {
+        bound_modules(&mut dump, list);
     }
     Ok(dump)
 }
 
-fn bound_threads(dump: &mut [u8], list: usize, crashed: Option<u32>) {
-    let Some(count) = u32_at(dump, list) else {
-        return;
-    };
-    let count = count.min(MAX_THREADS);
-    put_u32(dump, list, count);
+/// Caps the list stream of directory entry `entry` (a u32 count, then `size`-byte entries) at
+/// `max` entries, its size in the directory set to match (rust-minidump reads a list only when
+/// its size is exactly that of its entries, 4 bytes of padding allowed). Returns the list's
+/// offset and count when it is there.
+fn capped_list(dump: &mut [u8], entry: usize, max: u32, size: usize) -> Option<(usize, u32)> {
+    let list = u32_at(dump, entry + 8)? as usize;
+    let count = u32_at(dump, list)?;
+    if count > max {
+        put_u32(dump, list, max);
+        put_u32(dump, entry + 4, (4 + max as usize * size) as u32);
+    }
+    Some((list, count.min(max)))
+}
+
+fn bound_threads(dump: &mut [u8], (list, count): (usize, u32), crashed: Option<u32>) {
     let entry = |i: u32| list + 4 + i as usize * THREAD_BYTES;
     let mut budget = TOTAL_STACK_BYTES;
-    // The crashed thread first, then the others in order.
-    let order = (0..count)
-        .filter(|&i| crashed.is_some() && u32_at(dump, entry(i)) == crashed)
-        .chain((0..count).filter(|&i| crashed.is_none() || u32_at(dump, entry(i)) != crashed))
-        .collect::<Vec<_>>();
-    for (n, i) in order.into_iter().enumerate() {
+    // The crashed thread first (when it is in the list), then the others in order.
+    let crashed_index =
+        crashed.and_then(|tid| (0..count).find(|&i| u32_at(dump, entry(i)) == Some(tid)));
+    let order = crashed_index
+        .into_iter()
+        .chain((0..count).filter(|&i| Some(i) != crashed_index));
+    for i in order {
         let size_at = entry(i) + 32;
         let Some(size) = u32_at(dump, size_at) else {
             // Entries past the end: rust-minidump refuses the list.
             return;
         };
-        let limit = if n == 0 && crashed.is_some() {
+        let limit = if Some(i) == crashed_index {
             CRASHED_STACK_BYTES
         } else {
             STACK_BYTES
@@ -100,6 +135,29 @@ fn bound_threads(dump: &mut [u8], list: usize, crashed: Option<u32>) {
         let kept = size.min(limit).min(budget);
         put_u32(dump, size_at, kept);
         budget -= kept;
+    }
+}
+
+/// Module names within [`NAME_BYTES`] in all (past it, or unreadable: the empty string), and
+/// CodeView (at byte 76) and misc (84) records within [`RECORD_BYTES`] each.
+fn bound_modules(dump: &mut [u8], (list, count): (usize, u32)) {
+    let mut names = NAME_BYTES;
+    for i in 0..count {
+        let module = list + 4 + i as usize * MODULE_BYTES;
+        let Some(name_rva) = u32_at(dump, module + 20) else {
+            return;
+        };
+        let name_bytes = u32_at(dump, name_rva as usize).unwrap_or(u32::MAX);
+        if name_bytes <= names {
+            names -= name_bytes;
+        } else {
+            put_u32(dump, module + 20, EMPTY_STRING);
+        }
+        for record in [module + 76, module + 84] {
+            if let Some(size) = u32_at(dump, record) {
+                put_u32(dump, record, size.min(RECORD_BYTES));
+            }
+        }
     }
 }
 
@@ -130,6 +188,7 @@ mod tests {
         let exception = list + 4 + threads as usize * THREAD_BYTES;
         let mut d = vec![0u8; exception + 8];
         d[..4].copy_from_slice(b"MDMP");
+        put_u32(&mut d, 4, 0xa793); // MINIDUMP_VERSION
         put_u32(&mut d, 8, kinds.len() as u32);
         put_u32(&mut d, 12, directory as u32);
         for (i, kind) in kinds.iter().enumerate() {
@@ -141,6 +200,9 @@ mod tests {
                 _ => 0,
             };
             put_u32(&mut d, at + 8, rva as u32);
+            if *kind == THREAD_LIST {
+                put_u32(&mut d, at + 4, 4 + threads * THREAD_BYTES as u32);
+            }
         }
         put_u32(&mut d, list, threads);
         for i in 0..threads {
@@ -177,6 +239,14 @@ mod tests {
         // The handle data stream (12) and memory list (5) are dropped; a second thread list too.
         let d = bounded(&dump(MAX_THREADS + 5, 0, &[12, 5, THREAD_LIST])).unwrap();
         assert_eq!(stacks(&d).len(), MAX_THREADS as usize);
+        // The list's size in the directory matches its new count: rust-minidump reads it.
+        assert_eq!(
+            u32_at(&d, 32 + 4),
+            Some(4 + MAX_THREADS * THREAD_BYTES as u32)
+        );
+        let read = minidump::Minidump::read(&d[..]).unwrap();
+        let list = read.get_stream::<minidump::MinidumpThreadList>().unwrap();
+        assert_eq!(list.threads.len(), MAX_THREADS as usize);
         let kinds: Vec<u32> = (0..5).map(|i| u32_at(&d, 32 + 12 * i).unwrap()).collect();
         assert_eq!(kinds, [THREAD_LIST, EXCEPTION, 0, 0, 0]);
     }

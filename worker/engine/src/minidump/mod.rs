@@ -36,12 +36,14 @@ pub fn is_minidump(data: &[u8]) -> bool {
 /// The images (modules) a minidump lists, in its order: code file, debug id (from the
 /// module's CodeView record: a PDB 7.0 GUID and age, or an ELF build id read as a
 /// little-endian GUID, age 0, as Breakpad and symbolic derive it), load address and size in
-/// bytes. The debug files of these are what [`stackwalk`] wants unwind rules from.
+/// bytes. The debug files of these are what [`stackwalk`] wants unwind rules from. Read within
+/// [`bounds`] (at most [`bounds::MAX_MODULES`]).
 ///
 /// Errors: [`ReportError::Malformed`] when the header or the module list does not read (a
 /// dump without a module list has no images: `Ok` and empty).
 pub fn read_images(data: &[u8]) -> Result<Vec<Image>, ReportError> {
-    let dump = walk::open(data)?;
+    let bounded = bounds::bounded(data)?;
+    let dump = walk::open(&bounded)?;
     let arch = walk::dump_arch(&dump);
     Ok(walk::images(&dump, arch))
 }

@@ -93,8 +93,10 @@ fn read(data: &[u8], modules: Modules) -> Result<NativeReport, ReportError> {
     }
     let text = match std::str::from_utf8(data) {
         Ok(text) => text,
-        Err(_) if tombstone::looks_like_tombstone(data) => return tombstone::parse(data),
         Err(e) => {
+            if let Some(report) = tombstone::try_parse(data) {
+                return report;
+            }
             return Err(ReportError::Unrecognized(format!(
                 "not UTF-8 text (invalid byte at offset {})",
                 e.valid_up_to()
@@ -118,7 +120,7 @@ pub fn detect_format(data: &[u8]) -> Option<ReportFormat> {
     if crate::minidump::is_minidump(data) {
         return Some(ReportFormat::Minidump);
     }
-    if std::str::from_utf8(data).is_err() && tombstone::looks_like_tombstone(data) {
+    if std::str::from_utf8(data).is_err() && tombstone::try_parse(data).is_some() {
         return Some(ReportFormat::Tombstone);
     }
     let text = std::str::from_utf8(data).ok()?.trim();

@@ -98,22 +98,46 @@ struct MemoryMapping {
     mapping_name: String,
 }
 
-/// Whether `data` reads as a protobuf tombstone: it decodes, and its crashed thread (`tid`) is
-/// among its threads. Cheap enough to try on any binary input.
-pub fn looks_like_tombstone(data: &[u8]) -> bool {
-    Tombstone::decode(data).is_ok_and(|t| t.threads.contains_key(&t.tid))
+/// Threads read, at most (an Android app runs 100-300).
+pub const MAX_THREADS: usize = 2048;
+/// Frames of one thread, at most (libunwindstack stops at 256 by default).
+pub const MAX_FRAMES: usize = 4096;
+/// Frames of all threads, at most.
+pub const MAX_TOTAL_FRAMES: usize = 100_000;
+/// Memory mappings, at most (an app maps a few thousand).
+pub const MAX_MAPPINGS: usize = 100_000;
+
+/// Reads `data` when it is a protobuf tombstone: it decodes, names its crashed thread
+/// (`tid`, not 0), and that thread has frames; `None` when it is not one (another format may
+/// take it). Before decoding, the threads, frames and mappings are counted on the wire (a
+/// frame of 2 bytes there is 90 decoded): a tombstone over [`MAX_THREADS`], [`MAX_FRAMES`],
+/// [`MAX_TOTAL_FRAMES`] or [`MAX_MAPPINGS`] is refused (`Some(Err)`) without being decoded.
+pub fn try_parse(data: &[u8]) -> Option<Result<NativeReport, ReportError>> {
+    let counts = wire::counts(data)?;
+    if counts.threads > MAX_THREADS
+        || counts.most_frames > MAX_FRAMES
+        || counts.frames > MAX_TOTAL_FRAMES
+        || counts.mappings > MAX_MAPPINGS
+    {
+        return Some(Err(ReportError::malformed(
+            ReportFormat::Tombstone,
+            format!(
+                "{} threads, {} frames (at most {} in one thread), {} mappings: more than read \
+                 ({MAX_THREADS} threads, {MAX_FRAMES} frames in one, {MAX_TOTAL_FRAMES} in all, \
+                 {MAX_MAPPINGS} mappings)",
+                counts.threads, counts.frames, counts.most_frames, counts.mappings
+            ),
+        )));
+    }
+    let tombstone = Tombstone::decode(data).ok()?;
+    let crashed = tombstone.threads.get(&tombstone.tid)?;
+    if tombstone.tid == 0 || crashed.current_backtrace.is_empty() {
+        return None;
+    }
+    Some(Ok(read(tombstone)))
 }
 
-/// Reads a protobuf tombstone. Errors: it does not decode, or has no threads.
-pub fn parse(data: &[u8]) -> Result<NativeReport, ReportError> {
-    let tombstone = Tombstone::decode(data)
-        .map_err(|e| ReportError::malformed(ReportFormat::Tombstone, e.to_string()))?;
-    if tombstone.threads.is_empty() {
-        return Err(ReportError::malformed(
-            ReportFormat::Tombstone,
-            "no threads",
-        ));
-    }
+fn read(tombstone: Tombstone) -> NativeReport {
     let arch = match tombstone.arch {
         0 => Arch::Arm,
         1 => Arch::Arm64,
@@ -121,12 +145,18 @@ pub fn parse(data: &[u8]) -> Result<NativeReport, ReportError> {
         3 => Arch::Amd64,
         _ => Arch::Unknown,
     };
-    // What libunwindstack took off every caller's pc.
+    // What libunwindstack took off every caller's pc (on 32-bit ARM 2 or 4: 2 lands inside
+    // the call either way).
     let adjustment = match arch {
         Arch::X86 | Arch::Amd64 => 1,
+        Arch::Arm => 2,
         _ => 4,
     };
+    // Mappings by address (debuggerd lists them so; not trusted).
+    let mut maps: Vec<&MemoryMapping> = tombstone.memory_mappings.iter().collect();
+    maps.sort_by_key(|m| m.begin_address);
     let mut images: Vec<Image> = Vec::new();
+    let mut seen = std::collections::HashSet::new();
     let mut threads = Vec::with_capacity(tombstone.threads.len());
     for (tid, thread) in &tombstone.threads {
         let frames = thread
@@ -134,7 +164,7 @@ pub fn parse(data: &[u8]) -> Result<NativeReport, ReportError> {
             .iter()
             .enumerate()
             .map(|(index, frame)| {
-                note_image(&mut images, frame, arch, &tombstone.memory_mappings);
+                note_image(&mut images, &mut seen, frame, arch, &maps);
                 RawFrame {
                     instruction_addr: if index == 0 {
                         frame.pc
@@ -175,7 +205,7 @@ pub fn parse(data: &[u8]) -> Result<NativeReport, ReportError> {
         }
         reason
     });
-    Ok(NativeReport {
+    NativeReport {
         format: ReportFormat::Tombstone,
         arch,
         crash_reason,
@@ -186,23 +216,30 @@ pub fn parse(data: &[u8]) -> Result<NativeReport, ReportError> {
         kind: ReportKind::Crash,
         details: None,
         modules: Modules::Referenced,
-    })
+    }
 }
 
 /// Adds the ELF `frame` is in to `images`, once per load address: at `pc - rel_pc`, its size
 /// the span of the mappings of the same name from there (unnamed mappings between them, its
 /// `.bss`, included; 0 when the list does not say: the image then extends to the next one).
-fn note_image(images: &mut Vec<Image>, frame: &BacktraceFrame, arch: Arch, maps: &[MemoryMapping]) {
+fn note_image(
+    images: &mut Vec<Image>,
+    seen: &mut std::collections::HashSet<u64>,
+    frame: &BacktraceFrame,
+    arch: Arch,
+    maps: &[&MemoryMapping],
+) {
     if frame.file_name.is_empty() || frame.rel_pc > frame.pc {
         return;
     }
     let image_addr = frame.pc - frame.rel_pc;
-    if images.iter().any(|i| i.image_addr == image_addr) {
+    if !seen.insert(image_addr) {
         return;
     }
-    // debuggerd lists the mappings in address order.
     let mut end = image_addr;
-    for map in maps.iter().skip_while(|m| m.begin_address < image_addr) {
+    let first = maps.partition_point(|m| m.begin_address < image_addr);
+    // An ELF's mappings (and its .bss) are a handful: a few dozen at most are looked at.
+    for map in maps[first..].iter().take(64) {
         if map.mapping_name == frame.file_name {
             end = end.max(map.end_address);
         } else if !map.mapping_name.is_empty() && !map.mapping_name.starts_with("[anon:.bss") {
@@ -216,4 +253,174 @@ fn note_image(images: &mut Vec<Image>, frame: &BacktraceFrame, arch: Arch, maps:
         image_addr,
         image_size: end - image_addr,
     });
+}
+
+/// Protobuf wire format (<https://protobuf.dev/programming-guides/encoding/>), as far as
+/// counting a tombstone's threads, frames and mappings without decoding them.
+mod wire {
+    /// What [`counts`] found.
+    pub(super) struct Counts {
+        pub threads: usize,
+        pub frames: usize,
+        pub most_frames: usize,
+        pub mappings: usize,
+    }
+
+    /// Counts the entries of `Tombstone.threads` (16), their `Thread.current_backtrace` (4)
+    /// and `Tombstone.memory_mappings` (17); `None` when `data` is not well-formed protobuf.
+    pub(super) fn counts(data: &[u8]) -> Option<Counts> {
+        let mut counts = Counts {
+            threads: 0,
+            frames: 0,
+            most_frames: 0,
+            mappings: 0,
+        };
+        for (field, value) in Fields::new(data) {
+            match (field?, value) {
+                (16, Some(entry)) => {
+                    counts.threads += 1;
+                    for (field, value) in Fields::new(entry) {
+                        if let (2, Some(thread)) = (field?, value) {
+                            let mut frames = 0;
+                            for (field, _) in Fields::new(thread) {
+                                frames += usize::from(field? == 4);
+                            }
+                            counts.frames += frames;
+                            counts.most_frames = counts.most_frames.max(frames);
+                        }
+                    }
+                }
+                (17, _) => counts.mappings += 1,
+                _ => {}
+            }
+        }
+        Some(counts)
+    }
+
+    /// The fields of one message: `(Some(number), Some(bytes))` for a length-delimited one,
+    /// `(Some(number), None)` for others, `(None, None)` (then the end) when malformed.
+    struct Fields<'a> {
+        data: &'a [u8],
+        failed: bool,
+    }
+
+    impl<'a> Fields<'a> {
+        fn new(data: &'a [u8]) -> Self {
+            Fields {
+                data,
+                failed: false,
+            }
+        }
+
+        fn varint(&mut self) -> Option<u64> {
+            let mut value = 0u64;
+            for (i, byte) in self.data.iter().enumerate().take(10) {
+                value |= u64::from(byte & 0x7f) << (7 * i);
+                if byte & 0x80 == 0 {
+                    self.data = &self.data[i + 1..];
+                    return Some(value);
+                }
+            }
+            None
+        }
+
+        fn take(&mut self, n: u64) -> Option<&'a [u8]> {
+            let n = usize::try_from(n).ok().filter(|&n| n <= self.data.len())?;
+            let (taken, rest) = self.data.split_at(n);
+            self.data = rest;
+            Some(taken)
+        }
+
+        fn field(&mut self) -> Option<(u64, Option<&'a [u8]>)> {
+            let key = self.varint()?;
+            let value = match key & 7 {
+                0 => self.varint().map(|_| None)?,
+                1 => self.take(8).map(|_| None)?,
+                2 => {
+                    let len = self.varint()?;
+                    Some(self.take(len)?)
+                }
+                5 => self.take(4).map(|_| None)?,
+                _ => return None,
+            };
+            Some((key >> 3, value))
+        }
+    }
+
+    impl<'a> Iterator for Fields<'a> {
+        type Item = (Option<u64>, Option<&'a [u8]>);
+
+        fn next(&mut self) -> Option<Self::Item> {
+            if self.failed || self.data.is_empty() {
+                return None;
+            }
+            match self.field() {
+                Some((number, value)) => Some((Some(number), value)),
+                None => {
+                    self.failed = true;
+                    Some((None, None))
+                }
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn tombstone(frames: usize) -> Tombstone {
+        let frame = BacktraceFrame {
+            rel_pc: 0x10,
+            pc: 0x1010,
+            function_name: String::new(),
+            file_name: "/data/app/x/base.apk!liba.so".into(),
+            build_id: "f66635e08e9824a2503726179d47ad6c3185164a".into(),
+        };
+        let thread = TombstoneThread {
+            id: 7,
+            name: "main".into(),
+            registers: Vec::new(),
+            current_backtrace: vec![frame; frames],
+        };
+        Tombstone {
+            arch: 1,
+            tid: 7,
+            threads: BTreeMap::from([(7, thread)]),
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn counts_on_the_wire_match_the_decoded_message() {
+        let data = tombstone(3).encode_to_vec();
+        let counts = wire::counts(&data).unwrap();
+        assert_eq!(
+            (counts.threads, counts.frames, counts.most_frames),
+            (1, 3, 3)
+        );
+        let report = try_parse(&data).unwrap().unwrap();
+        assert_eq!(report.threads[0].frames.len(), 3);
+        // One image, at pc - rel_pc, however many frames are in it.
+        assert_eq!(report.images.len(), 1);
+        assert_eq!(report.images[0].image_addr, 0x1000);
+    }
+
+    #[test]
+    fn too_many_frames_are_refused_before_decoding() {
+        let data = tombstone(MAX_FRAMES + 1).encode_to_vec();
+        let e = try_parse(&data).unwrap().unwrap_err().to_string();
+        assert!(
+            e.contains("4097 frames (at most 4097 in one thread)"),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn what_is_not_a_tombstone_is_left_to_the_others() {
+        // Decodes (an empty map entry, tid 0), but names no crashed thread with frames.
+        assert!(try_parse(b"\x82\x01\x00").is_none());
+        assert!(try_parse(&tombstone(0).encode_to_vec()).is_none());
+        assert!(try_parse(b"\xff\xff\xff").is_none());
+    }
 }

@@ -43,7 +43,10 @@ pub fn crashed(result: &SymbolicationResult) -> &ThreadResult {
 }
 
 /// `(function, filename, lineno, inlined)` of a frame, for compact assertions.
-pub fn summary(frame: &FrameResult) -> (Option<&str>, Option<&str>, Option<u32>, bool) {
+pub type Summary<'a> = (Option<&'a str>, Option<&'a str>, Option<u32>, bool);
+
+/// A frame's [`Summary`].
+pub fn summary(frame: &FrameResult) -> Summary<'_> {
     (
         frame.function.as_deref(),
         frame.filename.as_deref(),
@@ -98,7 +101,7 @@ pub fn js_summary<'a>(frame: &'a symcluster_engine::js::JsFrameResult<'_>) -> Js
 
 /// The Linux demo's crashed thread from its crash to `main`, as `summary` gives each level: the
 /// ground truth of `examples/linux-demo/expected.md`, plus `main` (checkout.cpp:35).
-pub const DEMO_CHAIN: [(Option<&str>, Option<&str>, Option<u32>, bool); 5] = [
+pub const DEMO_CHAIN: [Summary<'static>; 5] = [
     (Some("crash_write_null"), Some("crash.c"), Some(23), false),
     (Some("validate_total"), Some("crash.c"), Some(33), true),
     (Some("process_order"), Some("crash.c"), Some(41), false),
