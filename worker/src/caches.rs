@@ -509,19 +509,10 @@ impl Caches {
         self.count(Layer::Source);
         // At most `--max-conversions` debug files at once, from their download to the end of
         // their conversion: each is on disk, mapped, with its SymCache being built in memory.
-        let permit = self
-            .conversions
-            .clone()
-            .acquire_owned()
+        let (permit, fetch_started, fetched) = self
+            .bring_debug_file(&key, debug_id)
             .await
             .map_err(|e| SymCacheLoadError::Malformed(format!("conversion slots closed: {e}")))?;
-        let fetch_started = std::time::Instant::now();
-        let span = tracing::info_span!("fetch", %debug_id, key);
-        let fetched =
-            crate::debug_file::bring(&self.source, &self.disk, &key, &self.settings.download)
-                .instrument(span)
-                .await;
-        crate::metrics::step("fetch", "native", fetch_started.elapsed());
         let object = match fetched {
             Ok(Some(object)) => object,
             Ok(None) => {
@@ -855,19 +846,10 @@ impl Caches {
         self.count(Layer::Source);
         // One of `--max-conversions`, from the download to the end of the conversion (the
         // permit goes with the conversion: a job given up does not free it early).
-        let permit = self
-            .conversions
-            .clone()
-            .acquire_owned()
+        let (permit, _, fetched) = self
+            .bring_debug_file(key, debug_id)
             .await
             .map_err(|e| SourceMapLoadError::Malformed(format!("conversion slots closed: {e}")))?;
-        let fetch_started = std::time::Instant::now();
-        let span = tracing::info_span!("fetch", %debug_id, key);
-        let fetched =
-            crate::debug_file::bring(&self.source, &self.disk, key, &self.settings.download)
-                .instrument(span)
-                .await;
-        crate::metrics::step("fetch", "native", fetch_started.elapsed());
         let object = fetched?.ok_or_else(|| SourceMapLoadError::NotFound(key.to_owned()))?;
         let owned_key = key.to_owned();
         let span = tracing::info_span!("convert", %debug_id, bytes = object.bytes.len());
@@ -889,6 +871,33 @@ impl Caches {
         let (bytes, info) = converted?;
         self.disk_put(&disk_key, &bytes).await;
         Ok(Arc::new(info))
+    }
+
+    /// The debug file at `key` brought to disk and mapped ([`crate::debug_file::bring`]) in one
+    /// of the `--max-conversions` slots, timed as a `fetch` step: the slot (kept by the caller
+    /// until its conversion ends), when the download started, and what it brought. Errors: the
+    /// slots are closed.
+    async fn bring_debug_file(
+        &self,
+        key: &str,
+        debug_id: DebugId,
+    ) -> Result<
+        (
+            tokio::sync::OwnedSemaphorePermit,
+            std::time::Instant,
+            Result<Option<crate::debug_file::DebugFileOnDisk>, FetchError>,
+        ),
+        tokio::sync::AcquireError,
+    > {
+        let permit = self.conversions.clone().acquire_owned().await?;
+        let started = std::time::Instant::now();
+        let span = tracing::info_span!("fetch", %debug_id, key);
+        let fetched =
+            crate::debug_file::bring(&self.source, &self.disk, key, &self.settings.download)
+                .instrument(span)
+                .await;
+        crate::metrics::step("fetch", "native", started.elapsed());
+        Ok((permit, started, fetched))
     }
 
     async fn disk_get(&self, key: &str) -> Option<Vec<u8>> {

@@ -13,15 +13,7 @@ const APP: &str = "e03566f6-988e-a224-5037-26179d47ad6c";
 
 /// The crashed thread's frames: `(function, filename, lineno, trust)`.
 fn crashed(result: &serde_json::Value) -> Vec<(String, String, u64, String)> {
-    let thread = result["threads"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|t| t["crashed"] == true)
-        .expect("crashed thread");
-    thread["frames"]
-        .as_array()
-        .unwrap()
+    crate::support::crashed_thread_frames(result)
         .iter()
         .map(|f| {
             (

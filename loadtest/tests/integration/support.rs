@@ -58,20 +58,23 @@ pub fn crashed_frames(result: &serde_json::Value) -> Vec<(String, String, u64)> 
     crashed_frames_where(result, |_| true)
 }
 
-/// The crashed thread's frames that `keep`: `(function, filename, lineno)`.
-fn crashed_frames_where(
-    result: &serde_json::Value,
-    keep: impl Fn(&serde_json::Value) -> bool,
-) -> Vec<(String, String, u64)> {
+/// The crashed thread's frames, as JSON.
+pub fn crashed_thread_frames(result: &serde_json::Value) -> &Vec<serde_json::Value> {
     let thread = result["threads"]
         .as_array()
         .unwrap()
         .iter()
         .find(|t| t["crashed"] == true)
         .expect("crashed thread");
-    thread["frames"]
-        .as_array()
-        .unwrap()
+    thread["frames"].as_array().unwrap()
+}
+
+/// The crashed thread's frames that `keep`: `(function, filename, lineno)`.
+fn crashed_frames_where(
+    result: &serde_json::Value,
+    keep: impl Fn(&serde_json::Value) -> bool,
+) -> Vec<(String, String, u64)> {
+    crashed_thread_frames(result)
         .iter()
         .filter(|f| keep(f))
         .map(|f| {
