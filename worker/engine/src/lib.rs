@@ -19,6 +19,7 @@
 
 #![deny(missing_docs)]
 
+pub mod combined;
 pub mod debug_files;
 mod guard;
 pub mod js;

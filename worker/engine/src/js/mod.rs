@@ -18,7 +18,7 @@ mod sources;
 pub mod stack;
 mod validate;
 
-pub use restore::{RestoreOptions, restore, restore_with};
+pub use restore::{RestoreOptions, restore, restore_frame, restore_with};
 pub use result::{JsFrameResult, JsFrameStatus, JsRestoreResult};
 pub use sourcemap::{JsSourceMap, MappedLocation, Mapping, SourceMapError};
 pub use sources::SourceText;

@@ -21,6 +21,9 @@ pub enum JsFrameStatus {
     MissingMapping,
     /// A native frame (`[native code]`); nothing to map.
     Native,
+    /// The frame's source map was not had (a combined report: the result's `sourcemaps` says
+    /// why); the frame is as given.
+    MissingSourceMap,
 }
 
 /// The restored stack.

@@ -21,6 +21,9 @@ pub enum JvmFrameStatus {
     /// The mapping does not name the class: code it did not obfuscate (the platform's, a
     /// library kept as is), left as given.
     NotInMapping,
+    /// The mapping file was not had (a combined report: the result's `mapping` says why); the
+    /// frame is as given.
+    MissingMapping,
 }
 
 /// A retraced trace.

@@ -15,7 +15,7 @@
 
 mod apple_ips;
 mod apple_text;
-mod fields;
+pub(crate) mod fields;
 mod kscrash;
 mod lenient;
 pub mod routing;

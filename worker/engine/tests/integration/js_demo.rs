@@ -7,7 +7,7 @@ use symcluster_engine::js::{JsFrameStatus, JsRestoreResult};
 
 use crate::support::{repo, restore_js};
 
-fn dist(rel: &str) -> std::path::PathBuf {
+pub(crate) fn dist(rel: &str) -> std::path::PathBuf {
     repo().join("examples/rn-demo/dist").join(rel)
 }
 
@@ -15,9 +15,9 @@ const APP: &str = "/Users/dev/DemoApp/src/";
 const REQUIRE: &str = "/Users/dev/DemoApp/node_modules/metro-runtime/src/polyfills/require.js";
 
 /// `(file, line, column, function)` per frame, `None` for the native `map` frame.
-type Expected<'a> = [Option<(&'a str, u32, u32, &'a str)>; 11];
+pub(crate) type Expected<'a> = [Option<(&'a str, u32, u32, &'a str)>; 11];
 
-fn check(result: &JsRestoreResult, expected: &Expected<'_>) {
+pub(crate) fn check(result: &JsRestoreResult, expected: &Expected<'_>) {
     assert_eq!(
         result.frames.len(),
         12,
@@ -108,23 +108,23 @@ fn real_hermes_stack_with_composed_bytecode_map() {
     // Hermes reports a call at the `(` of its arguments, hence other columns.
     let stack = std::fs::read(dist("stack-hermes.txt")).unwrap();
     let result = restore_js(&dist("index.android.bundle.hbc.map"), None, &stack, 1);
-    check(
-        &result,
-        &[
-            Some(("pricing.js", 22, 24, "list.map$argument_0")),
-            None,
-            Some(("pricing.js", 20, 20, "lineTotals")),
-            Some(("pricing.js", 29, 30, "computeTotal")),
-            Some(("cart.js", 24, 31, "Cart#checkout")),
-            Some(("index.js", 23, 23, "App")),
-            Some(("util.js", 23, 21, "AppRegistry.runApplication")),
-            Some(("index.js", 27, 27, "<global>")),
-            Some((REQUIRE, 285, 12, "loadModuleImplementation")),
-            Some((REQUIRE, 190, 36, "guardedLoadModule")),
-            Some((REQUIRE, 98, 24, "metroRequire")),
-        ],
-    );
+    check(&result, &HERMES);
 }
+
+/// The Hermes stack's frames (`stack-hermes.txt`) restored with the composed bytecode map.
+pub(crate) const HERMES: Expected<'static> = [
+    Some(("pricing.js", 22, 24, "list.map$argument_0")),
+    None,
+    Some(("pricing.js", 20, 20, "lineTotals")),
+    Some(("pricing.js", 29, 30, "computeTotal")),
+    Some(("cart.js", 24, 31, "Cart#checkout")),
+    Some(("index.js", 23, 23, "App")),
+    Some(("util.js", 23, 21, "AppRegistry.runApplication")),
+    Some(("index.js", 27, 27, "<global>")),
+    Some((REQUIRE, 285, 12, "loadModuleImplementation")),
+    Some((REQUIRE, 190, 36, "guardedLoadModule")),
+    Some((REQUIRE, 98, 24, "metroRequire")),
+];
 
 #[test]
 fn hermes_text_output_is_metro_symbolicates() {

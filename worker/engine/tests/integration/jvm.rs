@@ -11,7 +11,7 @@ use symcluster_engine::jvm::{
 
 use crate::support::repo;
 
-fn android_demo(name: &str) -> Vec<u8> {
+pub(crate) fn android_demo(name: &str) -> Vec<u8> {
     let path = repo().join("examples/android-demo").join(name);
     std::fs::read(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
 }
@@ -51,11 +51,11 @@ fn retrace_with(mapping_file: &[u8], trace: &[u8]) -> JvmRetraceResult {
     retrace(&parse_trace(trace).unwrap(), &mapping, Some(&id))
 }
 
-type Frame = (String, String, Option<String>, Option<u32>);
+pub(crate) type Frame = (String, String, Option<String>, Option<u32>);
 
 /// The unobfuscated run's exceptions: (class, message, frames), with `... N more` filled in from
 /// the enclosing exception's last N frames, as Java means it.
-fn ground_truth() -> Vec<(String, Option<String>, Vec<Frame>)> {
+pub(crate) fn ground_truth() -> Vec<(String, Option<String>, Vec<Frame>)> {
     let trace = parse_trace(&android_demo("expected-trace.txt")).unwrap();
     let mut out: Vec<(String, Option<String>, Vec<Frame>)> = Vec::new();
     for exception in trace.exceptions {

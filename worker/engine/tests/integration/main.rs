@@ -4,6 +4,7 @@
 //! `SYMCLUSTER_FIXTURES`); the project's own generated example is in `examples/ios-demo`.
 
 mod bad_input;
+mod combined;
 mod crashprobe;
 mod demo;
 mod formats;
