@@ -320,6 +320,21 @@ impl Client {
         .await
     }
 
+    /// Submits a Sentry event whose frames cross JavaScript, Java and native (a React Native
+    /// crash on Android) as job `job_id`; see [`api::CombinedJob`] for how its files are found.
+    pub async fn submit_combined(
+        &mut self,
+        job_id: &str,
+        event: Vec<u8>,
+    ) -> Result<api::SubmitResponse, ClientError> {
+        self.submit(api::JobSpec {
+            job_id: job_id.to_owned(),
+            payload: Some(api::job_spec::Payload::Combined(api::CombinedJob { event })),
+            project: String::new(),
+        })
+        .await
+    }
+
     /// Submits any job spec (on the leader; retried through a failover, which is safe because
     /// submits are idempotent by job id). A spec with no project gets this client's
     /// ([`Client::with_project`]).

@@ -164,10 +164,11 @@ fn gauge_vec(name: &str, help: &str, labels: &[&str]) -> IntGaugeVec {
 }
 
 /// The job kinds, as `kind` label values.
-pub const KINDS: [(JobKind, &str); 3] = [
+pub const KINDS: [(JobKind, &str); 4] = [
     (JobKind::Native, "native"),
     (JobKind::Js, "js"),
     (JobKind::Jvm, "jvm"),
+    (JobKind::Combined, "combined"),
 ];
 
 /// Jobs waiting for a slot, by kind (set at each scrape).

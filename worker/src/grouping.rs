@@ -17,6 +17,7 @@
 use std::hash::{Hash, Hasher};
 
 use symcluster_engine::ReportKind;
+use symcluster_engine::combined::{CombinedFrame, CombinedResult};
 use symcluster_engine::js::{JsFrameStatus, JsRestoreResult};
 use symcluster_engine::jvm::result::Relation;
 use symcluster_engine::jvm::{JvmFrameStatus, JvmRetraceResult};
@@ -297,6 +298,81 @@ pub fn jvm(result: &JvmRetraceResult) -> Option<GroupKey> {
                 )
             })
             .collect(),
+        kind: ReportKind::Crash.name().to_owned(),
+    })
+}
+
+/// The crash group of a combined result (JavaScript, Java and native frames in one report):
+/// the first exception, the thrown one first, that has in-app restored frames of any layer (a
+/// native frame symbolicated outside the platform's libraries, a JavaScript frame restored
+/// outside `node_modules` and the map's ignore list, a Java frame the mapping retraced), by
+/// its top [`KEY_FRAMES`] such frames in call order across layers (layer, function and
+/// image, file or class; not lines); titled `<type> in <top function>`. `None` when no
+/// exception has one.
+pub fn combined(result: &CombinedResult) -> Option<GroupKey> {
+    let system: Vec<&str> = result
+        .modules
+        .iter()
+        .filter_map(|m| m.code_file.as_deref())
+        .filter(|path| is_system_path(path))
+        .map(|path| path.rsplit(['/', '\\']).next().unwrap_or(path))
+        .collect();
+    // (layer, function, where) of an in-app restored frame, and its key stack line.
+    let in_app = |frame: &CombinedFrame| -> Option<(&'static str, String, String, String)> {
+        match frame {
+            CombinedFrame::Native(f) => {
+                let image = f.image.as_deref()?;
+                (f.status == FrameStatus::Symbolicated && !system.contains(&image)).then(|| {
+                    let function = f.function.clone().unwrap_or_else(|| "?".into());
+                    let line = match (&f.filename, f.lineno) {
+                        (Some(file), Some(line)) => format!("{function} ({file}:{line})"),
+                        _ => format!("{function} ({image})"),
+                    };
+                    ("native", function, image.to_owned(), line)
+                })
+            }
+            CombinedFrame::Js(f) => {
+                let file = f.filename.as_deref()?;
+                (f.status == JsFrameStatus::Symbolicated
+                    && !f.in_ignore_list
+                    && !file.contains("node_modules"))
+                .then(|| {
+                    let function = f.function.as_deref().unwrap_or("?").to_owned();
+                    let line = format!("{function} ({file}:{})", f.lineno.unwrap_or(0));
+                    ("js", function, file.to_owned(), line)
+                })
+            }
+            CombinedFrame::Jvm(f) => (f.status == JvmFrameStatus::Symbolicated).then(|| {
+                let function = format!("{}.{}", f.class, f.method);
+                let line = format!(
+                    "{function} ({}:{})",
+                    f.file.as_deref().unwrap_or("?"),
+                    f.line.unwrap_or(0)
+                );
+                ("jvm", function, f.class.clone(), line)
+            }),
+            CombinedFrame::Other(_) => None,
+        }
+    };
+    let (exception, frames) = result.exceptions.iter().find_map(|e| {
+        let frames: Vec<_> = e
+            .frames
+            .iter()
+            .filter_map(in_app)
+            .take(KEY_FRAMES)
+            .collect();
+        (!frames.is_empty()).then_some((e, frames))
+    })?;
+    let mut hasher = StableHasher::default();
+    "combined".hash(&mut hasher);
+    exception.type_.hash(&mut hasher);
+    for (layer, function, place, _) in &frames {
+        (layer, function, place).hash(&mut hasher);
+    }
+    Some(GroupKey {
+        fingerprint: format!("{:016x}", hasher.finish()),
+        title: format!("{} in {}", exception.type_, frames[0].1),
+        key_stack: frames.into_iter().map(|(_, _, _, line)| line).collect(),
         kind: ReportKind::Crash.name().to_owned(),
     })
 }

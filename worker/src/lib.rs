@@ -19,6 +19,7 @@
 #![deny(missing_docs)]
 
 pub mod caches;
+mod combined;
 pub mod config;
 pub mod debug_file;
 pub mod disk_cache;

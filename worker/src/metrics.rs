@@ -285,6 +285,7 @@ pub fn kind_label(spec: &symcluster_proto::v1::JobSpec) -> &'static str {
     match spec.payload {
         Some(symcluster_proto::v1::job_spec::Payload::Js(_)) => "js",
         Some(symcluster_proto::v1::job_spec::Payload::Jvm(_)) => "jvm",
+        Some(symcluster_proto::v1::job_spec::Payload::Combined(_)) => "combined",
         _ => "native",
     }
 }

@@ -17,7 +17,7 @@ use symcluster_engine::js::{parse_stack, restore};
 use symcluster_engine::jvm;
 use symcluster_engine::minidump;
 use symcluster_engine::model::Image;
-use symcluster_engine::result::{ModuleStatus, SymbolicationResult};
+use symcluster_engine::result::{ModuleResult, ModuleStatus, SymbolicationResult};
 use symcluster_engine::{
     ModuleLoad, Modules, SymCacheSource, image_lookups, parse_report_with, referenced_images,
     symbolicate_owned,
@@ -54,7 +54,7 @@ pub enum Outcome {
     },
 }
 
-fn permanent(error: impl ToString) -> Outcome {
+pub(crate) fn permanent(error: impl ToString) -> Outcome {
     Outcome::Failed {
         error: error.to_string(),
         retryable: false,
@@ -62,7 +62,7 @@ fn permanent(error: impl ToString) -> Outcome {
     }
 }
 
-fn retryable(error: impl ToString) -> Outcome {
+pub(crate) fn retryable(error: impl ToString) -> Outcome {
     Outcome::Failed {
         error: error.to_string(),
         retryable: true,
@@ -72,9 +72,8 @@ fn retryable(error: impl ToString) -> Outcome {
 
 /// The debug files a native result lacked: its `missing` modules (frames needed them), by
 /// debug id, with the image's file name and arch.
-fn missing_modules(result: &SymbolicationResult) -> Vec<api::MissingFile> {
-    let mut missing: Vec<api::MissingFile> = result
-        .modules
+pub(crate) fn missing_modules(modules: &[ModuleResult]) -> Vec<api::MissingFile> {
+    let mut missing: Vec<api::MissingFile> = modules
         .iter()
         .filter(|m| m.status == ModuleStatus::Missing)
         .filter_map(|m| {
@@ -108,6 +107,9 @@ pub async fn run(spec: api::JobSpec, caches: &Arc<Caches>, recheck_missing: bool
         }
         Some(Payload::Js(js)) => run_js(js, &spec.project, caches, recheck_missing).await,
         Some(Payload::Jvm(jvm)) => run_jvm(jvm, &spec.project, caches, recheck_missing).await,
+        Some(Payload::Combined(job)) => {
+            crate::combined::run(job, &spec.project, caches, recheck_missing).await
+        }
         None => permanent("the job has no payload"),
     }
 }
@@ -199,7 +201,7 @@ pub fn completed_native(result: &SymbolicationResult) -> std::io::Result<Outcome
     Ok(Outcome::Completed {
         result_zstd: result_zstd(result)?,
         group: crate::grouping::native(result),
-        missing: missing_modules(result),
+        missing: missing_modules(&result.modules),
         call_tree: crate::grouping::call_tree(result),
     })
 }
@@ -229,22 +231,7 @@ async fn run_native(
             Err(e) => return permanent(e),
         }
     };
-    // Each referenced debug id with the addresses the report looks up in it (several images
-    // may share one).
-    let mut lookups: std::collections::BTreeMap<DebugId, Vec<u64>> = Default::default();
-    for (i, addresses) in image_lookups(&report) {
-        if let Some(debug_id) = report.images[i].debug_id {
-            lookups.entry(debug_id).or_default().extend(addresses);
-        }
-    }
-    // Fetch every module's debug file concurrently.
-    let loads = futures::future::join_all(
-        lookups
-            .iter()
-            .map(|(id, addresses)| caches.symcache(project, *id, recheck, addresses)),
-    )
-    .await;
-    let prefetched = Prefetched(lookups.into_keys().zip(loads).collect());
+    let prefetched = prefetch(&report, project, caches, recheck).await;
     let span = tracing::info_span!("symbolicate");
     let result = tokio::task::spawn_blocking(move || {
         let _entered = span.enter();
@@ -259,6 +246,29 @@ async fn run_native(
         Ok(Err(e)) => permanent(format!("cannot encode the result: {e}")),
         Err(e) => retryable(format!("symbolication task failed: {e}")),
     }
+}
+
+/// The SymCache of every image a frame of `report` is in, fetched concurrently (each debug id
+/// once, with every address looked up in it: several images may share one).
+pub(crate) async fn prefetch(
+    report: &symcluster_engine::NativeReport,
+    project: &str,
+    caches: &Arc<Caches>,
+    recheck: bool,
+) -> Prefetched {
+    let mut lookups: std::collections::BTreeMap<DebugId, Vec<u64>> = Default::default();
+    for (i, addresses) in image_lookups(report) {
+        if let Some(debug_id) = report.images[i].debug_id {
+            lookups.entry(debug_id).or_default().extend(addresses);
+        }
+    }
+    let loads = futures::future::join_all(
+        lookups
+            .iter()
+            .map(|(id, addresses)| caches.symcache(project, *id, recheck, addresses)),
+    )
+    .await;
+    Prefetched(lookups.into_keys().zip(loads).collect())
 }
 
 /// Images a minidump's unwind information is fetched for, at most.

@@ -268,8 +268,12 @@ pub struct SubmitArgs {
     #[arg(long)]
     pub wait: bool,
     /// The file is a JS stack (text or Hermes crash JSON); give `--debug-id` or `--release`.
-    #[arg(long, conflicts_with = "jvm")]
+    #[arg(long, conflicts_with_all = ["jvm", "combined"])]
     pub js: bool,
+    /// The file is a Sentry event whose frames cross JavaScript, Java and native (a React
+    /// Native crash on Android): each layer restored with the files the event names.
+    #[arg(long, conflicts_with = "jvm")]
+    pub combined: bool,
     /// The file is a Java/Kotlin trace obfuscated by ProGuard or R8 (text, logcat, or a Sentry
     /// event); give `--mapping-id` unless the event names its mapping in `debug_meta`.
     #[arg(long)]
@@ -278,7 +282,7 @@ pub struct SubmitArgs {
     #[arg(long, requires = "jvm")]
     pub mapping_id: Option<String>,
     /// Native: which images the result lists in `modules`, as `symctl symbolicate --modules`.
-    #[arg(long, value_enum, default_value_t = ModulesArg::Referenced, conflicts_with_all = ["js", "jvm"])]
+    #[arg(long, value_enum, default_value_t = ModulesArg::Referenced, conflicts_with_all = ["js", "jvm", "combined"])]
     pub modules: ModulesArg,
     /// JS: the source map's debug id.
     #[arg(long, requires = "js")]

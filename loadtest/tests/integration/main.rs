@@ -9,6 +9,7 @@
 mod backup;
 mod budgets;
 mod cluster_api;
+mod combined;
 mod disk_cache;
 mod downloads;
 mod drain;

@@ -52,7 +52,10 @@ pub fn check(spec: &v1::JobSpec) -> Result<Checked, String> {
         ));
     }
     match &spec.payload {
-        None => Err("the job has no payload (a native report, a JS stack or a JVM trace)".into()),
+        None => Err(
+            "the job has no payload (a native report, a JS stack, a JVM trace or a combined event)"
+                .into(),
+        ),
         Some(v1::job_spec::Payload::Native(native)) if !native.routing_key.is_empty() => {
             // The sender named the key: only the frame header is read (size limit and shape);
             // a report that turns out unreadable fails on the worker with the reader's error.
@@ -132,6 +135,22 @@ pub fn check(spec: &v1::JobSpec) -> Result<Checked, String> {
                     error: e.to_string(),
                 }),
             }
+        }
+        Some(v1::job_spec::Payload::Combined(combined)) => {
+            if combined.event.len() > MAX_PAYLOAD_BYTES {
+                return Err(format!(
+                    "the event is larger than {MAX_PAYLOAD_BYTES} bytes"
+                ));
+            }
+            // Read by the worker (a malformed event fails the job there); only its shape here.
+            if combined.event.iter().find(|b| !b.is_ascii_whitespace()) != Some(&b'{') {
+                return Err("a combined job's event must be a JSON object (a Sentry event)".into());
+            }
+            // Its layers need several files: no one worker's cache is preferred.
+            Ok(Checked::Runnable {
+                kind: JobKind::Combined,
+                routing_key: String::new(),
+            })
         }
     }
 }

@@ -147,7 +147,7 @@ fn same_payload(a: &v1::JobSpec, b: &v1::JobSpec) -> bool {
     }
 }
 
-/// The decompressed bytes of a spec's report, JS stack or JVM trace (0 when it cannot tell: admission
+/// The decompressed bytes of a spec's report, JS stack, JVM trace or combined event (0 when it cannot tell: admission
 /// refuses those).
 fn payload_len(spec: &v1::JobSpec) -> usize {
     match &spec.payload {
@@ -156,6 +156,7 @@ fn payload_len(spec: &v1::JobSpec) -> usize {
         }
         Some(v1::job_spec::Payload::Js(js)) => js.stack.len(),
         Some(v1::job_spec::Payload::Jvm(jvm)) => jvm.trace.len(),
+        Some(v1::job_spec::Payload::Combined(combined)) => combined.event.len(),
         None => 0,
     }
 }

@@ -106,12 +106,13 @@ pub async fn job(args: JobArgs) -> anyhow::Result<()> {
         }
         JobFormat::Apple | JobFormat::Text => {
             let job = client.job_with_spec(&args.job_id).await?;
-            let jvm = matches!(
-                job.spec.as_ref().and_then(|s| s.payload.as_ref()),
-                Some(api::job_spec::Payload::Jvm(_))
-            );
+            let payload = job.spec.as_ref().and_then(|s| s.payload.as_ref());
+            let jvm = matches!(payload, Some(api::job_spec::Payload::Jvm(_)));
+            let combined = matches!(payload, Some(api::job_spec::Payload::Combined(_)));
             let text = if args.format == JobFormat::Apple {
                 render_apple(&job)?
+            } else if combined {
+                render_combined(&job)?
             } else if jvm {
                 render_java(&job)?
             } else {
@@ -146,6 +147,14 @@ fn render_java(job: &api::Job) -> anyhow::Result<String> {
     let result: symcluster_engine::jvm::JvmRetraceResult =
         serde_json::from_slice(&job.result_json).context("the stored result")?;
     Ok(symcluster_engine::jvm::render::java_text(&result))
+}
+
+/// A completed combined job as text ([`symcluster_engine::combined::render::text`]).
+fn render_combined(job: &api::Job) -> anyhow::Result<String> {
+    require_completed(job)?;
+    let result: symcluster_engine::combined::CombinedResult =
+        serde_json::from_slice(&job.result_json).context("the stored result")?;
+    Ok(symcluster_engine::combined::render::text(&result))
 }
 
 /// A completed JS job as `symctl restore-js --format text` prints it: a Hermes crash JSON from

@@ -49,13 +49,21 @@ fn files(dir: &Path) -> anyhow::Result<Vec<PathBuf>> {
     Ok(files)
 }
 
-/// The spec of one file: a JS, JVM or native job, as `args` says.
+/// The spec of one file: a JS, JVM, combined or native job, as `args` says.
 pub(super) fn spec(
     args: &SubmitArgs,
     job_id: String,
     data: Vec<u8>,
 ) -> Result<api::JobSpec, String> {
-    if args.jvm {
+    if args.combined {
+        Ok(api::JobSpec {
+            job_id,
+            payload: Some(api::job_spec::Payload::Combined(api::CombinedJob {
+                event: data,
+            })),
+            project: String::new(),
+        })
+    } else if args.jvm {
         Ok(api::JobSpec {
             job_id,
             payload: Some(api::job_spec::Payload::Jvm(api::JvmJob {

@@ -21,6 +21,7 @@
 //! the stack trace and debug meta interfaces): what the React Native SDK sends.
 
 pub mod event;
+pub mod render;
 pub mod restore;
 pub mod result;
 

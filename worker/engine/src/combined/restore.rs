@@ -104,16 +104,16 @@ pub fn restore(report: &CombinedReport, sources: &Sources<'_>) -> CombinedResult
     }
 }
 
-/// The native frames: one thread per exception that has any, symbolicated together (each image
-/// loaded once). The first exception whose innermost frame is native is the crashed thread (its
-/// first frame is the faulting instruction, not a return address). Returns the modules.
-fn restore_native(
-    report: &CombinedReport,
-    symcaches: &dyn SymCacheSource,
-    slots: &mut [Vec<Vec<CombinedFrame>>],
-) -> Vec<crate::result::ModuleResult> {
-    // (exception, the places of its native frames)
-    let mut places: Vec<(usize, Vec<usize>)> = Vec::new();
+/// An exception's place in the report and the places of a layer's frames in it.
+type Places = (usize, Vec<usize>);
+
+/// The native frames as a report to symbolicate: one thread per exception that has any (its
+/// native frames only, innermost first; the thread's id is the exception's place), with the
+/// event's images. The first exception whose innermost frame is native is the crashed thread
+/// (its first frame is the faulting instruction, not a return address). `None` when no frame is
+/// native. With each thread, the places of its frames in the exception.
+fn native_part(report: &CombinedReport) -> Option<(NativeReport, Vec<Places>)> {
+    let mut places: Vec<Places> = Vec::new();
     let mut threads = Vec::new();
     let mut crashed_given = false;
     for (e, exception) in report.exceptions.iter().enumerate() {
@@ -140,7 +140,7 @@ fn restore_native(
         places.push((e, at));
     }
     if threads.is_empty() {
-        return Vec::new();
+        return None;
     }
     let native = NativeReport {
         format: ReportFormat::SentryEvent,
@@ -158,6 +158,26 @@ fn restore_native(
         kind: ReportKind::Crash,
         details: None,
         modules: Modules::Referenced,
+    };
+    Some((native, places))
+}
+
+impl CombinedReport {
+    /// The native frames as a report ([`native_part`]): what a worker reads the images to fetch
+    /// from ([`crate::image_lookups`]); `None` when no frame is native.
+    pub fn native_report(&self) -> Option<NativeReport> {
+        native_part(self).map(|(report, _)| report)
+    }
+}
+
+/// The native frames, symbolicated together (each image loaded once). Returns the modules.
+fn restore_native(
+    report: &CombinedReport,
+    symcaches: &dyn SymCacheSource,
+    slots: &mut [Vec<Vec<CombinedFrame>>],
+) -> Vec<crate::result::ModuleResult> {
+    let Some((native, places)) = native_part(report) else {
+        return Vec::new();
     };
     let result = crate::symbolicate::symbolicate_owned(native, symcaches);
     for (thread, (e, at)) in result.threads.into_iter().zip(places) {

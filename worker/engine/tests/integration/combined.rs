@@ -52,12 +52,12 @@ fn run(with_map: bool, with_mapping: bool) -> CombinedResult {
     let mapping_file = android_demo("mapping.txt");
     let mapping = JvmMapping::from_mapping_file(&mapping_file).unwrap();
     let id = mapping_id(&mapping_file);
-    assert_eq!(report.mapping_ids, [id.clone()]);
+    assert_eq!(report.mapping_ids, std::slice::from_ref(&id));
     let bundle = SourceMapRef {
         bundle: "index.android.bundle".into(),
         debug_id: None,
     };
-    assert_eq!(report.sourcemaps(), [bundle.clone()]);
+    assert_eq!(report.sourcemaps(), std::slice::from_ref(&bundle));
     let key = "release:com.example.demo@1.0+1/1/index.android.bundle".to_owned();
     let sourcemaps = HashMap::from([(
         bundle,
