@@ -35,6 +35,11 @@ pub enum Command {
     ///
     /// The trace is `printStackTrace` text (also as logcat shows it) or a Sentry event JSON.
     Retrace(RetraceArgs),
+    /// Restore a crash that crosses layers (a React Native crash on Android: JavaScript,
+    /// Java/Kotlin and native frames in one Sentry event): each frame with its layer's file,
+    /// in its place.
+    #[command(name = "restore-event")]
+    RestoreEvent(RestoreEventArgs),
     /// Upload debug files (dSYMs, Mach-O, ELF: every arch slice by debug id) or a source map
     /// to the cluster's bucket. Files already there are skipped.
     #[command(subcommand)]
@@ -550,6 +555,34 @@ pub struct RetraceArgs {
     /// The stack trace file (text or Sentry event JSON).
     #[arg(value_name = "TRACE_FILE")]
     pub trace: PathBuf,
+}
+
+#[derive(Debug, clap::Args)]
+pub struct RestoreEventArgs {
+    /// Debug files (dSYMs, ELF, Mach-O) or folders of them for the native frames, found by
+    /// the debug ids of the event's `debug_meta.images`.
+    #[arg(long = "debug-files", value_name = "PATH")]
+    pub debug_files: Vec<PathBuf>,
+
+    /// A source map for the JavaScript frames, as `BUNDLE=MAP` (the bundle's file name as
+    /// the frames name it, e.g. `index.android.bundle=index.android.bundle.hbc.map`), or
+    /// `MAP` alone for every bundle; repeatable.
+    #[arg(long, value_name = "[BUNDLE=]MAP")]
+    pub sourcemap: Vec<String>,
+
+    /// The ProGuard/R8 mapping file for the Java/Kotlin frames.
+    #[arg(long, value_name = "MAPPING_FILE")]
+    pub mapping: Option<PathBuf>,
+
+    /// Output: `json` (exceptions, the thrown one first, frames innermost first, each with
+    /// its `layer` and status; then `modules`, `sourcemaps`, `mapping`) or `text` (a line per
+    /// frame in its layer's style).
+    #[arg(long, value_enum, default_value_t = StackOutput::Json)]
+    pub format: StackOutput,
+
+    /// The Sentry event (JSON).
+    #[arg(value_name = "EVENT")]
+    pub event: PathBuf,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]

@@ -315,6 +315,64 @@ fn retrace_text_is_proguards_and_json_has_the_inlined_calls() {
 }
 
 #[test]
+fn restore_event_restores_each_layer_with_its_file() {
+    let event = repo().join("examples/rn-android/combined-event.json");
+    let debug_file = repo().join("examples/linux-demo/demo-app.debug");
+    let map = repo().join("examples/rn-demo/dist/index.android.bundle.hbc.map");
+    let sourcemap = format!("index.android.bundle={}", map.display());
+    let mapping = android_demo("mapping.txt");
+    let out = symctl(&[
+        "restore-event",
+        "--format",
+        "text",
+        "--debug-files",
+        debug_file.to_str().unwrap(),
+        "--sourcemap",
+        &sourcemap,
+        "--mapping",
+        mapping.to_str().unwrap(),
+        event.to_str().unwrap(),
+    ]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert_eq!(stderr(&out), "", "the event names this mapping");
+    let text = String::from_utf8(out.stdout).unwrap();
+    for line in [
+        "SIGSEGV: Segmentation fault\n    at crash_write_null (crash.c:23) [native]\n",
+        "    at main (checkout.cpp:35) [native]\n    at com.example.shop.PriceCalculator.checkPrice(PriceCalculator.java:17) [java]\n",
+        "    at com.example.shop.ShopApp.main(ShopApp.java:6) [java]\n    at list.map$argument_0 (/Users/dev/DemoApp/src/pricing.js:22:24) [js]\n",
+        "    at map [native code] [js]\n",
+        // Nothing in the map covers the bundle's last statement: the frame as given.
+        "    at global (app:///index.android.bundle:1:532) [js, missing_mapping]\n",
+        "Caused by: com.example.shop.CheckoutFailedException: order 0 failed\n",
+    ] {
+        assert!(text.contains(line), "{line:?} not in:\n{text}");
+    }
+
+    // Without the mapping file: the Java frames as given, the others restored.
+    let out = symctl(&[
+        "restore-event",
+        "--debug-files",
+        debug_file.to_str().unwrap(),
+        "--sourcemap",
+        map.to_str().unwrap(),
+        event.to_str().unwrap(),
+    ]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let json: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(json["mapping"]["status"], "missing");
+    assert_eq!(json["exceptions"][1]["type"], "com.example.shop.c");
+    let frames = json["exceptions"][0]["frames"].as_array().unwrap();
+    let java = frames.iter().find(|f| f["layer"] == "jvm").unwrap();
+    assert_eq!(
+        (&java["class"], &java["status"]),
+        (&"com.example.shop.d".into(), &"missing_mapping".into())
+    );
+    assert_eq!(frames[0]["function"], "crash_write_null");
+    let js = frames.iter().find(|f| f["layer"] == "js").unwrap();
+    assert_eq!(js["lineno"], 22);
+}
+
+#[test]
 fn retrace_refuses_a_file_that_is_no_mapping_in_one_line() {
     let trace = android_demo("obfuscated-trace.txt");
     let out = symctl(&[

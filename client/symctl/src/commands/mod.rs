@@ -5,6 +5,7 @@ mod cluster;
 mod debug_files;
 mod members;
 mod output;
+mod restore_event;
 mod restore_js;
 mod retrace;
 mod sourcemaps;
@@ -21,6 +22,7 @@ pub fn run(command: Command) -> anyhow::Result<()> {
         Command::Symbolicate(args) => symbolicate::run(&args),
         Command::RestoreJs(args) => restore_js::run(&args),
         Command::Retrace(args) => retrace::run(&args),
+        Command::RestoreEvent(args) => restore_event::run(&args),
         Command::Upload(command) => block_on(upload::run(command)),
         Command::DebugFiles(command) => debug_files::run(command),
         Command::Sourcemaps(crate::cli::SourcemapsCommand::Inject { bundle, map }) => {

@@ -206,9 +206,30 @@ fn restore_js(
                 .and_then(|r| maps.get(&r))
                 .and_then(|load| load.file.as_ref().ok());
             let restored = match (frame, map) {
-                (JsFrame::Position { .. }, Some(map)) => {
-                    crate::js::restore_frame(index, frame, map, RestoreOptions::default())
-                        .into_owned()
+                (
+                    JsFrame::Position {
+                        function,
+                        file,
+                        line,
+                        column,
+                    },
+                    Some(map),
+                ) => {
+                    let restored =
+                        crate::js::restore_frame(index, frame, map, RestoreOptions::default())
+                            .into_owned();
+                    if restored.status == JsFrameStatus::MissingMapping {
+                        // Nothing in the map: the frame as given.
+                        JsFrameResult {
+                            function: function.clone().map(Into::into),
+                            filename: file.clone().map(Into::into),
+                            lineno: Some(*line),
+                            colno: Some(*column),
+                            ..restored
+                        }
+                    } else {
+                        restored
+                    }
                 }
                 (
                     JsFrame::Position {
