@@ -2,9 +2,10 @@
 //! ([`symcluster_engine::combined`]). Every file its layers need is fetched concurrently
 //! through the caches (the native images' SymCaches, one source map per bundle, the mapping
 //! file); a file that is not there (or is unreadable) leaves its frames as given and is named
-//! in the result and in the job's missing files (the job runs again when it arrives); a
-//! source that cannot be asked fails the attempt (retried); an event that does not read fails
-//! the job for good.
+//! in the result and in the job's missing files (the job runs again when it arrives). A source
+//! map or mapping file whose source cannot be asked fails the attempt (retried); a debug file
+//! that cannot be fetched is its module's `fetching_failed` status, as in a native job. An
+//! event that does not read fails the job for good (the master reads it at submit already).
 
 use std::collections::HashMap;
 use std::sync::Arc;

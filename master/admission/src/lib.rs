@@ -142,17 +142,57 @@ pub fn check(spec: &v1::JobSpec) -> Result<Checked, String> {
                     "the event is larger than {MAX_PAYLOAD_BYTES} bytes"
                 ));
             }
-            // Read by the worker (a malformed event fails the job there); only its shape here.
             if combined.event.iter().find(|b| !b.is_ascii_whitespace()) != Some(&b'{') {
                 return Err("a combined job's event must be a JSON object (a Sentry event)".into());
             }
-            // Its layers need several files: no one worker's cache is preferred.
-            Ok(Checked::Runnable {
-                kind: JobKind::Combined,
-                routing_key: String::new(),
-            })
+            // Read once here (on the blocking pool), to route and to fail at once what no
+            // worker could read.
+            Ok(
+                match symcluster_engine::combined::parse_event(&combined.event) {
+                    Ok(report) => Checked::Runnable {
+                        kind: JobKind::Combined,
+                        routing_key: combined_key(&report),
+                    },
+                    Err(e) => Checked::Unreadable {
+                        kind: JobKind::Combined,
+                        error: e.to_string(),
+                    },
+                },
+            )
         }
     }
+}
+
+/// The cache-affinity key of a combined job: its main native image's debug id (the image most
+/// of its native frames are in: the costliest file to bring), else its mapping file's key, else
+/// its first source map's; empty when it names none of them.
+fn combined_key(report: &symcluster_engine::combined::CombinedReport) -> String {
+    use symcluster_proto::missing;
+    if let Some(id) = report
+        .native_report()
+        .and_then(|native| symcluster_engine::reports::routing::main_image(&native))
+    {
+        return id.to_string();
+    }
+    if let Some(id) = report
+        .mapping_ids
+        .first()
+        .and_then(|id| missing::mapping_id(id).ok())
+    {
+        return missing::jvm_key(&id);
+    }
+    report
+        .sourcemaps()
+        .first()
+        .map(|r| {
+            missing::js_key(
+                r.debug_id.as_deref().unwrap_or(""),
+                &report.release,
+                &report.dist,
+                &r.bundle,
+            )
+        })
+        .unwrap_or_default()
 }
 
 /// Why a JVM job with no mapping id is refused.

@@ -12,8 +12,8 @@ use crate::index::keys;
 use crate::scheduler::Scheduler;
 
 /// [`check`]s `spec`; a native report without a routing key (decompressing and reading up to
-/// 16 MiB), or a JVM trace without a mapping id (a Sentry event read for the id it names), is
-/// read on the blocking pool, so that it never holds up the async threads that serve every
+/// 16 MiB), a JVM trace without a mapping id (a Sentry event read for the id it names), or a
+/// combined event (read for its routing key), is read on the blocking pool, so that it never holds up the async threads that serve every
 /// other request. The spec is handed back; `Err` (INTERNAL) only when the reading task itself
 /// ended abnormally.
 async fn check_off_runtime(
@@ -22,6 +22,7 @@ async fn check_off_runtime(
     let reads_report = match &spec.payload {
         Some(v1::job_spec::Payload::Native(native)) => native.routing_key.is_empty(),
         Some(v1::job_spec::Payload::Jvm(jvm)) => jvm.mapping_id.is_empty(),
+        Some(v1::job_spec::Payload::Combined(_)) => true,
         _ => false,
     };
     if !reads_report {

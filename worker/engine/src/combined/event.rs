@@ -1,10 +1,14 @@
 //! Reading a Sentry event whose frames cross layers (JavaScript, Java/Kotlin, native).
 //!
 //! Fields read (<https://develop.sentry.dev/sdk/data-model/event-payloads/>): `release`, `dist`,
-//! `exception.values[]` (`type`, `module`, `value`, `stacktrace.frames[]`), and
-//! `debug_meta.images[]`. Sentry lists exceptions cause first and frames oldest call first;
+//! `exception.values[]` (`type`, `module`, `value`, `stacktrace.frames[]`; an exception without
+//! frames takes the stack of its thread in `threads.values[]`, by `thread_id`, else of the
+//! thread marked `crashed`, as native SDKs send it), `debug_meta.images[]` and
+//! `contexts.device.arch`. Sentry lists exceptions cause first and frames oldest call first;
 //! they are read here the other way round, as every symcluster result shows them: the thrown
-//! exception first, innermost call first. Unknown fields are ignored.
+//! exception first, innermost call first. Unknown fields are ignored. The limits
+//! ([`MAX_EXCEPTIONS`], [`MAX_FRAMES`], [`MAX_IMAGES`]) are checked in a first pass that keeps
+//! nothing, before the event is read.
 //!
 //! A frame's layer ([`Layer`]) is its `platform` when that names one (`javascript`, `node`,
 //! `hermes`; `java`, `kotlin`; `native`, `c`, `cocoa`, `objc`, `swift`), else what it holds:
@@ -17,8 +21,9 @@
 //!   offset Hermes prints plus one, the column [`crate::js::parse_stack`] reads from
 //!   `address at` text); a frame without a line (`[native code]`) is a native JS frame. Its
 //!   source map is the `debug_meta.images[]` entry of type `sourcemap` whose `code_file` is
-//!   the frame's file (by its `debug_id`), else the event's `release` and `dist` with the
-//!   file's name (`app:///index.android.bundle` → `index.android.bundle`).
+//!   the frame's file, or has the same file name (by its `debug_id`; no fallback to the
+//!   release then), else the event's `release` and `dist` with the file's name
+//!   (`app:///index.android.bundle` → `index.android.bundle`).
 //! - Java: `module` is the class (fully qualified), `function` the method, `filename` and
 //!   `lineno` (1-based) as given; the mapping file is the first `debug_meta.images[]` entry of
 //!   type `proguard` (its `uuid`).
@@ -70,8 +75,11 @@ pub struct CombinedReport {
     pub release: String,
     /// The event's `dist` (empty when none).
     pub dist: String,
-    /// The `sourcemap` images: (`code_file`, `debug_id` lowercase), in order.
+    /// The `sourcemap` images: (`code_file`, `debug_id` as a lowercase UUID with dashes), in
+    /// order.
     pub sourcemap_ids: Vec<(String, String)>,
+    /// The device's architecture (`contexts.device.arch`), else unknown (the images' then).
+    pub arch: Arch,
 }
 
 /// One exception of a [`CombinedReport`].
@@ -208,26 +216,18 @@ struct Event {
     #[serde(default)]
     exception: Option<Values<Exception>>,
     #[serde(default)]
+    threads: Option<Values<SentryThread>>,
+    #[serde(default)]
     debug_meta: Option<DebugMeta>,
+    #[serde(default)]
+    contexts: Option<Value>,
 }
 
-/// `{"values": [...]}` (or the list alone, which Sentry also accepts).
+/// `{"values": [...]}`.
 #[derive(Deserialize)]
-#[serde(untagged)]
-enum Values<T> {
-    Wrapped {
-        #[serde(default = "Vec::new")]
-        values: Vec<T>,
-    },
-    Bare(Vec<T>),
-}
-
-impl<T> Values<T> {
-    fn into_vec(self) -> Vec<T> {
-        match self {
-            Values::Wrapped { values } | Values::Bare(values) => values,
-        }
-    }
+struct Values<T> {
+    #[serde(default = "Vec::new")]
+    values: Vec<T>,
 }
 
 #[derive(Deserialize)]
@@ -239,7 +239,87 @@ struct Exception {
     #[serde(default)]
     value: Option<Value>,
     #[serde(default)]
+    thread_id: Option<Value>,
+    #[serde(default)]
     stacktrace: Option<Stacktrace>,
+}
+
+#[derive(Deserialize)]
+struct SentryThread {
+    #[serde(default)]
+    id: Option<Value>,
+    #[serde(default)]
+    crashed: Option<Value>,
+    #[serde(default)]
+    stacktrace: Option<Stacktrace>,
+}
+
+/// The first pass over an event: how many exceptions, frames and images it holds, counted
+/// without keeping any of them (a frame read in full is ~600 bytes: a 16 MiB event of empty
+/// frames would be gigabytes).
+#[derive(Deserialize, Default)]
+struct Census {
+    #[serde(default)]
+    exception: Option<CensusValues>,
+    #[serde(default)]
+    threads: Option<CensusValues>,
+    #[serde(default)]
+    debug_meta: Option<CensusMeta>,
+}
+
+#[derive(Deserialize, Default)]
+struct CensusValues {
+    #[serde(default)]
+    values: Counted,
+}
+
+#[derive(Deserialize, Default)]
+struct CensusMeta {
+    #[serde(default)]
+    images: Option<Vec<serde::de::IgnoredAny>>,
+}
+
+#[derive(Deserialize)]
+struct CensusEntry {
+    #[serde(default)]
+    stacktrace: Option<CensusStack>,
+}
+
+#[derive(Deserialize)]
+struct CensusStack {
+    #[serde(default)]
+    frames: Option<Vec<serde::de::IgnoredAny>>,
+}
+
+/// A list of exceptions or threads, counted as it is read: (entries, frames).
+#[derive(Default)]
+struct Counted(usize, usize);
+
+impl<'de> Deserialize<'de> for Counted {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct Visit;
+        impl<'de> serde::de::Visitor<'de> for Visit {
+            type Value = Counted;
+            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                f.write_str("a list")
+            }
+            fn visit_seq<A: serde::de::SeqAccess<'de>>(
+                self,
+                mut seq: A,
+            ) -> Result<Counted, A::Error> {
+                let mut counted = Counted::default();
+                while let Some(entry) = seq.next_element::<CensusEntry>()? {
+                    counted.0 += 1;
+                    counted.1 += entry
+                        .stacktrace
+                        .and_then(|s| s.frames)
+                        .map_or(0, |f| f.len());
+                }
+                Ok(counted)
+            }
+        }
+        d.deserialize_seq(Visit)
+    }
 }
 
 #[derive(Deserialize)]
@@ -296,7 +376,24 @@ fn number(value: Option<&Value>) -> Option<u32> {
 /// [`EventError`]: not a Sentry event, no exception with a frame, or over the limits. Invalid
 /// UTF-8 is an error (JSON is UTF-8).
 pub fn parse_event(data: &[u8]) -> Result<CombinedReport, EventError> {
-    let event: Event = serde_json::from_slice(data).map_err(|e| EventError::Json(e.to_string()))?;
+    let json = |e: serde_json::Error| EventError::Json(e.to_string());
+    let census: Census = serde_json::from_slice(data).map_err(json)?;
+    let (exceptions, frames) = census
+        .exception
+        .map_or((0, 0), |e| (e.values.0, e.values.1));
+    let (threads, thread_frames) = census.threads.map_or((0, 0), |t| (t.values.0, t.values.1));
+    let images = census
+        .debug_meta
+        .and_then(|m| m.images)
+        .map_or(0, |i| i.len());
+    if exceptions > MAX_EXCEPTIONS
+        || threads > MAX_EXCEPTIONS
+        || frames + thread_frames > MAX_FRAMES
+        || images > MAX_IMAGES
+    {
+        return Err(EventError::TooLarge);
+    }
+    let event: Event = serde_json::from_slice(data).map_err(json)?;
     let mut images = Vec::new();
     let mut mapping_ids = Vec::new();
     let mut sourcemap_ids = Vec::new();
@@ -313,8 +410,9 @@ pub fn parse_event(data: &[u8]) -> Result<CombinedReport, EventError> {
                 }
             }
             Some("sourcemap") => {
-                if let (Some(code_file), Some(id)) = (field("code_file"), field("debug_id")) {
-                    sourcemap_ids.push((code_file, id.to_ascii_lowercase()));
+                let id = field("debug_id").and_then(|id| parse_debug_id(&id));
+                if let (Some(code_file), Some(id)) = (field("code_file"), id) {
+                    sourcemap_ids.push((code_file, id.to_string()));
                 }
             }
             Some("elf" | "macho" | "pe" | "symbolic") => {
@@ -332,20 +430,29 @@ pub fn parse_event(data: &[u8]) -> Result<CombinedReport, EventError> {
             _ => {}
         }
     }
-    let values = event.exception.map(Values::into_vec).unwrap_or_default();
-    if values.len() > MAX_EXCEPTIONS {
-        return Err(EventError::TooLarge);
-    }
+    let values = event.exception.map(|e| e.values).unwrap_or_default();
+    let mut threads = event.threads.map(|t| t.values).unwrap_or_default();
     let mut exceptions = Vec::with_capacity(values.len());
-    let mut total = 0usize;
     for exception in values.into_iter().rev() {
-        let given = exception
+        let mut given = exception
             .stacktrace
             .and_then(|s| s.frames)
             .unwrap_or_default();
-        total += given.len();
-        if total > MAX_FRAMES {
-            return Err(EventError::TooLarge);
+        if given.is_empty() {
+            // Native SDKs put the crashing stack on the thread (`exception.thread_id`), or
+            // mark the thread that crashed; each thread's stack is taken once.
+            let wanted = text(exception.thread_id.as_ref());
+            let thread = threads.iter_mut().find(|t| match &wanted {
+                Some(id) => text(t.id.as_ref()).as_ref() == Some(id),
+                None => t.crashed.as_ref().and_then(Value::as_bool) == Some(true),
+            });
+            if let Some(thread) = thread {
+                given = thread
+                    .stacktrace
+                    .take()
+                    .and_then(|s| s.frames)
+                    .unwrap_or_default();
+            }
         }
         let type_ = text(exception.type_.as_ref()).unwrap_or_default();
         let class = match text(exception.module.as_ref()) {
@@ -370,6 +477,11 @@ pub fn parse_event(data: &[u8]) -> Result<CombinedReport, EventError> {
         release: text(event.release.as_ref()).unwrap_or_default(),
         dist: text(event.dist.as_ref()).unwrap_or_default(),
         sourcemap_ids,
+        arch: event
+            .contexts
+            .as_ref()
+            .and_then(|c| text(c.pointer("/device/arch")))
+            .map_or(Arch::Unknown, |a| parse_arch(&a)),
     })
 }
 
@@ -527,5 +639,35 @@ mod tests {
             vec![r#"{"type": "E"}"#; MAX_EXCEPTIONS + 1].join(",")
         );
         assert_eq!(parse_event(many.as_bytes()), Err(EventError::TooLarge));
+        // Counted before anything is kept: empty frames over the limit.
+        let frames = format!(
+            r#"{{"exception": {{"values": [{{"stacktrace": {{"frames": [{}]}}}}]}}}}"#,
+            vec!["{}"; MAX_FRAMES + 1].join(",")
+        );
+        assert_eq!(parse_event(frames.as_bytes()), Err(EventError::TooLarge));
+    }
+
+    #[test]
+    fn an_exception_without_frames_takes_its_threads_stack() {
+        let event = br#"{
+          "contexts": {"device": {"arch": "arm64"}},
+          "exception": {"values": [
+            {"type": "SIGABRT", "thread_id": 7},
+            {"type": "SIGSEGV"}
+          ]},
+          "threads": {"values": [
+            {"id": 1, "crashed": true, "stacktrace": {"frames": [{"instruction_addr": "0x20"}]}},
+            {"id": "7", "stacktrace": {"frames": [{"instruction_addr": "0x10"}]}}
+          ]}
+        }"#;
+        let report = parse_event(event).unwrap();
+        assert_eq!(report.arch, Arch::Arm64);
+        let address = |e: usize| match &report.exceptions[e].frames[..] {
+            [FrameIn::Native(raw)] => raw.instruction_addr,
+            other => panic!("{other:?}"),
+        };
+        // The thrown exception (last) had no thread id: the crashed thread's stack.
+        assert_eq!(address(0), 0x20);
+        assert_eq!(address(1), 0x10);
     }
 }

@@ -6,7 +6,7 @@ use std::collections::HashMap;
 use crate::js::{JsFrame, JsFrameResult, JsFrameStatus, JsSourceMap, RestoreOptions};
 use crate::jvm::trace::{JvmException, JvmTrace, JvmTraceFormat, Relation};
 use crate::jvm::{JvmFrameStatus, JvmMapping};
-use crate::model::{Modules, NativeReport, ReportFormat, ReportKind, Thread};
+use crate::model::{Modules, NativeReport, RawFrame, ReportFormat, ReportKind, Thread};
 use crate::symbolicate::SymCacheSource;
 
 use super::event::{CombinedReport, FrameIn, SourceMapRef};
@@ -104,14 +104,17 @@ pub fn restore(report: &CombinedReport, sources: &Sources<'_>) -> CombinedResult
     }
 }
 
-/// An exception's place in the report and the places of a layer's frames in it.
-type Places = (usize, Vec<usize>);
+/// An exception's place in the report, and the place in it of each frame of its thread (`None`
+/// for the placeholder below).
+type Places = (usize, Vec<Option<usize>>);
 
 /// The native frames as a report to symbolicate: one thread per exception that has any (its
 /// native frames only, innermost first; the thread's id is the exception's place), with the
-/// event's images. The first exception whose innermost frame is native is the crashed thread
-/// (its first frame is the faulting instruction, not a return address). `None` when no frame is
-/// native. With each thread, the places of its frames in the exception.
+/// event's images. The first exception whose innermost frame is native is the crashed thread.
+/// Every thread's first frame is looked up as a PC (the faulting instruction), so a thread whose
+/// first native frame is a caller of JavaScript or Java frames (a return address) gets a
+/// placeholder frame 0 at address 0 (in no image), dropped from the result. `None` when no
+/// frame is native. With each thread, the places of its frames in the exception.
 fn native_part(report: &CombinedReport) -> Option<(NativeReport, Vec<Places>)> {
     let mut places: Vec<Places> = Vec::new();
     let mut threads = Vec::new();
@@ -121,14 +124,23 @@ fn native_part(report: &CombinedReport) -> Option<(NativeReport, Vec<Places>)> {
         let mut frames = Vec::new();
         for (index, frame) in exception.frames.iter().enumerate() {
             if let FrameIn::Native(raw) = frame {
-                at.push(index);
+                if at.is_empty() && index > 0 {
+                    at.push(None);
+                    frames.push(RawFrame {
+                        instruction_addr: 0,
+                        function: None,
+                        image_index: None,
+                        trust: None,
+                    });
+                }
+                at.push(Some(index));
                 frames.push(raw.clone());
             }
         }
         if frames.is_empty() {
             continue;
         }
-        let crashed = !crashed_given && at[0] == 0;
+        let crashed = !crashed_given && at[0] == Some(0);
         crashed_given |= crashed;
         threads.push(Thread {
             id: e as u64,
@@ -144,10 +156,8 @@ fn native_part(report: &CombinedReport) -> Option<(NativeReport, Vec<Places>)> {
     }
     let native = NativeReport {
         format: ReportFormat::SentryEvent,
-        arch: report
-            .images
-            .iter()
-            .map(|i| i.arch)
+        arch: std::iter::once(report.arch)
+            .chain(report.images.iter().map(|i| i.arch))
             .find(|a| *a != symbolic_common::Arch::Unknown)
             .unwrap_or(symbolic_common::Arch::Unknown),
         crash_reason: None,
@@ -182,7 +192,9 @@ fn restore_native(
     let result = crate::symbolicate::symbolicate_owned(native, symcaches);
     for (thread, (e, at)) in result.threads.into_iter().zip(places) {
         for mut frame in thread.frames {
-            let index = at[frame.index];
+            let Some(index) = at[frame.index] else {
+                continue;
+            };
             frame.index = index;
             slots[e][index].push(CombinedFrame::Native(frame));
         }

@@ -218,3 +218,49 @@ fn a_missing_file_leaves_its_layer_as_given_and_the_others_restored() {
         11
     );
 }
+
+#[test]
+fn native_frames_below_other_layers_are_return_addresses() {
+    // The thrown stack with a Java frame called by the crashing native code: the native
+    // frames are then all callers (return addresses), the first one included.
+    let mut event: serde_json::Value = serde_json::from_slice(&event()).unwrap();
+    let thrown = event["exception"]["values"]
+        .as_array_mut()
+        .unwrap()
+        .last_mut()
+        .unwrap();
+    thrown["stacktrace"]["frames"].as_array_mut().unwrap().push(
+        serde_json::json!({"platform": "java", "module": "com.example.shop.d", "function": "a"}),
+    );
+    let report = parse_event(&serde_json::to_vec(&event).unwrap()).unwrap();
+    let symcaches =
+        LocalSymCaches::scan(&[repo().join("examples/linux-demo/demo-app.debug")]).unwrap();
+    let result = restore(
+        &report,
+        &Sources {
+            symcaches: &symcaches,
+            sourcemaps: HashMap::new(),
+            mapping: None,
+        },
+    );
+    let native: Vec<_> = result.exceptions[0]
+        .frames
+        .iter()
+        .filter_map(|f| match f {
+            CombinedFrame::Native(f) => Some(f),
+            _ => None,
+        })
+        .collect();
+    let first = native[0];
+    assert_eq!(first.index, 1, "after the Java frame");
+    assert_eq!(first.lookup_addr.0, first.instruction_addr.0 - 1);
+    // The placeholder that makes it so is not in the result, nor in the modules.
+    assert_eq!(native.len(), DEMO_CHAIN.len());
+    assert_eq!(result.modules.len(), 1);
+    // As the innermost frame, the same address is the faulting instruction.
+    let plain = run(true, true);
+    let CombinedFrame::Native(pc) = &plain.exceptions[0].frames[0] else {
+        panic!("native first");
+    };
+    assert_eq!(pc.lookup_addr.0, pc.instruction_addr.0);
+}
