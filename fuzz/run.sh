@@ -15,7 +15,7 @@ shift
 targets=("$@")
 if [ ${#targets[@]} -eq 0 ]; then
     targets=(native_report js_stack source_map debug_file job_request jvm_trace proguard_mapping
-        minidump)
+        minidump combined_event)
 fi
 
 export PATH="$HOME/.cargo/bin:$PATH"
@@ -72,6 +72,8 @@ mapfile -d '' proguard < <(find "$HOME/.cargo/registry/src" -path '*/proguard-*/
 seed proguard_mapping "$examples"/android-demo/mapping.txt "${proguard[@]}"
 
 seed minidump "$examples"/linux-demo/demo-app.dmp
+seed combined_event "$examples"/rn-android/combined-event.json "$examples"/android-demo/obfuscated-sentry.json \
+    "$examples"/ios-demo/DemoApp-sentry.json
 
 # Every target, built once with the sanitizer and coverage instrumentation.
 if ! cargo +nightly fuzz build -O >fuzz-build.log 2>&1; then

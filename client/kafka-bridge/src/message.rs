@@ -24,7 +24,7 @@ use symcluster_client::{api, report};
 
 /// Header names (lowercase ASCII; matched exactly).
 pub mod header {
-    /// `native`, `js` or `jvm`.
+    /// `native`, `js`, `jvm` or `combined`.
     pub const KIND: &str = "symcluster-kind";
     /// JVM: the mapping file's id.
     pub const MAPPING_ID: &str = "symcluster-mapping-id";
@@ -215,6 +215,9 @@ pub fn spec(
                 .unwrap_or("")
                 .to_owned(),
         }),
+        "combined" => api::job_spec::Payload::Combined(api::CombinedJob {
+            event: plain(value, zstd)?,
+        }),
         other => return Err(Malformed::Kind(other.to_owned())),
     };
     Ok(api::JobSpec {
@@ -224,7 +227,7 @@ pub fn spec(
     })
 }
 
-/// A JS stack's or JVM trace's bytes: `value`, decompressed when it is one zstd frame, with the
+/// A JS stack's, JVM trace's or combined event's bytes: `value`, decompressed when it is one zstd frame, with the
 /// same bound as a native report's (one frame recording its size, at most 16 MiB).
 fn plain(value: &[u8], zstd: bool) -> Result<Vec<u8>, Malformed> {
     if !zstd {
@@ -352,6 +355,17 @@ mod tests {
             (jvm.mapping_id.as_str(), jvm.trace.as_slice()),
             ("3828bd45-950f-5e77-9737-b6b3a1d80299", &trace[..])
         );
+    }
+
+    #[test]
+    fn combined_messages_carry_their_event() {
+        let headers = [(header::KIND, Some(&b"combined"[..]))];
+        let event = br#"{"exception": {"values": []}}"#;
+        let spec = spec(&at(5), &headers, Some(&event[..]), "").unwrap();
+        let Some(api::job_spec::Payload::Combined(combined)) = spec.payload else {
+            panic!("not combined")
+        };
+        assert_eq!(combined.event, event);
     }
 
     #[test]
