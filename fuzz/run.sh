@@ -48,7 +48,8 @@ mapfile -d '' reports < <(find "$fixtures/crashprobe" "$fixtures/kscrash" \
 native_seeds=("${reports[@]}" "$examples"/ios-demo/DemoApp.crash "$examples"/ios-demo/DemoApp.ips
     "$examples"/ios-demo/DemoApp-sentry.json "$examples"/linux-demo/demo-app-request.json
     "$examples"/ios-demo/DemoApp-macos12.crash "$examples"/ios-system-symbols/SystemFrames.crash
-    "$examples"/linux-demo/demo-app.dmp "$examples"/linux-demo/demo-app-tombstone.pb)
+    "$examples"/linux-demo/demo-app.dmp "$examples"/linux-demo/demo-app-tombstone.pb
+    "$examples"/linux-demo/demo-app-tombstone.txt)
 seed native_report "${native_seeds[@]}"
 seed job_request "${native_seeds[@]}"
 # A real Android tombstone (third-party, gzipped in the repository).

@@ -37,3 +37,7 @@ echo "demo-app.dmp: $(stat -c %s demo-app.dmp) bytes"
     --debug-files examples/linux-demo/demo-app.debug examples/linux-demo/demo-app.dmp) |
     python3 make_tombstone.py >demo-app-tombstone.pb
 echo "demo-app-tombstone.pb: $(stat -c %s demo-app-tombstone.pb) bytes"
+(cd ../.. && cargo run --quiet --release -p symctl -- symbolicate \
+    --debug-files examples/linux-demo/demo-app.debug examples/linux-demo/demo-app.dmp) |
+    python3 make_tombstone.py --text >demo-app-tombstone.txt
+echo "demo-app-tombstone.txt: $(stat -c %s demo-app-tombstone.txt) bytes"

@@ -8,7 +8,12 @@ extractNativeLibs=false. No Android device made it: the frames (pc, rel_pc) are 
 crash's, from `symctl symbolicate` of the minidump (its JSON on stdin), pcs of callers moved
 back into their call by 1 byte as libunwindstack does on x86_64.
 
-Usage: symctl symbolicate --debug-files demo-app.debug demo-app.dmp | python3 make_tombstone.py
+With --text it writes the same tombstone as debuggerd prints it (demo-app-tombstone.txt: the
+text layout of AOSP's libdebuggerd/tombstone_proto_to_text.cpp: banner, ABI, thread, signal,
+`backtrace:` with `#NN pc REL_PC  FILE (offset 0x…) (BuildId: …)` lines; no function names, as
+for a stripped library).
+
+Usage: symctl symbolicate --debug-files demo-app.debug demo-app.dmp | python3 make_tombstone.py [--text]
 (make_minidump.sh runs it). Standard library only.
 """
 import json
@@ -49,12 +54,41 @@ def message(tag, body):
     return field(tag, 2, varint(len(body)) + body)
 
 
+def text_tombstone(thread, rel_pcs):
+    tid = thread["id"]
+    lines = [
+        "*** *** *** *** *** *** *** *** *** *** *** *** *** *** *** ***",
+        "Build fingerprint: 'symcluster/demo/x86_64:14/DEMO/1:user/release-keys'",
+        "Revision: '0'",
+        "ABI: 'x86_64'",
+        "Timestamp: 2026-11-20 10:00:00.000000000+0000",
+        "Process uptime: 1s",
+        "Cmdline: demo-app",
+        f"pid: {tid}, tid: {tid}, name: demo-app  >>> demo-app <<<",
+        "uid: 10123",
+        "signal 11 (SIGSEGV), code 1 (SEGV_MAPERR), fault addr 0x0000000000000000",
+        "Cause: null pointer dereference",
+        "    rax 0000000000000000  rbx 0000000000000000  rcx 0000000000000000  rdx 0000000000000000",
+        "    rip %016x  rbp 0000000000000000  rsp 0000000000000000" % int(thread["frames"][0]["instruction_addr"], 16),
+        "",
+        "%d total frames" % len(rel_pcs),
+        "backtrace:",
+    ]
+    for i, rel_pc in enumerate(rel_pcs):
+        lines.append(
+            f"      #{i:02d} pc {rel_pc:016x}  {LIB} (offset {APK_OFFSET:#x}) (BuildId: {BUILD_ID})"
+        )
+    lines.append("")
+    return "\n".join(lines) + "\n"
+
+
 def main():
     result = json.load(sys.stdin)
     thread = next(t for t in result["threads"] if t["crashed"])
     app = next(m for m in result["modules"] if m["code_file"].endswith("/demo-app"))
     base = int(app["image_addr"], 16)
     frames = []
+    rel_pcs = []
     seen = set()
     # The exact chain: the frames walked by CFI, up to main (its caller is libc's).
     for f in thread["frames"]:
@@ -65,9 +99,13 @@ def main():
         seen.add(f["index"])
         addr = int(f["instruction_addr"], 16)
         pc = addr if f["index"] == 0 else addr - 1
+        rel_pcs.append(pc - base)
         frames.append(
             uint(1, pc - base) + uint(2, pc) + text(6, LIB) + uint(7, APK_OFFSET) + text(8, BUILD_ID)
         )
+    if sys.argv[1:] == ["--text"]:
+        sys.stdout.write(text_tombstone(thread, rel_pcs))
+        return
     tid = thread["id"]
     registers = message(3, text(1, "rip") + uint(2, int(thread["frames"][0]["instruction_addr"], 16)))
     body = uint(1, 3)  # arch X86_64

@@ -98,25 +98,35 @@ async fn minidumps_are_walked_with_cfi_once_their_debug_file_arrives() {
     client.submit_native("tombstone", tombstone).await.unwrap();
     let job = wait(&mut client, "tombstone").await;
     let from_apk = result(&job);
-    let frames = crashed(&from_apk);
-    let got: Vec<_> = frames
-        .iter()
-        .map(|(f, file, line, _)| (f.as_str(), file.as_str(), *line))
-        .collect();
+    // (function, file, line) of the crashed thread's frames.
+    let chain = |result: &serde_json::Value| -> Vec<(String, String, u64)> {
+        crashed(result)
+            .into_iter()
+            .map(|(f, file, line, _)| (f, file, line))
+            .collect()
+    };
     let expected: Vec<_> = expected
         .iter()
-        .map(|(f, file, line, _)| (*f, *file, *line))
+        .map(|(f, file, line, _)| (f.to_string(), file.to_string(), *line))
         .collect();
-    assert_eq!(got, expected);
+    assert_eq!(chain(&from_apk), expected);
     assert_eq!(
         from_apk["threads"][0]["frames"][0]["image"],
         "base.apk!libdemo.so"
     );
+    // And as debuggerd prints it (text, addresses relative to the library): the same frames.
+    let text = std::fs::read(repo().join("examples/linux-demo/demo-app-tombstone.txt")).unwrap();
+    client.submit_native("tombstone-text", text).await.unwrap();
+    let job = wait(&mut client, "tombstone-text").await;
+    assert_eq!(chain(&result(&job)), expected);
 
     // Two crash groups (a group is the functions and the image they are in: `demo-app` and
-    // `base.apk!libdemo.so`), both named by the crashing function.
+    // `base.apk!libdemo.so`, both tombstones), both named by the crashing function.
     let grouped = groups(&client, 10).await;
     assert_eq!(grouped.len(), 2, "{grouped:?}");
+    let mut counts: Vec<u64> = grouped.iter().map(|g| g.count).collect();
+    counts.sort_unstable();
+    assert_eq!(counts, [1, 2]);
     for group in &grouped {
         assert_eq!(
             group.title,

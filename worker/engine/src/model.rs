@@ -77,6 +77,32 @@ pub struct NativeReport {
     pub modules: Modules,
 }
 
+impl NativeReport {
+    /// A crash report as most readers make it: kind [`ReportKind::Crash`], no call tree, no
+    /// SDK details, read for the referenced images ([`Modules::Referenced`]).
+    pub fn crash(
+        format: ReportFormat,
+        arch: Arch,
+        crash_reason: Option<String>,
+        signal: Option<u32>,
+        threads: Vec<Thread>,
+        images: Vec<Image>,
+    ) -> Self {
+        NativeReport {
+            format,
+            arch,
+            crash_reason,
+            signal,
+            threads,
+            images,
+            call_tree: Vec::new(),
+            kind: ReportKind::Crash,
+            details: None,
+            modules: Modules::Referenced,
+        }
+    }
+}
+
 /// Which images a symbolication result lists in `modules`
 /// (`../shared/conformance/CONTRACT.md`).
 ///

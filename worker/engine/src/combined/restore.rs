@@ -6,7 +6,7 @@ use std::collections::HashMap;
 use crate::js::{JsFrame, JsFrameResult, JsFrameStatus, JsSourceMap, RestoreOptions};
 use crate::jvm::trace::{JvmException, JvmTrace, JvmTraceFormat, Relation};
 use crate::jvm::{JvmFrameStatus, JvmMapping};
-use crate::model::{Modules, NativeReport, RawFrame, ReportFormat, ReportKind, Thread};
+use crate::model::{NativeReport, RawFrame, ReportFormat, Thread};
 use crate::symbolicate::SymCacheSource;
 
 use super::event::{CombinedReport, FrameIn, SourceMapRef};
@@ -154,21 +154,18 @@ fn native_part(report: &CombinedReport) -> Option<(NativeReport, Vec<Places>)> {
     if threads.is_empty() {
         return None;
     }
-    let native = NativeReport {
-        format: ReportFormat::SentryEvent,
-        arch: std::iter::once(report.arch)
-            .chain(report.images.iter().map(|i| i.arch))
-            .find(|a| *a != symbolic_common::Arch::Unknown)
-            .unwrap_or(symbolic_common::Arch::Unknown),
-        crash_reason: None,
-        signal: None,
+    let arch = std::iter::once(report.arch)
+        .chain(report.images.iter().map(|i| i.arch))
+        .find(|a| *a != symbolic_common::Arch::Unknown)
+        .unwrap_or(symbolic_common::Arch::Unknown);
+    let native = NativeReport::crash(
+        ReportFormat::SentryEvent,
+        arch,
+        None,
+        None,
         threads,
-        images: report.images.clone(),
-        call_tree: Vec::new(),
-        kind: ReportKind::Crash,
-        details: None,
-        modules: Modules::Referenced,
-    };
+        report.images.clone(),
+    );
     Some((native, places))
 }
 

@@ -11,7 +11,7 @@ use minidump_unwind::{
 use symbolic_common::Arch;
 
 use super::{UnwindTable, arch_of, malformed};
-use crate::model::{FrameTrust, Image, Modules, NativeReport, RawFrame, ReportFormat, ReportKind};
+use crate::model::{FrameTrust, Image, NativeReport, RawFrame, ReportFormat};
 use crate::reports::ReportError;
 
 /// The dump's header and stream directory, read (streams are read when asked for).
@@ -145,18 +145,14 @@ pub(super) fn walk(data: &[u8], unwind: &UnwindTable) -> Result<NativeReport, Re
                 .collect(),
         })
         .collect();
-    Ok(NativeReport {
-        format: ReportFormat::Minidump,
+    Ok(NativeReport::crash(
+        ReportFormat::Minidump,
         arch,
         crash_reason,
         signal,
         threads,
         images,
-        call_tree: Vec::new(),
-        kind: ReportKind::Crash,
-        details: None,
-        modules: Modules::Referenced,
-    })
+    ))
 }
 
 fn trust(trust: WalkTrust) -> FrameTrust {

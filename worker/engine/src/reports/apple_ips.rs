@@ -129,16 +129,12 @@ pub fn parse(_header: Option<&Value>, body: &Value) -> Result<NativeReport, Repo
         });
     }
 
-    Ok(NativeReport {
-        format: FORMAT,
+    Ok(NativeReport::crash(
+        FORMAT,
         arch,
         crash_reason,
         signal,
         threads,
         images,
-        call_tree: Vec::new(),
-        kind: crate::model::ReportKind::Crash,
-        details: None,
-        modules: crate::model::Modules::Referenced,
-    })
+    ))
 }

@@ -202,18 +202,14 @@ pub fn parse(text: &str) -> Result<NativeReport, ReportError> {
         })
         .collect();
 
-    Ok(NativeReport {
-        format: FORMAT,
+    Ok(NativeReport::crash(
+        FORMAT,
         arch,
-        crash_reason: exception_type,
+        exception_type,
         signal,
         threads,
         images,
-        call_tree: Vec::new(),
-        kind: crate::model::ReportKind::Crash,
-        details: None,
-        modules: crate::model::Modules::Referenced,
-    })
+    ))
 }
 
 #[cfg(test)]

@@ -104,16 +104,12 @@ pub fn parse(report: &Value) -> Result<NativeReport, ReportError> {
         });
     }
 
-    Ok(NativeReport {
-        format: FORMAT,
+    Ok(NativeReport::crash(
+        FORMAT,
         arch,
         crash_reason,
         signal,
         threads,
         images,
-        call_tree: Vec::new(),
-        kind: crate::model::ReportKind::Crash,
-        details: None,
-        modules: crate::model::Modules::Referenced,
-    })
+    ))
 }

@@ -22,6 +22,7 @@ pub mod routing;
 mod sentry;
 mod symbolicator;
 pub mod tombstone;
+pub mod tombstone_text;
 
 use serde_json::Value;
 
@@ -110,6 +111,9 @@ fn read(data: &[u8], modules: Modules) -> Result<NativeReport, ReportError> {
     if trimmed.starts_with('{') || trimmed.starts_with('[') {
         return parse_json_report(trimmed, modules);
     }
+    if tombstone_text::looks_like(trimmed) {
+        return tombstone_text::parse(trimmed);
+    }
     apple_text::parse(text)
 }
 
@@ -132,6 +136,9 @@ pub fn detect_format(data: &[u8]) -> Option<ReportFormat> {
         }
         let top: TopLevel = serde_json::from_str(text).ok()?;
         return json_shape(&top).ok();
+    }
+    if tombstone_text::looks_like(text) {
+        return Some(ReportFormat::Tombstone);
     }
     apple_text::looks_like_apple_text(text).then_some(ReportFormat::AppleText)
 }

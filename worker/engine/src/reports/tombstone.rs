@@ -22,7 +22,7 @@ use symbolic_common::Arch;
 
 use super::ReportError;
 use super::fields::debug_id_from_build_id;
-use crate::model::{Image, Modules, NativeReport, RawFrame, ReportFormat, ReportKind, Thread};
+use crate::model::{Image, NativeReport, RawFrame, ReportFormat, Thread};
 
 #[derive(Clone, PartialEq, Message)]
 struct Tombstone {
@@ -205,18 +205,14 @@ fn read(tombstone: Tombstone) -> NativeReport {
         }
         reason
     });
-    NativeReport {
-        format: ReportFormat::Tombstone,
+    NativeReport::crash(
+        ReportFormat::Tombstone,
         arch,
         crash_reason,
-        signal: signal.and_then(|s| u32::try_from(s.number).ok()),
+        signal.and_then(|s| u32::try_from(s.number).ok()),
         threads,
         images,
-        call_tree: Vec::new(),
-        kind: ReportKind::Crash,
-        details: None,
-        modules: Modules::Referenced,
-    }
+    )
 }
 
 /// Adds the ELF `frame` is in to `images`, once per load address: at `pc - rel_pc`, its size

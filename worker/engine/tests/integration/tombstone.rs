@@ -125,3 +125,51 @@ fn damaged_tombstones_are_refused() {
         .to_string();
     assert!(e.starts_with("not a crash report: not UTF-8 text"), "{e}");
 }
+
+#[test]
+fn a_text_tombstone_and_its_logcat_lines_are_the_same_crash() {
+    let text =
+        std::fs::read_to_string(repo().join("examples/linux-demo/demo-app-tombstone.txt")).unwrap();
+    // As `adb logcat` shows it: debuggerd logs every line under the tag DEBUG.
+    let logcat: String = text
+        .lines()
+        .map(|l| format!("11-20 10:00:00.123 15999 15999 F DEBUG   : {l}\n"))
+        .collect();
+    let sources =
+        LocalSymCaches::scan(&[repo().join("examples/linux-demo/demo-app.debug")]).unwrap();
+    for data in [text.as_bytes(), logcat.as_bytes()] {
+        assert_eq!(
+            symcluster_engine::reports::detect_format(data),
+            Some(ReportFormat::Tombstone)
+        );
+        let report = parse_report(data).unwrap();
+        assert_eq!(report.arch, symbolic_common::Arch::Amd64);
+        assert_eq!(report.signal, Some(11));
+        let result = symbolicate(&report, &sources);
+        assert_eq!(
+            result.crash_reason.as_deref(),
+            Some("SIGSEGV / SEGV_MAPERR at 0x0")
+        );
+        let f = &crashed(&result).frames;
+        let got: Vec<_> = f.iter().map(summary).collect();
+        assert_eq!(got, crate::support::DEMO_CHAIN);
+        // Addresses are the ELF's own, as printed: the library's load address is not given.
+        assert_eq!(f[0].instruction_addr.0, 0x1130);
+        assert_eq!(f[1].lookup_addr.0, 0x1153);
+        let module = &result.modules[0];
+        assert_eq!(
+            (
+                module.code_file.as_deref(),
+                module.debug_id.as_deref(),
+                module.image_addr.0,
+                module.status
+            ),
+            (
+                Some("/data/app/~~demo==/com.example.demo-1==/base.apk!libdemo.so"),
+                Some("e03566f6-988e-a224-5037-26179d47ad6c"),
+                0,
+                ModuleStatus::Found
+            )
+        );
+    }
+}
