@@ -138,7 +138,9 @@ pub struct NotifyArgs {
 /// straight to the bucket with `--s3-bucket` and AWS credentials (operators).
 #[derive(Debug, Subcommand)]
 pub enum UploadCommand {
-    /// Upload debug files: dSYM bundles, Mach-O or ELF files, or directories (recursively).
+    /// Upload debug files: dSYM bundles, Mach-O or ELF files (Android's unstripped `lib*.so`,
+    /// Linux binaries), or directories (recursively). Also `symctl upload debug-files`.
+    #[command(visible_alias = "debug-files")]
     Dsym {
         #[command(flatten)]
         bucket: BucketArgs,

@@ -105,9 +105,10 @@ async fn a_three_layer_crash_is_restored_as_its_files_arrive() {
     let map = repo().join("examples/rn-demo/dist/index.android.bundle.hbc.map");
     let mapping = repo().join("examples/android-demo/mapping.txt");
     let uploads: [Vec<String>; 3] = [
+        // The app's unstripped .so (here the demo's ELF), as an Android build uploads it.
         vec![
             "upload".into(),
-            "dsym".into(),
+            "debug-files".into(),
             debug_file.display().to_string(),
         ],
         vec![
