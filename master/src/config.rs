@@ -44,7 +44,7 @@ pub struct MasterConfig {
     pub token: String,
 
     /// A TOML file of named tokens with roles (`device`, `ingest`, `worker`, `admin`), stored
-    /// as SHA-256 hashes; reloaded on SIGHUP (see the README's "Tokens and roles").
+    /// as SHA-256 hashes; reloaded on SIGHUP (see `docs/operator-guide.md`, "Tokens and roles").
     #[arg(long, env = "SYMCLUSTER_TOKENS_FILE")]
     pub tokens_file: Option<PathBuf>,
 

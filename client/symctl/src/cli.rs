@@ -442,7 +442,7 @@ pub enum AdminCommand {
     /// Without a subcommand: each member's id, address, role (`voter`, `learner` while it
     /// catches up, `outgoing` while a joint configuration is left), match index, lag behind the
     /// leader's log (entries), and milliseconds since the leader last heard from it; from the
-    /// leader. See the README's "Replace a dead master" and "Grow or shrink the group".
+    /// leader. See `docs/operator-guide.md`: "Replace a dead master", "Grow or shrink the group".
     Members(MembersArgs),
 }
 

@@ -8,7 +8,7 @@
 //! they hold. Members that cannot be reached are not counted: when none answers, it starts (a
 //! new group whose other members are not up yet). One that runs but answers an error (an
 //! earlier version without `ListMembers`, another token) makes it refuse: it cannot tell. The residual risk — every other member down at
-//! the moment a wiped voter starts — is written in the README's "Replace a dead master".
+//! the moment a wiped voter starts — is written in `docs/operator-guide.md`, "Replace a dead master".
 
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -61,7 +61,7 @@ pub async fn check_empty_start(
                  group (master {peer} at {address} says so, term {}, commit index {}): a member \
                  that lost its log and vote must not vote again. To replace it: `symctl admin \
                  members remove {id}`, then start this master under a new id with --join and \
-                 `symctl admin members add NEW_ID ADDRESS` (README: \"Replace a dead master\")",
+                 `symctl admin members add NEW_ID ADDRESS` (docs/operator-guide.md: \"Replace a dead master\")",
                 group.term, group.commit_index
             ));
         }
