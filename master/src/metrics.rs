@@ -9,7 +9,8 @@ use prometheus::{
 use symcluster_proto::v1::JobKind;
 
 /// The master's registry.
-pub static REGISTRY: LazyLock<Registry> = LazyLock::new(Registry::new);
+pub static REGISTRY: LazyLock<Registry> =
+    LazyLock::new(|| symcluster_telemetry::service_registry("master", env!("CARGO_PKG_VERSION")));
 
 fn counter(name: &str, help: &str) -> IntCounter {
     let c = IntCounter::new(name, help).expect("valid metric");

@@ -28,6 +28,33 @@ pub fn register<C: prometheus::core::Collector + Clone + 'static>(
     collector
 }
 
+/// The registry of one service's metrics, holding already what every service exposes: the
+/// `process_*` metrics of the running process (CPU seconds, resident and virtual memory in
+/// bytes, open and maximum file descriptors, start time in seconds since the Unix epoch: the
+/// prometheus crate's `ProcessCollector`, read from `/proc/self` at each scrape; Linux only)
+/// and `symcluster_build_info{service, version}`, always 1 (join it on `instance` to label any
+/// other metric with the version that made it).
+pub fn service_registry(service: &str, version: &str) -> Registry {
+    let registry = Registry::new();
+    #[cfg(target_os = "linux")]
+    registry
+        .register(Box::new(
+            prometheus::process_collector::ProcessCollector::for_self(),
+        ))
+        .expect("unique metric");
+    let info = prometheus::IntGaugeVec::new(
+        prometheus::Opts::new(
+            "symcluster_build_info",
+            "The service and version of this process (always 1)",
+        ),
+        &["service", "version"],
+    )
+    .expect("valid metric");
+    info.with_label_values(&[service, version]).set(1);
+    register(&registry, info);
+    registry
+}
+
 /// An HTTP response: status, content type, body.
 pub type Response = (axum::http::StatusCode, [(&'static str, String); 1], Vec<u8>);
 

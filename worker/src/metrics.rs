@@ -12,7 +12,8 @@ use prometheus::{
 };
 
 /// The worker's registry.
-pub static REGISTRY: LazyLock<Registry> = LazyLock::new(Registry::new);
+pub static REGISTRY: LazyLock<Registry> =
+    LazyLock::new(|| symcluster_telemetry::service_registry("worker", env!("CARGO_PKG_VERSION")));
 
 fn register<C: prometheus::core::Collector + Clone + 'static>(c: C) -> C {
     symcluster_telemetry::register(&REGISTRY, c)

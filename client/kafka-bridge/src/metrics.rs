@@ -6,7 +6,9 @@ use std::sync::LazyLock;
 use prometheus::{Histogram, HistogramOpts, IntCounterVec, IntGauge, IntGaugeVec, Opts, Registry};
 
 /// The bridge's registry.
-pub static REGISTRY: LazyLock<Registry> = LazyLock::new(Registry::new);
+pub static REGISTRY: LazyLock<Registry> = LazyLock::new(|| {
+    symcluster_telemetry::service_registry("kafka-bridge", env!("CARGO_PKG_VERSION"))
+});
 
 fn register<C: prometheus::core::Collector + Clone + 'static>(c: C) -> C {
     symcluster_telemetry::register(&REGISTRY, c)

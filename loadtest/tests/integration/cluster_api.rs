@@ -207,6 +207,21 @@ async fn the_dashboard_queries_metrics_that_exist() {
         tokio::time::sleep(std::time::Duration::from_millis(50)).await;
     }
     assert_eq!(http_get(worker, "/ready").await, "ready\n");
+    // Every service says what it is and what it costs: build info, the process's own metrics.
+    let version = env!("CARGO_PKG_VERSION");
+    for (endpoint, service) in [(&cluster.metrics, "master"), (worker, "worker")] {
+        let text = http_get(endpoint, "/metrics").await;
+        let info =
+            format!("symcluster_build_info{{service=\"{service}\",version=\"{version}\"}} 1");
+        assert!(text.lines().any(|l| l == info), "{info} in:\n{text}");
+        // (CPU in whole seconds, as the prometheus crate counts it: 0 for a young process.)
+        assert!(crate::support::metric_value(&text, "process_cpu_seconds_total", &[]).is_some());
+        for name in ["process_resident_memory_bytes", "process_open_fds"] {
+            let value = crate::support::metric_value(&text, name, &[])
+                .unwrap_or_else(|| panic!("{name} in:\n{text}"));
+            assert!(value > 0.0, "{name} = {value}");
+        }
+    }
     let exposition = format!(
         "{}\n{}",
         http_get(&cluster.metrics, "/metrics").await,
@@ -247,7 +262,11 @@ async fn the_dashboard_queries_metrics_that_exist() {
             .collect();
         for sample in &scrape.samples {
             let name = sample.metric.as_str();
-            assert!(name.starts_with("symcluster_"), "{name}");
+            // Ours, or the process metrics every Prometheus client names the same.
+            assert!(
+                name.starts_with("symcluster_") || name.starts_with("process_"),
+                "{name}"
+            );
             // A histogram's `_sum` and `_count` series belong to it.
             if ["_sum", "_count"].iter().any(|suffix| {
                 name.strip_suffix(suffix)
