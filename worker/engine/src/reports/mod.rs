@@ -5,6 +5,8 @@
 //!   Apple `.ips` report; a single JSON object is KSCrash (`binary_images` + `crash`), a Sentry
 //!   event (`debug_meta` or `exception`), a symbolicator request (`modules` + `stacktraces`), or
 //!   a bare `.ips` body (`usedImages` + `threads`);
+//! - text with a tombstone's `*** *** ***` banner (or a `pid: …, tid: …` line and a `backtrace:`
+//!   line) is an Android text tombstone ([`tombstone_text`]);
 //! - other text is read as an Apple text crash report (`apple-crash-report-parser`);
 //! - binary input that decodes as a protobuf tombstone whose crashed thread is among its
 //!   threads is an Android tombstone;

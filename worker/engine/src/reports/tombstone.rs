@@ -4,10 +4,11 @@
 //!
 //! Format: AOSP `system/core/debuggerd/proto/tombstone.proto` (Apache-2.0); only the fields
 //! read here are declared (prost skips the others). Frames come from libunwindstack, which has
-//! already moved every caller's `pc` back into its call instruction (by 4 bytes on arm64 and
-//! arm, 1 on x86): the reader adds it back, so that frames are return addresses as in every
-//! other format and symbolication steps back exactly once (on 32-bit ARM a 2-byte Thumb call is
-//! then looked up 2 bytes past it).
+//! already moved every caller's `pc` back into its call instruction (4 bytes on arm64, 2 or 4
+//! on 32-bit ARM, 1 on x86): the reader adds 4, 2 and 1 back, so that frames are return
+//! addresses as in every other format and symbolication steps back exactly once (on 32-bit ARM,
+//! whose instructions are 2-byte aligned, the lookup then lands on the call instruction for
+//! 2- and 4-byte Thumb calls and ARM calls alike).
 //!
 //! Images come from the frames themselves: a frame names its ELF (`file_name`, with
 //! `base.apk!libfoo.so` for a library loaded straight from the APK at `file_map_offset`), its
