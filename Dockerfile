@@ -12,11 +12,13 @@ RUN apt-get update -qq \
     && rm -rf /var/lib/apt/lists/*
 WORKDIR /src
 COPY . .
-RUN cargo build --release --locked --bins \
+# The `dist` profile: stripped, thin LTO (symctl 32 MB instead of 221 MB with `release`'s line
+# tables).
+RUN cargo build --profile dist --locked --bins \
         -p symcluster-master -p symcluster-worker -p symcluster-kafka-bridge -p symctl \
     && mkdir /out \
-    && cp target/release/symcluster-master target/release/symcluster-worker \
-          target/release/symcluster-kafka-bridge target/release/symctl /out/
+    && cp target/dist/symcluster-master target/dist/symcluster-worker \
+          target/dist/symcluster-kafka-bridge target/dist/symctl /out/
 
 # Runtime: CA roots for https S3 and masters, nothing else.
 FROM debian:bookworm-slim
