@@ -50,9 +50,95 @@ pub fn bytes_usize(s: &str) -> Result<usize, String> {
     bytes(s).and_then(|b| usize::try_from(b).map_err(|_| format!("{b} bytes is too large")))
 }
 
+/// Parses the command line and environment as `C::parse()` does, after reading the
+/// environment variables some flags were renamed from: for each `(flag, variable, old
+/// variable)`, when `variable` is unset, `flag` is not on the command line and `old variable`
+/// is set, its value is passed as `flag=value` (through the flag's own parser), with a
+/// deprecation warning on stderr. So every service reads one variable per flag
+/// (`SYMCLUSTER_METRICS_LISTEN`) and old environments keep working for a release.
+pub fn parse_with_renamed_env<C: clap::Parser>(renamed: &[(&str, &str, &str)]) -> C {
+    let args = with_renamed_env(std::env::args_os().collect(), renamed, |name| {
+        std::env::var_os(name)
+    });
+    C::parse_from(args)
+}
+
+/// The arguments [`parse_with_renamed_env`] parses: `args` with a `flag=value` added for each
+/// renamed variable in use (`env` reads the environment).
+fn with_renamed_env(
+    mut args: Vec<std::ffi::OsString>,
+    renamed: &[(&str, &str, &str)],
+    env: impl Fn(&str) -> Option<std::ffi::OsString>,
+) -> Vec<std::ffi::OsString> {
+    for (flag, variable, old) in renamed {
+        if env(variable).is_some() {
+            continue;
+        }
+        let Some(value) = env(old) else {
+            continue;
+        };
+        let prefix = format!("{flag}=");
+        let given = args
+            .iter()
+            .filter_map(|a| a.to_str())
+            .any(|a| a == *flag || a.starts_with(&prefix));
+        if given {
+            continue;
+        }
+        eprintln!(
+            "warning: {old} is deprecated and will be ignored in a later release: set {variable}"
+        );
+        let mut arg = std::ffi::OsString::from(prefix);
+        arg.push(value);
+        args.push(arg);
+    }
+    args
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_renamed_variable_is_read_when_the_new_one_and_the_flag_are_not_given() {
+        let renamed = [("--metrics-listen", "NEW", "OLD")];
+        let args = |list: &[&str]| -> Vec<std::ffi::OsString> {
+            list.iter().map(std::ffi::OsString::from).collect()
+        };
+        let env = |vars: &'static [(&'static str, &'static str)]| {
+            move |name: &str| {
+                vars.iter()
+                    .find(|(n, _)| *n == name)
+                    .map(|(_, v)| std::ffi::OsString::from(v))
+            }
+        };
+        assert_eq!(
+            with_renamed_env(args(&["w"]), &renamed, env(&[("OLD", "0.0.0.0:1")])),
+            args(&["w", "--metrics-listen=0.0.0.0:1"])
+        );
+        // The new variable, or the flag, wins.
+        for (given, vars) in [
+            (
+                &["w"][..],
+                &[("OLD", "0.0.0.0:1"), ("NEW", "0.0.0.0:2")][..],
+            ),
+            (
+                &["w", "--metrics-listen", "0.0.0.0:3"][..],
+                &[("OLD", "0.0.0.0:1")][..],
+            ),
+            (
+                &["w", "--metrics-listen=0.0.0.0:3"][..],
+                &[("OLD", "0.0.0.0:1")][..],
+            ),
+            (&["w"][..], &[][..]),
+        ] {
+            let vars: &'static [(&'static str, &'static str)] = vars;
+            assert_eq!(
+                with_renamed_env(args(given), &renamed, env(vars)),
+                args(given)
+            );
+        }
+    }
 
     #[test]
     fn durations() {

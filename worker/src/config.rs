@@ -145,10 +145,11 @@ pub struct WorkerConfig {
         value_parser = symcluster_telemetry::flags::bytes, default_value = "1MiB")]
     pub download_min_rate: u64,
 
-    /// HTTP address of the Prometheus `/metrics` endpoint and the `/ready` probe.
+    /// HTTP address of the Prometheus `/metrics` endpoint and the `/ready` probe
+    /// (`SYMCLUSTER_WORKER_METRICS_LISTEN`, its former variable, is still read, with a warning).
     #[arg(
         long,
-        env = "SYMCLUSTER_WORKER_METRICS_LISTEN",
+        env = "SYMCLUSTER_METRICS_LISTEN",
         default_value = "127.0.0.1:7702"
     )]
     pub metrics_listen: std::net::SocketAddr,

@@ -1,7 +1,5 @@
 //! `symcluster-worker`: parse the configuration, run.
 
-use clap::Parser;
-
 /// mimalloc instead of glibc's malloc: reading a report builds and frees thousands of small
 /// strings and maps per job, where glibc's malloc and free took ~20 % of the worker's CPU under
 /// the load test (measured with `perf record -e cpu-clock`).
@@ -10,7 +8,12 @@ static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
-    let config = symcluster_worker::config::WorkerConfig::parse();
+    let config: symcluster_worker::config::WorkerConfig =
+        symcluster_telemetry::flags::parse_with_renamed_env(&[(
+            "--metrics-listen",
+            "SYMCLUSTER_METRICS_LISTEN",
+            "SYMCLUSTER_WORKER_METRICS_LISTEN",
+        )]);
     let telemetry =
         symcluster_telemetry::init_service(&config.log, &config.trace, "symcluster-worker")?;
     let ran = symcluster_worker::run(config).await;

@@ -101,10 +101,11 @@ pub struct BridgeConfig {
     #[arg(long, env = "SYMCLUSTER_BRIDGE_DRAIN_TIMEOUT", value_name = "DURATION", value_parser = symcluster_telemetry::flags::duration, default_value = "30s")]
     pub drain_timeout: Duration,
 
-    /// Where to serve Prometheus metrics (`/metrics`).
+    /// Where to serve Prometheus metrics (`/metrics`) (`SYMCLUSTER_BRIDGE_METRICS_LISTEN`, its
+    /// former variable, is still read, with a warning).
     #[arg(
         long,
-        env = "SYMCLUSTER_BRIDGE_METRICS_LISTEN",
+        env = "SYMCLUSTER_METRICS_LISTEN",
         default_value = "127.0.0.1:9810"
     )]
     pub metrics_listen: SocketAddr,
