@@ -13,6 +13,9 @@ the crash in their own formats. Here:
   find_addresses           the faulting store and the three call sites -> addresses
   symbolize, verify        llvm-symbolizer, and the ground truth checked against it
   truth_table, unadjusted_notes   the shared parts of expected.md
+  walked_chain             the demo's crashed thread in a symbolicated minidump (the JSON of
+                           `symctl symbolicate demo-app.dmp`), frame by frame, up to main
+                           (../linux-demo/make_tombstone.py, ../rn-android/make_event.py)
 The architecture- and format-specific parts stay in the generators.
 """
 
@@ -258,3 +261,21 @@ def unadjusted_notes(frames, unadjusted):
         desc = ", ".join(f"`{func}` {file}:{line}" for func, file, line, _ in rows)
         out.append(f"- frame {f['index']} at `0x{f['addr']:x}`: {desc}")
     return out
+
+
+def walked_chain(result, image="demo-app"):
+    """The crashed thread of a symbolicated minidump's JSON from its faulting instruction up to
+    main: the frames in `image` walked from the context or by CFI (main's caller is libc's),
+    one per input frame (inlinees share their frame's index). Returns (frames, module): the
+    frames as the JSON gives them, and `image`'s module."""
+    thread = next(t for t in result["threads"] if t["crashed"])
+    module = next(m for m in result["modules"] if m["code_file"].endswith("/" + image))
+    frames, seen = [], set()
+    for f in thread["frames"]:
+        if f.get("image") != image or f.get("trust") not in ("context", "cfi"):
+            break
+        if f["index"] in seen:
+            continue
+        seen.add(f["index"])
+        frames.append(f)
+    return frames, module

@@ -17,7 +17,11 @@ Usage: symctl symbolicate --debug-files demo-app.debug demo-app.dmp | python3 ma
 (make_minidump.sh runs it). Standard library only.
 """
 import json
+import os
 import sys
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "common"))
+from fixturelib import walked_chain  # noqa: E402
 
 BUILD_ID = "f66635e08e9824a2503726179d47ad6c3185164a"
 APK = "/data/app/~~demo==/com.example.demo-1==/base.apk"
@@ -85,18 +89,12 @@ def text_tombstone(thread, rel_pcs):
 def main():
     result = json.load(sys.stdin)
     thread = next(t for t in result["threads"] if t["crashed"])
-    app = next(m for m in result["modules"] if m["code_file"].endswith("/demo-app"))
+    # The exact chain: the frames walked by CFI, up to main (its caller is libc's).
+    chain, app = walked_chain(result)
     base = int(app["image_addr"], 16)
     frames = []
     rel_pcs = []
-    seen = set()
-    # The exact chain: the frames walked by CFI, up to main (its caller is libc's).
-    for f in thread["frames"]:
-        if f.get("image") != "demo-app" or f.get("trust") not in ("context", "cfi"):
-            break
-        if f["index"] in seen:
-            continue
-        seen.add(f["index"])
+    for f in chain:
         addr = int(f["instruction_addr"], 16)
         pc = addr if f["index"] == 0 else addr - 1
         rel_pcs.append(pc - base)

@@ -27,6 +27,9 @@ import os
 import re
 import sys
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "common"))
+from fixturelib import walked_chain  # noqa: E402
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 LIB = "/data/app/~~demo==/com.example.demo-1==/lib/x86_64/libdemo.so"
 
@@ -59,17 +62,9 @@ def js_frames():
 
 def native_frames(result):
     """The crashed thread's frames walked by CFI in the demo, faulting instruction first, as
-    (instruction_addr, module)."""
-    thread = next(t for t in result["threads"] if t["crashed"])
-    module = next(m for m in result["modules"] if m["code_file"].endswith("/demo-app"))
-    frames, seen = [], set()
-    for f in thread["frames"]:
-        if f.get("image") != "demo-app" or f.get("trust") not in ("context", "cfi"):
-            break
-        if f["index"] in seen:
-            continue
-        seen.add(f["index"])
-        frames.append({"instruction_addr": f["instruction_addr"], "platform": "native"})
+    (instruction_addr frames, module)."""
+    chain, module = walked_chain(result)
+    frames = [{"instruction_addr": f["instruction_addr"], "platform": "native"} for f in chain]
     return frames, module
 
 
