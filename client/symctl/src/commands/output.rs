@@ -246,3 +246,23 @@ pub fn status(s: &api::ClusterStatusResponse, output: Output) -> anyhow::Result<
     }
     Ok(())
 }
+
+/// Prints a local command's result as `format` says: pretty JSON of `result`, or the text
+/// `text` makes (called only then), on stdout.
+pub fn print_stack(
+    format: crate::cli::StackOutput,
+    result: &impl serde::Serialize,
+    text: impl FnOnce() -> String,
+) -> anyhow::Result<()> {
+    use std::io::Write;
+    let mut out = std::io::stdout().lock();
+    match format {
+        crate::cli::StackOutput::Json => {
+            serde_json::to_writer_pretty(&mut out, result)?;
+            writeln!(out)?;
+        }
+        crate::cli::StackOutput::Text => out.write_all(text().as_bytes())?,
+    }
+    out.flush()?;
+    Ok(())
+}

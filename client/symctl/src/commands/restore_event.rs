@@ -2,7 +2,6 @@
 //! the files of each layer, in; every frame restored in its place out.
 
 use std::collections::HashMap;
-use std::io::Write;
 use std::path::PathBuf;
 
 use anyhow::Context;
@@ -11,7 +10,7 @@ use symcluster_engine::combined::{FileLoad, LoadStatus, Sources, parse_event, re
 use symcluster_engine::js::JsSourceMap;
 use symcluster_engine::jvm::{JvmMapping, mapping_id};
 
-use crate::cli::{RestoreEventArgs, StackOutput};
+use crate::cli::RestoreEventArgs;
 
 pub fn run(args: &RestoreEventArgs) -> anyhow::Result<()> {
     let data = std::fs::read(&args.event)
@@ -90,14 +89,5 @@ pub fn run(args: &RestoreEventArgs) -> anyhow::Result<()> {
         },
     );
 
-    let mut out = std::io::stdout().lock();
-    match args.format {
-        StackOutput::Json => {
-            serde_json::to_writer_pretty(&mut out, &result)?;
-            writeln!(out)?;
-        }
-        StackOutput::Text => out.write_all(render::text(&result).as_bytes())?,
-    }
-    out.flush()?;
-    Ok(())
+    super::output::print_stack(args.format, &result, || render::text(&result))
 }

@@ -1,11 +1,9 @@
 //! `symctl restore-js`: a JavaScript stack and its source map in, original positions out.
 
-use std::io::Write;
-
 use anyhow::Context;
 use symcluster_engine::js::{JsSourceMap, parse_stack, render, restore};
 
-use crate::cli::{RestoreJsArgs, StackOutput};
+use crate::cli::RestoreJsArgs;
 
 pub fn run(args: &RestoreJsArgs) -> anyhow::Result<()> {
     let stack_bytes = std::fs::read(&args.stack)
@@ -36,18 +34,8 @@ pub fn run(args: &RestoreJsArgs) -> anyhow::Result<()> {
         .with_context(|| args.sourcemap.display().to_string())?;
     let result = restore(&stack, &map);
 
-    let mut out = std::io::stdout().lock();
-    match args.format {
-        StackOutput::Json => {
-            serde_json::to_writer_pretty(&mut out, &result)?;
-            writeln!(out)?;
-        }
-        StackOutput::Text => {
-            let input = String::from_utf8_lossy(&stack_bytes);
-            let text = render::metro_text(&input, &stack, &result, &map, args.input_column_start);
-            out.write_all(text.as_bytes())?;
-        }
-    }
-    out.flush()?;
-    Ok(())
+    super::output::print_stack(args.format, &result, || {
+        let input = String::from_utf8_lossy(&stack_bytes);
+        render::metro_text(&input, &stack, &result, &map, args.input_column_start)
+    })
 }

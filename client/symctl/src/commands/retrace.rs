@@ -1,12 +1,10 @@
 //! `symctl retrace`: a Java/Kotlin trace and its ProGuard/R8 mapping file in, original frames
 //! out.
 
-use std::io::Write;
-
 use anyhow::Context;
 use symcluster_engine::jvm::{JvmMapping, mapping_id, parse_trace, render, retrace};
 
-use crate::cli::{RetraceArgs, StackOutput};
+use crate::cli::RetraceArgs;
 
 pub fn run(args: &RetraceArgs) -> anyhow::Result<()> {
     let trace_bytes = std::fs::read(&args.trace)
@@ -26,14 +24,5 @@ pub fn run(args: &RetraceArgs) -> anyhow::Result<()> {
     }
     let result = retrace(&trace, &mapping, Some(&id));
 
-    let mut out = std::io::stdout().lock();
-    match args.format {
-        StackOutput::Json => {
-            serde_json::to_writer_pretty(&mut out, &result)?;
-            writeln!(out)?;
-        }
-        StackOutput::Text => out.write_all(render::java_text(&result).as_bytes())?,
-    }
-    out.flush()?;
-    Ok(())
+    super::output::print_stack(args.format, &result, || render::java_text(&result))
 }

@@ -41,7 +41,7 @@ use crate::model::{Image, RawFrame};
 use crate::reports::fields::{parse_arch, parse_debug_id};
 use crate::reports::parse_addr;
 
-/// Most exceptions read from one event; more is refused.
+/// Most exceptions read from one event, and most threads (`threads.values`); more is refused.
 pub const MAX_EXCEPTIONS: usize = 1_000;
 /// Most frames read from one event, over all its exceptions; more is refused.
 pub const MAX_FRAMES: usize = 100_000;
