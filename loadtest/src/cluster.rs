@@ -62,6 +62,9 @@ fn free_port_block() -> u16 {
     }
 }
 
+/// How many times [`Garage::start`] tries (each time on other ports).
+pub const GARAGE_STARTS: u32 = 5;
+
 /// A single-node Garage server (real S3), started with `deploy/garage.sh`.
 pub struct Garage {
     dir: PathBuf,
@@ -75,18 +78,44 @@ pub struct Garage {
 }
 
 impl Garage {
-    /// Starts Garage in `dir` on a free port.
+    /// Starts Garage in `dir` on a free port. A port found free can be taken by another
+    /// test's process before Garage binds it: a start that fails is cleaned up and tried again
+    /// on other ports, up to [`GARAGE_STARTS`] times.
     pub fn start(dir: &Path) -> Self {
-        let port = free_port_block();
+        Self::start_on(dir, free_port_block)
+    }
+
+    /// [`Garage::start`] on the ports `pick` gives (its S3 port; RPC and admin on the next
+    /// ones), one per attempt.
+    pub fn start_on(dir: &Path, mut pick: impl FnMut() -> u16) -> Self {
         let mut garage = Garage {
             dir: dir.to_owned(),
             pid: None,
-            port,
+            port: 0,
             env: Vec::new(),
         };
-        garage.env = garage.run_script("start");
-        garage.pid = garage.read_pid();
-        garage
+        for attempt in 1..=GARAGE_STARTS {
+            garage.port = pick();
+            match garage.try_script("start") {
+                Ok(env) => {
+                    garage.env = env;
+                    garage.pid = garage.read_pid();
+                    return garage;
+                }
+                Err(stderr) if attempt < GARAGE_STARTS => {
+                    eprintln!(
+                        "deploy/garage.sh start on port {} failed ({}); trying other ports",
+                        garage.port,
+                        stderr.trim()
+                    );
+                    let _ = garage.try_script("stop");
+                    let _ = std::fs::remove_dir_all(&garage.dir);
+                    std::fs::create_dir_all(&garage.dir).expect("Garage's directory");
+                }
+                Err(stderr) => panic!("deploy/garage.sh start failed: {stderr}"),
+            }
+        }
+        unreachable!("the last attempt returns or panics")
     }
 
     /// The server's pid, while it runs.
@@ -103,21 +132,30 @@ impl Garage {
     }
 
     fn run_script(&self, command: &str) -> Vec<(String, String)> {
+        self.try_script(command)
+            .unwrap_or_else(|stderr| panic!("deploy/garage.sh {command} failed: {stderr}"))
+    }
+
+    /// `deploy/garage.sh COMMAND DIR PORT`: the variables it exports, or its stderr.
+    fn try_script(&self, command: &str) -> Result<Vec<(String, String)>, String> {
         let out = Command::new("bash")
             .arg(repo().join("deploy/garage.sh"))
             .arg(command)
             .arg(&self.dir)
             .arg(self.port.to_string())
-            .stderr(Stdio::inherit())
             .output()
             .expect("run deploy/garage.sh");
-        assert!(out.status.success(), "deploy/garage.sh {command} failed");
-        String::from_utf8_lossy(&out.stdout)
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        eprint!("{stderr}");
+        if !out.status.success() {
+            return Err(stderr.into_owned());
+        }
+        Ok(String::from_utf8_lossy(&out.stdout)
             .lines()
             .filter_map(|l| l.strip_prefix("export "))
             .filter_map(|l| l.split_once('='))
             .map(|(k, v)| (k.to_owned(), v.to_owned()))
-            .collect()
+            .collect())
     }
 
     /// Stops the server (its data stays).
@@ -261,6 +299,10 @@ pub struct MasterOptions {
     pub args: Vec<String>,
     /// More environment variables for every master (e.g. `RUST_LOG`).
     pub env: Vec<(String, String)>,
+    /// The Raft transport on its own listener (`--peer-listen`) on this port: master N then
+    /// listens on `127.0.0.N` (one host per master, as the same peer port on every master
+    /// needs; Linux routes all of 127.0.0.0/8 to the loopback interface).
+    pub peer_port: Option<u16>,
 }
 
 /// PEM files for a TLS test cluster.
@@ -278,6 +320,16 @@ pub struct TlsFiles {
     pub worker_cert: Option<(PathBuf, PathBuf)>,
 }
 
+impl MasterOptions {
+    /// Master `id`'s address: `127.0.0.<id>` with a peer port, else `127.0.0.1`.
+    fn master_host(&self, id: u64) -> String {
+        match self.peer_port {
+            Some(_) => format!("127.0.0.{id}"),
+            None => "127.0.0.1".to_owned(),
+        }
+    }
+}
+
 impl Default for MasterOptions {
     fn default() -> Self {
         MasterOptions {
@@ -290,6 +342,7 @@ impl Default for MasterOptions {
             missing_check: None,
             args: Vec::new(),
             env: Vec::new(),
+            peer_port: None,
         }
     }
 }
@@ -306,6 +359,8 @@ pub struct MasterProc {
     pub scheme: &'static str,
     /// Metrics port.
     pub metrics_port: u16,
+    /// The address it listens on: `127.0.0.1`, or `127.0.0.N` with a peer port.
+    pub host: String,
     /// Whether it is a member of the group as the test sees it (listed in the `--peers` of
     /// masters started from now on).
     pub in_group: bool,
@@ -314,22 +369,35 @@ pub struct MasterProc {
 }
 
 impl MasterProc {
-    /// Member `id` of the group, not started, on free ports; `join`: started with `--join`.
-    fn new(id: u64, scheme: &'static str, join: bool) -> Self {
+    /// Member `id` of the group, not started, on free ports of `host`; `join`: started with
+    /// `--join`.
+    fn new(id: u64, scheme: &'static str, join: bool, host: String) -> Self {
+        let free = |host: &str| {
+            TcpListener::bind((host, 0))
+                .and_then(|l| l.local_addr())
+                .map(|a| a.port())
+                .expect("a free port")
+        };
         MasterProc {
             id,
             proc: None,
             scheme,
-            port: free_port(),
-            metrics_port: free_port(),
+            port: free(&host),
+            metrics_port: free(&host),
+            host,
             in_group: true,
             join,
         }
     }
 
-    /// `http://127.0.0.1:port`.
+    /// `http://host:port`.
     pub fn endpoint(&self) -> String {
-        format!("{}://127.0.0.1:{}", self.scheme, self.port)
+        format!("{}://{}:{}", self.scheme, self.host, self.port)
+    }
+
+    /// `host:port` of its `/metrics` and probes.
+    pub fn metrics_address(&self) -> String {
+        format!("{}:{}", self.host, self.metrics_port)
     }
 
     /// The process id, while running.
@@ -402,7 +470,7 @@ impl Cluster {
             "http"
         };
         let masters: Vec<MasterProc> = (1..=options.masters.max(1) as u64)
-            .map(|id| MasterProc::new(id, scheme, false))
+            .map(|id| MasterProc::new(id, scheme, false, options.master_host(id)))
             .collect();
         let mut cluster = Cluster {
             endpoint: masters
@@ -410,7 +478,7 @@ impl Cluster {
                 .map(MasterProc::endpoint)
                 .collect::<Vec<_>>()
                 .join(","),
-            metrics: format!("127.0.0.1:{}", masters[0].metrics_port),
+            metrics: masters[0].metrics_address(),
             dir,
             garage,
             masters,
@@ -433,7 +501,7 @@ impl Cluster {
         self.masters
             .iter()
             .filter(|m| m.in_group)
-            .map(|m| format!("{}=127.0.0.1:{}", m.id, m.port))
+            .map(|m| format!("{}={}:{}", m.id, m.host, m.port))
             .collect::<Vec<_>>()
             .join(",")
     }
@@ -450,8 +518,8 @@ impl Cluster {
             .expect("log file");
         let mut command = Command::new(bin("symcluster-master"));
         command
-            .args(["--listen", &format!("127.0.0.1:{}", m.port)])
-            .args(["--metrics-listen", &format!("127.0.0.1:{}", m.metrics_port)])
+            .args(["--listen", &format!("{}:{}", m.host, m.port)])
+            .args(["--metrics-listen", &m.metrics_address()])
             .arg("--data-dir")
             .arg(self.master_data_dir(id))
             .args(["--token", TOKEN])
@@ -461,6 +529,9 @@ impl Cluster {
             .args(["--id", &id.to_string()]);
         if let Some(tokens) = &self.options.tokens_file {
             command.arg("--tokens-file").arg(tokens);
+        }
+        if let Some(port) = self.options.peer_port {
+            command.args(["--peer-listen", &format!("{}:{port}", m.host)]);
         }
         if let Some(tls) = &self.options.tls {
             command
@@ -518,7 +589,8 @@ impl Cluster {
     fn new_master(&mut self, join: bool) -> u64 {
         let id = self.masters.len() as u64 + 1;
         let scheme = self.masters[0].scheme;
-        self.masters.push(MasterProc::new(id, scheme, join));
+        let host = self.options.master_host(id);
+        self.masters.push(MasterProc::new(id, scheme, join, host));
         self.endpoint = format!(
             "{},{}",
             self.endpoint,

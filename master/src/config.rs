@@ -24,7 +24,17 @@ pub struct MasterConfig {
     )]
     pub listen: SocketAddr,
 
-    /// HTTP address of the Prometheus `/metrics` endpoint.
+    /// Address of the masters' Raft transport (the `symcluster.cluster.v1.Peer` service), apart
+    /// from `--listen` (as etcd separates peer and client URLs): with it, `--listen` no longer
+    /// serves `Peer`, so that a firewall or NetworkPolicy can open the peer port to the masters
+    /// only; with `--tls-client-ca`, it refuses a connection without a client certificate
+    /// signed by that CA (mutual TLS). Every master of a group uses the same peer port: a
+    /// master dials the others at the host of their `--peers` address with this port.
+    #[arg(long, env = "SYMCLUSTER_PEER_LISTEN", value_name = "ADDR")]
+    pub peer_listen: Option<SocketAddr>,
+
+    /// HTTP address of the Prometheus `/metrics` endpoint and the probes `/live` and `/ready`
+    /// (ready: this master knows the group's leader and can read its index).
     #[arg(
         long,
         env = "SYMCLUSTER_METRICS_LISTEN",
@@ -144,7 +154,8 @@ pub struct MasterConfig {
     pub id: u64,
 
     /// Every member of the master group, this one included: `1=host:port,2=host:port,...`
-    /// (their gRPC addresses; Raft travels on the same port). Without it, this master is a
+    /// (their gRPC addresses; Raft travels on the same port, or on `--peer-listen`'s port).
+    /// Without it, this master is a
     /// group of one, reachable at `--listen`. A new group's first membership; afterwards the
     /// group's own (changed by `symctl admin members`) is used, and `--peers` only needs to
     /// reach it.

@@ -110,6 +110,7 @@ pub async fn run(
         snapshot_dir: config.data_dir.join("snapshots"),
         snapshot_chunk_bytes: config.raft_snapshot_chunk,
         log_retain_bytes: config.raft_log_retain,
+        peer_port: config.peer_listen.map(|a| a.port()),
     };
     let (raft_handle, inputs) = raft::channel(&raft_config);
     let scheduler = Arc::new(Scheduler::new(
@@ -258,7 +259,9 @@ pub async fn run(
             }
         }
     });
-    let (stopping_tx, stopping_rx) = tokio::sync::oneshot::channel::<()>();
+    // Set once a stopping leader has handed leadership over: the peer listener (which that
+    // hand-over needs) and the grace period wait for it.
+    let (stopping_tx, stopping_rx) = tokio::sync::watch::channel(false);
     let stepping_down = (raft_handle.clone(), scheduler.leadership());
     let peer = PeerServer::new(PeerService::new(
         raft_handle.inbox(),
@@ -268,17 +271,51 @@ pub async fn run(
     ))
     .max_decoding_message_size(MAX_MESSAGE_BYTES)
     .max_encoding_message_size(MAX_MESSAGE_BYTES);
+    let peer = InterceptedService::new(
+        peer,
+        auth.interceptor("the masters' Raft transport", peer_roles)
+            .with_client_cert(config.tls_client_ca.is_some()),
+    );
+    // With `--peer-listen`, the Raft transport has its own listener and server.
+    let (peer_on_listen, peer_served) = match config.peer_listen {
+        None => (Some(peer), None),
+        Some(address) => {
+            let listener = tokio::net::TcpListener::bind(address)
+                .await
+                .map_err(|e| anyhow::anyhow!("cannot listen on {address} (--peer-listen): {e}"))?;
+            let mut server = tonic::transport::Server::builder()
+                .max_concurrent_streams(config.max_streams_per_connection);
+            if config.tls() {
+                server = server.tls_config(server_tls(&config, true)?)?;
+            }
+            let mut stopped = stopping_rx.clone();
+            let served = server
+                .layer(crate::metrics::GRPC.clone())
+                .layer(tower_http::trace::TraceLayer::new_for_grpc())
+                .add_service(peer)
+                .serve_with_incoming_shutdown(
+                    connections::incoming(listener, config.max_connections),
+                    async move {
+                        let _ = stopped.wait_for(|stopped| *stopped).await;
+                    },
+                );
+            tracing::info!(peer_listen = %address, "Raft transport on its own listener");
+            (None, Some(served))
+        }
+    };
     let listener = tokio::net::TcpListener::bind(config.listen)
         .await
         .map_err(|e| anyhow::anyhow!("cannot listen on {}: {e}", config.listen))?;
     let mut server = tonic::transport::Server::builder()
         .max_concurrent_streams(config.max_streams_per_connection);
     if config.tls() {
-        server = server.tls_config(server_tls(&config)?)?;
+        server = server.tls_config(server_tls(&config, false)?)?;
     }
     let served = server
-        // A `grpc` span per request (method, path; the status and latency when it ends), at
-        // debug level: `RUST_LOG=info,tower_http=debug` shows every call.
+        // Per-RPC metrics (`symcluster_grpc_server_*`), then a `grpc` span per request
+        // (method, path; the status and latency when it ends), at debug level:
+        // `RUST_LOG=info,tower_http=debug` shows every call.
+        .layer(crate::metrics::GRPC.clone())
         .layer(tower_http::trace::TraceLayer::new_for_grpc())
         .add_service(health)
         .add_service(reflection)
@@ -319,26 +356,29 @@ pub async fn run(
             ),
             auth.interceptor("the Admin service", auth::ALL_ROLES),
         ))
-        .add_service(InterceptedService::new(
-            peer,
-            auth.interceptor("the masters' Raft transport", peer_roles)
-                .with_client_cert(config.tls_client_ca.is_some()),
-        ))
+        .add_optional_service(peer_on_listen)
         .serve_with_incoming_shutdown(
             connections::incoming(listener, config.max_connections),
             async move {
                 shutdown.await;
                 step_down(stepping_down.0, stepping_down.1).await;
-                let _ = stopping_tx.send(());
+                let _ = stopping_tx.send(true);
             },
         );
+    let served = async move {
+        match peer_served {
+            Some(peer_served) => tokio::try_join!(served, peer_served).map(|_| ()),
+            None => served.await,
+        }
+    };
     // A graceful stop waits for the calls in flight, but some never end by themselves (other
     // masters' Raft streams, workers' lease streams, watches): give them SHUTDOWN_GRACE, then
     // stop anyway.
     let served = tokio::select! {
         served = served => served,
         _ = async {
-            let _ = stopping_rx.await;
+            let mut stopping = stopping_rx;
+            let _ = stopping.wait_for(|stopped| *stopped).await;
             tokio::time::sleep(SHUTDOWN_GRACE).await;
         } => {
             tracing::info!(grace = ?SHUTDOWN_GRACE, "calls still open after the grace period; stopping");
@@ -373,8 +413,12 @@ async fn step_down(raft: replica::RaftHandle, mut leading: tokio::sync::watch::R
 
 /// The server's TLS settings: its certificate and key, and, with `--tls-client-ca`, client
 /// certificates checked against that CA when presented (required by the worker API and the
-/// Raft transport, see [`auth::Interceptor::with_client_cert`]).
-fn server_tls(config: &MasterConfig) -> anyhow::Result<tonic::transport::ServerTlsConfig> {
+/// Raft transport, see [`auth::Interceptor::with_client_cert`]); `require_client_cert`: the
+/// TLS handshake itself refuses a client without one (the peer listener).
+fn server_tls(
+    config: &MasterConfig,
+    require_client_cert: bool,
+) -> anyhow::Result<tonic::transport::ServerTlsConfig> {
     use anyhow::Context as _;
     use tonic::transport::{Certificate, Identity, ServerTlsConfig};
     let read = |path: &std::path::Path| {
@@ -388,7 +432,7 @@ fn server_tls(config: &MasterConfig) -> anyhow::Result<tonic::transport::ServerT
     if let Some(ca) = &config.tls_client_ca {
         tls = tls
             .client_ca_root(Certificate::from_pem(read(ca)?))
-            .client_auth_optional(true);
+            .client_auth_optional(!require_client_cert);
     }
     Ok(tls)
 }

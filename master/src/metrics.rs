@@ -159,6 +159,19 @@ pub static JOBS_SUBMITTED: LazyLock<IntCounter> =
 /// Jobs completed.
 pub static JOBS_COMPLETED: LazyLock<IntCounter> =
     LazyLock::new(|| counter("symcluster_jobs_completed_total", "Jobs completed"));
+/// Jobs that failed for good (no attempt left, a permanent error, or unreadable at submit),
+/// counted by the leader when the failure is applied: `rate()` of it beside
+/// `symcluster_jobs_completed_total` is the failure ratio.
+pub static JOBS_FAILED_TOTAL: LazyLock<IntCounter> = LazyLock::new(|| {
+    counter(
+        "symcluster_jobs_failed_total",
+        "Jobs failed for good, counted by the leader",
+    )
+});
+/// Per-RPC metrics of the master's gRPC server (`symcluster_grpc_server_*`), one layer for the
+/// process.
+pub static GRPC: LazyLock<symcluster_telemetry::GrpcMetricsLayer> =
+    LazyLock::new(|| symcluster_telemetry::GrpcMetricsLayer::new(&REGISTRY));
 fn gauge_vec(name: &str, help: &str, labels: &[&str]) -> IntGaugeVec {
     let g = IntGaugeVec::new(Opts::new(name, help), labels).expect("valid metric");
     symcluster_telemetry::register(&REGISTRY, g)
@@ -214,8 +227,12 @@ pub static WORKERS_DRAINING: LazyLock<IntGauge> = LazyLock::new(|| {
 pub static JOBS_RUNNING: LazyLock<IntGauge> =
     LazyLock::new(|| gauge("symcluster_jobs_running", "Jobs leased to workers"));
 /// Jobs failed for good (set at each scrape).
-pub static JOBS_FAILED: LazyLock<IntGauge> =
-    LazyLock::new(|| gauge("symcluster_jobs_failed", "Jobs failed for good"));
+pub static JOBS_FAILED: LazyLock<IntGauge> = LazyLock::new(|| {
+    gauge(
+        "symcluster_jobs_failed",
+        "Failed jobs the index holds now (purged ones leave it; see symcluster_jobs_failed_total)",
+    )
+});
 /// Workers with an open lease stream (set at each scrape).
 pub static WORKERS: LazyLock<IntGauge> = LazyLock::new(|| {
     gauge(
@@ -272,6 +289,7 @@ pub static UPLOADS_CONFIRMED: LazyLock<IntCounter> = LazyLock::new(|| {
 pub fn register_all() {
     LazyLock::force(&JOBS_SUBMITTED);
     LazyLock::force(&JOBS_COMPLETED);
+    LazyLock::force(&JOBS_FAILED_TOTAL);
     LazyLock::force(&JOBS_RESYMBOLICATED);
     LazyLock::force(&UPLOADS_CONFIRMED);
     for h in [

@@ -1,4 +1,4 @@
-//! The master's `/metrics` endpoint: at each scrape, the gauges that describe the scheduler
+//! The master's `/metrics` endpoint and its probes (`/live`, `/ready`): at each scrape, the gauges that describe the scheduler
 //! now are set from it ([`crate::metrics`] holds the metrics; it depends on nothing of the
 //! master's). The missing-files gauges read the whole missing-files index: they are counted
 //! in the background every [`MISSING_REFRESH`], on the blocking pool, never by a scrape (a
@@ -43,11 +43,23 @@ async fn refresh_missing(scheduler: Arc<Scheduler>) {
     }
 }
 
-/// Serves `/metrics` on `addr` until the process ends. Errors: `addr` cannot be bound.
+/// Serves `/metrics`, `/live` and `/ready` (this master knows the leader and reads its index)
+/// on `addr` until the process ends. Errors: `addr` cannot be bound.
 pub async fn serve(addr: SocketAddr, scheduler: Arc<Scheduler>) -> anyhow::Result<()> {
     register_all();
     tokio::spawn(refresh_missing(scheduler.clone()));
-    let app = axum::Router::new().route(
+    let ready = scheduler.clone();
+    let app = axum::Router::new().merge(symcluster_telemetry::probes(move || {
+        if ready.raft().leader_address().is_none() {
+            return Err("no leader known (an election, or cut off from the group)".to_owned());
+        }
+        ready
+            .index()
+            .applied()
+            .map(|_| ())
+            .map_err(|e| format!("the index is unreadable: {e}"))
+    }));
+    let app = app.route(
         "/metrics",
         axum::routing::get(move || {
             let scheduler = scheduler.clone();

@@ -127,6 +127,7 @@ impl Member {
             snapshot_chunk_bytes: 64 << 10,
             // A small log: compaction, and snapshots for members that fall behind.
             log_retain_bytes: 256 << 10,
+            peer_port: None,
         };
         let database = Index::open_database(&self.dir.join("master.redb")).unwrap();
         let index = Index::open(database).unwrap();

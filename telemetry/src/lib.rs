@@ -1,17 +1,20 @@
 //! What every symcluster binary shares to be run and observed: log and trace set-up
 //! ([`init_logs`], [`init_service`], [`LogArgs`], [`TraceArgs`]; spans exported to an OpenTelemetry collector with the `otlp`
 //! feature), W3C trace context across processes ([`trace_context`]), flag values in human
-//! units ([`flags`]), and the Prometheus text endpoint ([`register`], [`exposition`],
-//! [`serve`]).
+//! units ([`flags`]), the Prometheus text endpoint ([`register`], [`exposition`],
+//! [`serve`]), per-RPC metrics of gRPC servers ([`GrpcMetricsLayer`]) and the HTTP probes
+//! `/live` and `/ready` ([`probes`]).
 
 #![deny(missing_docs)]
 
 pub mod flags;
+pub mod grpc_metrics;
 mod logs;
 #[cfg(feature = "otlp")]
 mod otlp;
 pub mod trace_context;
 
+pub use grpc_metrics::GrpcMetricsLayer;
 pub use logs::{LogArgs, LogFormat, Telemetry, TraceArgs, init_logs, init_logs_with, init_service};
 
 use prometheus::{Encoder, Registry, TextEncoder};
@@ -82,4 +85,34 @@ pub async fn serve(listener: tokio::net::TcpListener, router: axum::Router) {
     if let Err(e) = axum::serve(listener, router).await {
         tracing::error!(error = %e, "metrics endpoint failed");
     }
+}
+
+/// The HTTP probes every service serves beside `/metrics`, in plain HTTP so that Kubernetes'
+/// `httpGet` probes work whatever the gRPC port speaks (TLS included):
+///
+/// - `GET /live`: 200 `live` while the process serves HTTP (a wedged runtime does not answer);
+/// - `GET /ready`: 200 `ready` when `ready()` gives `Ok`, else 503 with its reason (one line).
+///
+/// `ready` runs on the runtime at each probe: it must only read state (no I/O).
+pub fn probes<F>(ready: F) -> axum::Router
+where
+    F: Fn() -> Result<(), String> + Clone + Send + Sync + 'static,
+{
+    axum::Router::new()
+        .route("/live", axum::routing::get(|| async { "live\n" }))
+        .route(
+            "/ready",
+            axum::routing::get(move || {
+                let ready = ready.clone();
+                async move {
+                    match ready() {
+                        Ok(()) => (axum::http::StatusCode::OK, "ready\n".to_owned()),
+                        Err(reason) => (
+                            axum::http::StatusCode::SERVICE_UNAVAILABLE,
+                            format!("not ready: {reason}\n"),
+                        ),
+                    }
+                }
+            }),
+        )
 }

@@ -1,4 +1,4 @@
-//! The worker's `/metrics` and `/ready` endpoint: at each scrape, the gauges of its slots and
+//! The worker's `/metrics` endpoint and its probes (`/live`, `/ready`): at each scrape, the gauges of its slots and
 //! caches are set from them ([`crate::metrics`] holds the metrics and depends on nothing of the
 //! worker's).
 
@@ -8,7 +8,7 @@ use crate::caches::Caches;
 use crate::metrics::{CACHE_BUDGET_BYTES, CACHE_BYTES, REGISTRY, Readiness, SLOTS, register_all};
 use crate::session::Jobs;
 
-/// Serves `/metrics` and `/ready` on `listener` until the process ends.
+/// Serves `/metrics`, `/live` and `/ready` on `listener` until the process ends.
 pub async fn serve(
     listener: tokio::net::TcpListener,
     caches: Arc<Caches>,
@@ -45,21 +45,12 @@ pub async fn serve(
                 }
             }),
         )
-        .route(
-            "/ready",
-            axum::routing::get(move || {
-                let ready = ready.get();
-                async move {
-                    if ready {
-                        (axum::http::StatusCode::OK, "ready\n")
-                    } else {
-                        (
-                            axum::http::StatusCode::SERVICE_UNAVAILABLE,
-                            "not connected to the leader, or draining\n",
-                        )
-                    }
-                }
-            }),
-        );
+        .merge(symcluster_telemetry::probes(move || {
+            if ready.get() {
+                Ok(())
+            } else {
+                Err("not connected to the leader, or draining".to_owned())
+            }
+        }));
     symcluster_telemetry::serve(listener, app).await;
 }

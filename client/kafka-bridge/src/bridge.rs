@@ -602,7 +602,8 @@ fn classify(error: &ClientError) -> Class {
 }
 
 /// Every 5 s: the lag of each assigned input partition (high watermark minus the group's
-/// committed offset), as [`metrics::LAG`]. The librdkafka calls block: they run on the blocking
+/// committed offset), as [`metrics::LAG`]; whether the group's coordinator answered, as
+/// [`metrics::KAFKA_REACHABLE`]. The librdkafka calls block: they run on the blocking
 /// pool.
 async fn report_lag(consumer: Arc<StreamConsumer<Context>>, topic: String) {
     let mut tick = tokio::time::interval(Duration::from_secs(5));
@@ -611,7 +612,10 @@ async fn report_lag(consumer: Arc<StreamConsumer<Context>>, topic: String) {
         let (consumer, topic) = (consumer.clone(), topic.clone());
         let lags = tokio::task::spawn_blocking(move || -> Vec<(Partition, i64)> {
             let timeout = Duration::from_secs(2);
-            let Ok(committed) = consumer.committed(timeout) else {
+            let committed = consumer.committed(timeout);
+            // `/ready`: the group's coordinator answered within the timeout.
+            metrics::KAFKA_REACHABLE.store(committed.is_ok(), std::sync::atomic::Ordering::Relaxed);
+            let Ok(committed) = committed else {
                 return Vec::new();
             };
             committed

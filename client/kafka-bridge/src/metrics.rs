@@ -82,17 +82,31 @@ pub static LATENCY: LazyLock<Histogram> = LazyLock::new(|| {
     )
 });
 
-/// Serves `/metrics` on `addr` until the process ends.
+/// Whether the Kafka group's coordinator answered the bridge's last look (every 5 s): read by
+/// `/ready`. The master accepted the bridge's token before `/ready` is served at all.
+pub static KAFKA_REACHABLE: std::sync::atomic::AtomicBool =
+    std::sync::atomic::AtomicBool::new(false);
+
+/// Serves `/metrics`, `/live` and `/ready` (200 while Kafka answers) on `addr` until the
+/// process ends.
 pub async fn serve(addr: SocketAddr) -> anyhow::Result<()> {
     LazyLock::force(&MESSAGES);
     LazyLock::force(&RESULTS);
     LazyLock::force(&IN_FLIGHT);
     LazyLock::force(&LAG);
     LazyLock::force(&LATENCY);
-    let app = axum::Router::new().route(
-        "/metrics",
-        axum::routing::get(|| async { symcluster_telemetry::exposition(&REGISTRY) }),
-    );
+    let app = axum::Router::new()
+        .route(
+            "/metrics",
+            axum::routing::get(|| async { symcluster_telemetry::exposition(&REGISTRY) }),
+        )
+        .merge(symcluster_telemetry::probes(|| {
+            if KAFKA_REACHABLE.load(std::sync::atomic::Ordering::Relaxed) {
+                Ok(())
+            } else {
+                Err("the Kafka group's coordinator did not answer the last look".to_owned())
+            }
+        }));
     let listener = tokio::net::TcpListener::bind(addr).await?;
     symcluster_telemetry::serve(listener, app).await;
     Ok(())

@@ -161,6 +161,13 @@ async fn symctl_submits_a_folder() {
     let printed: serde_json::Value = serde_json::from_slice(&failed.stdout).unwrap();
     assert_eq!(printed["state"], "failed");
     assert!(printed["error"].is_string(), "{printed}");
+    // The leader counted it among the jobs failed for good (a counter, beside completed).
+    let text = http_get(&cluster.metrics, "/metrics").await;
+    assert_eq!(
+        crate::support::metric_value(&text, "symcluster_jobs_failed_total", &[]),
+        Some(1.0),
+        "{text}"
+    );
 }
 
 /// Every metric the Grafana dashboard queries exists in the master's and the worker's
@@ -222,6 +229,42 @@ async fn the_dashboard_queries_metrics_that_exist() {
             assert!(value > 0.0, "{name} = {value}");
         }
     }
+    // Per-RPC metrics of the master's gRPC server, after real calls: the submit above, and a
+    // job that does not exist.
+    let missing = client.job("no-such-job").await.unwrap_err();
+    assert!(
+        matches!(&missing, symcluster_client::ClientError::Status(s) if s.code() == tonic::Code::NotFound),
+        "{missing:?}"
+    );
+    let text = http_get(&cluster.metrics, "/metrics").await;
+    let rpc = |name: &str, method: &str, code: Option<&str>| {
+        let mut labels = vec![("service", "symcluster.v1.Ingest"), ("method", method)];
+        labels.extend(code.map(|code| ("code", code)));
+        crate::support::metric_value(&text, name, &labels)
+    };
+    assert_eq!(
+        rpc("symcluster_grpc_server_handled_total", "Submit", Some("OK")),
+        Some(1.0),
+        "{text}"
+    );
+    assert_eq!(
+        rpc("symcluster_grpc_server_started_total", "Submit", None),
+        Some(1.0)
+    );
+    assert_eq!(
+        rpc(
+            "symcluster_grpc_server_handled_total",
+            "GetJob",
+            Some("NOT_FOUND")
+        ),
+        Some(1.0),
+        "{text}"
+    );
+    // (A histogram's value here is its count of observations.)
+    assert_eq!(
+        rpc("symcluster_grpc_server_handling_seconds", "Submit", None),
+        Some(1.0)
+    );
     let exposition = format!(
         "{}\n{}",
         http_get(&cluster.metrics, "/metrics").await,

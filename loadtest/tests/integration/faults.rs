@@ -141,3 +141,31 @@ async fn master_restart_keeps_the_index() {
     assert_eq!(groups.len(), 1);
     assert_eq!(groups[0].count, 1);
 }
+
+/// A port found free can be taken before Garage binds it (another test's process took one in a
+/// CI run): the start is tried again on other ports instead of failing the test.
+#[test]
+fn garage_starts_on_other_ports_when_its_port_is_taken() {
+    let dir = tempfile::tempdir().unwrap();
+    let taken = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let taken_port = taken.local_addr().unwrap().port();
+    let mut picks = vec![taken_port];
+    let garage = symcluster_loadtest::cluster::Garage::start_on(&dir.path().join("garage"), || {
+        picks.pop().unwrap_or_else(|| {
+            // The first free block after the taken port's try.
+            loop {
+                let p = symcluster_loadtest::cluster::free_port();
+                if p < 65000
+                    && (1..=3).all(|i| std::net::TcpListener::bind(("127.0.0.1", p + i)).is_ok())
+                {
+                    return p;
+                }
+            }
+        })
+    });
+    assert_ne!(garage.port, taken_port);
+    assert!(garage.pid().is_some());
+    // It serves S3 on the port it reports.
+    assert!(std::net::TcpStream::connect(("127.0.0.1", garage.port)).is_ok());
+    drop(taken);
+}

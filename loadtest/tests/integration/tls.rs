@@ -10,9 +10,9 @@ use rcgen::{
 use symcluster_client::{Client, ClientError, Tls, api};
 use symcluster_loadtest::cluster::{Cluster, MasterOptions, TOKEN, TlsFiles, repo};
 
-use crate::support::{app_frames, result, upload_dsyms, wait};
+use crate::support::{app_frames, http_status, result, upload_dsyms, wait};
 
-/// Writes a CA, a certificate for the masters (`127.0.0.1`, server and client use) and one for
+/// Writes a CA, a certificate for the masters (`127.0.0.1` to `.3`, server and client use) and one for
 /// a worker (client use) into `dir`.
 fn make_certificates(dir: &Path) -> TlsFiles {
     let mut ca_params = CertificateParams::new(Vec::<String>::new()).unwrap();
@@ -37,7 +37,13 @@ fn make_certificates(dir: &Path) -> TlsFiles {
     };
     let (master_cert, master_key) = leaf(
         "master",
-        vec!["127.0.0.1".into(), "localhost".into()],
+        // (127.0.0.2 and .3: masters with `--peer-listen` listen one per loopback address.)
+        vec![
+            "127.0.0.1".into(),
+            "127.0.0.2".into(),
+            "127.0.0.3".into(),
+            "localhost".into(),
+        ],
         vec![
             ExtendedKeyUsagePurpose::ServerAuth,
             ExtendedKeyUsagePurpose::ClientAuth,
@@ -224,4 +230,118 @@ async fn a_cluster_over_tls_symbolicates_and_refuses_plaintext() {
             "a message from member 3 in a batch from member 2"
         )
     );
+}
+
+/// What the Kubernetes manifests run: three masters over mutual TLS with the Raft transport on
+/// its own port (`--peer-listen`), and a worker. The plain-HTTP probes the manifests use
+/// (`/live`, `/ready` on the metrics port) answer while gRPC is TLS-only; the Raft transport is
+/// not served on the client port, and its own port refuses a client without a certificate.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn masters_with_a_peer_port_over_mutual_tls_answer_the_probes() {
+    let certs = tempfile::tempdir().unwrap();
+    let files = make_certificates(certs.path());
+    let peer_port = symcluster_loadtest::cluster::free_port();
+    let cluster = Cluster::start(
+        1,
+        MasterOptions {
+            masters: 3,
+            tls: Some(files.clone()),
+            peer_port: Some(peer_port),
+            ..MasterOptions::default()
+        },
+    )
+    .await;
+    // A leader was elected over the peer ports, and the group replicates: a job completes.
+    upload_dsyms(&cluster, &[repo().join("examples/ios-demo/DemoApp.dSYM")]);
+    let report = std::fs::read(repo().join("examples/ios-demo/DemoApp.crash")).unwrap();
+    let mut client = cluster.client().await;
+    client.submit_native("peer-port", report).await.unwrap();
+    let job = wait(&mut client, "peer-port").await;
+    assert_eq!(
+        app_frames(&result(&job), &["DemoApp"])[0],
+        ("crash_write_null".to_owned(), "crash.c".to_owned(), 23)
+    );
+
+    for master in &cluster.masters {
+        let metrics = master.metrics_address();
+        assert_eq!(
+            http_status(&metrics, "/live").await,
+            (200, "live\n".to_owned())
+        );
+        assert_eq!(
+            http_status(&metrics, "/ready").await,
+            (200, "ready\n".to_owned())
+        );
+    }
+    let worker = &cluster.worker_metrics[0];
+    assert_eq!(
+        http_status(worker, "/live").await,
+        (200, "live\n".to_owned())
+    );
+    assert_eq!(
+        http_status(worker, "/ready").await,
+        (200, "ready\n".to_owned())
+    );
+
+    // The client port no longer serves the Raft transport.
+    use symcluster_client::BearerToken;
+    use symcluster_proto::cluster::v1::{RaftBatch, peer_client::PeerClient};
+    let connect = |address: String, identity: Option<(std::path::PathBuf, std::path::PathBuf)>| {
+        let tls = match &identity {
+            Some((cert, key)) => Tls::from_files(Some(&files.ca), Some(cert), Some(key)),
+            None => Tls::from_files(Some(&files.ca), None, None),
+        }
+        .unwrap();
+        async move {
+            tls.apply(
+                tonic::transport::Endpoint::from_shared(address.clone()).unwrap(),
+                &address,
+            )
+            .unwrap()
+            .connect()
+            .await
+        }
+    };
+    let master_identity = (files.master_cert.clone(), files.master_key.clone());
+    let batch = RaftBatch {
+        from: 2,
+        messages: Vec::new(),
+    };
+    let on_client_port = connect(cluster.masters[0].endpoint(), Some(master_identity.clone()))
+        .await
+        .unwrap();
+    let refused = PeerClient::with_interceptor(on_client_port, BearerToken::new(TOKEN).unwrap())
+        .step(batch.clone())
+        .await
+        .unwrap_err();
+    assert_eq!(refused.code(), tonic::Code::Unimplemented, "{refused:?}");
+
+    // The peer port: a TLS client without a certificate does not get through the handshake.
+    let peer_address = format!("https://127.0.0.1:{peer_port}");
+    match connect(peer_address.clone(), None).await {
+        Err(_) => {}
+        Ok(channel) => {
+            // (Whether the refusal shows at connect or at the first call depends on TLS 1.3's
+            // timing: the server checks the client's certificate after the client's Finished.)
+            let call = PeerClient::with_interceptor(channel, BearerToken::new(TOKEN).unwrap())
+                .step(batch.clone())
+                .await;
+            assert!(call.is_err(), "a client without a certificate reached Peer");
+            assert_ne!(
+                call.unwrap_err().code(),
+                tonic::Code::PermissionDenied,
+                "refused by the service, not by the TLS handshake"
+            );
+        }
+    }
+    // With the masters' certificate it reaches the transport, which checks who speaks: member
+    // 1's certificate names 127.0.0.1, so it may speak for member 1 and for no other.
+    let with_cert = connect(peer_address, Some(master_identity)).await.unwrap();
+    let answer = PeerClient::with_interceptor(with_cert, BearerToken::new(TOKEN).unwrap())
+        .step(RaftBatch {
+            from: 1,
+            messages: Vec::new(),
+        })
+        .await;
+    assert!(answer.is_ok(), "{answer:?}");
 }

@@ -387,6 +387,10 @@ pub struct RaftConfig {
     pub snapshot_chunk_bytes: usize,
     /// Bytes of log kept before compaction ([`storage::RaftStorage::with_retention`]).
     pub log_retain_bytes: u64,
+    /// The port of the other masters' Raft transport when it has its own listener
+    /// (`--peer-listen`): a member at `https://host:7700` is then dialled at
+    /// `https://host:<peer_port>`. `None`: on the members' own (gRPC) addresses.
+    pub peer_port: Option<u16>,
 }
 
 impl RaftConfig {
@@ -405,6 +409,7 @@ impl RaftConfig {
             snapshot_dir: dir.join("snapshots"),
             snapshot_chunk_bytes: 1 << 20,
             log_retain_bytes: 64 << 20,
+            peer_port: None,
         }
     }
 }

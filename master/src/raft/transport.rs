@@ -36,6 +36,16 @@ use crate::metrics;
 /// message; a streaming master's messages are far smaller).
 pub const MAX_MESSAGE_BYTES: usize = 1 << 30;
 
+/// `scheme://host:port` with `port` in place of its port (`--peer-listen`'s port); `None` when
+/// `address` is not a URI with a host.
+pub fn with_port(address: &str, port: u16) -> Option<String> {
+    let uri: http::Uri = address.parse().ok()?;
+    let host = uri.host()?;
+    let scheme = uri.scheme_str().unwrap_or("http");
+    // `Uri::host` keeps an IPv6 literal's brackets.
+    Some(format!("{scheme}://{host}:{port}"))
+}
+
 /// The sending side: a queue per peer, and what it takes to start one for a member that
 /// joins.
 pub struct Transport {
@@ -47,6 +57,7 @@ pub struct Transport {
     node: Inbox,
     outbox: Outbox,
     chunk_bytes: usize,
+    peer_port: Option<u16>,
     runtime: tokio::runtime::Handle,
 }
 
@@ -69,6 +80,7 @@ impl Transport {
             node,
             outbox,
             chunk_bytes: config.snapshot_chunk_bytes,
+            peer_port: config.peer_port,
             runtime: runtime.clone(),
         };
         transport.set_members(addresses);
@@ -93,6 +105,11 @@ impl Transport {
     }
 
     fn connect(&self, id: u64, address: &str) -> Option<mpsc::UnboundedSender<Message>> {
+        let peer_address = match self.peer_port {
+            Some(port) => with_port(address, port),
+            None => Some(address.to_owned()),
+        };
+        let address = peer_address.as_deref().unwrap_or(address);
         let endpoint = Endpoint::from_shared(address.to_owned())
             .ok()
             .and_then(|e| self.tls.apply(e, address).ok());
@@ -519,5 +536,27 @@ impl PeerService {
         self.node
             .send(Network::Step(messages))
             .map_err(|_| Status::unavailable("this master's raft node stopped"))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::with_port;
+
+    #[test]
+    fn peer_addresses_take_the_peer_port() {
+        assert_eq!(
+            with_port("https://symcluster-master-0.peers:7700", 7710).as_deref(),
+            Some("https://symcluster-master-0.peers:7710")
+        );
+        assert_eq!(
+            with_port("http://127.0.0.1:7700", 7710).as_deref(),
+            Some("http://127.0.0.1:7710")
+        );
+        assert_eq!(
+            with_port("http://[::1]:7700", 7710).as_deref(),
+            Some("http://[::1]:7710")
+        );
+        assert_eq!(with_port("not a uri", 7710), None);
     }
 }

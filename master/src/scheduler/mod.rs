@@ -411,6 +411,9 @@ impl Hooks for Scheduler {
                             }
                         }
                         Change::Finished { .. } => {
+                            if is_leader && job.state == v1::JobState::Failed {
+                                crate::metrics::JOBS_FAILED_TOTAL.inc();
+                            }
                             // Its slot is free on whichever worker holds it, also one whose
                             // lease was proposed while it finished (that Lease is then ignored).
                             for w in core.workers.values_mut() {
