@@ -37,6 +37,10 @@ fi
 cargo build --workspace --release --locked --bins --lib --tests
 cargo test --workspace --release --locked
 
+# Dependency hygiene: advisories, licences, bans, sources (deny.toml; cargo-deny is installed
+# when missing).
+bash scripts/deny.sh
+
 # deploy/: Kubernetes manifests, compose file, systemd units, launchd plist and dashboard,
 # validated offline.
 bash deploy/validate.sh

@@ -7,12 +7,12 @@
 # upload token of the project; no bucket credentials.
 #
 # Usage:
-#   upload-sourcemaps.sh --bundle FILE --map FILE
-#                        [--hermes-map FILE]    hermesc's map: composed with --map (Metro's)
+#   upload-sourcemaps.sh --bundle FILE --sourcemap FILE
+#                        [--hermes-map FILE]    hermesc's map: composed with --sourcemap (Metro's)
 #                        [--release R [--dist D] --bundle-name NAME]
 #
 #   --bundle   the JS bundle Metro wrote (text; before hermesc compiles it)
-#   --map      Metro's source map of it (the "packager" map)
+#   --sourcemap  Metro's source map of it (the "packager" map; `--map` is the former spelling)
 #   --hermes-map  the map hermesc wrote with -output-source-map: the two are composed with
 #              React Native's scripts/compose-source-maps.js (COMPOSE_SOURCE_MAPS, default
 #              node_modules/react-native/scripts/compose-source-maps.js; needs node)
@@ -41,7 +41,7 @@ give_up() {
 while [ "$#" -gt 0 ]; do
     case "$1" in
         --bundle) bundle="$2"; shift 2 ;;
-        --map) map="$2"; shift 2 ;;
+        --sourcemap|--map) map="$2"; shift 2 ;;
         --hermes-map) hermes_map="$2"; shift 2 ;;
         --release) release="$2"; shift 2 ;;
         --dist) dist="$2"; shift 2 ;;
@@ -50,7 +50,7 @@ while [ "$#" -gt 0 ]; do
     esac
 done
 if [ -z "$bundle" ] || [ -z "$map" ]; then
-    echo "usage: upload-sourcemaps.sh --bundle FILE --map FILE [--hermes-map FILE] [--release R [--dist D] --bundle-name NAME]" >&2
+    echo "usage: upload-sourcemaps.sh --bundle FILE --sourcemap FILE [--hermes-map FILE] [--release R [--dist D] --bundle-name NAME]" >&2
     exit 2
 fi
 if [ -n "$release" ] && [ -z "$bundle_name" ]; then
@@ -80,7 +80,7 @@ if ! "$symctl" sourcemaps inject "$bundle" "$map"; then
     echo "warning: symcluster: no debug id in $bundle: the map is stored by release only" >&2
 fi
 
-set -- --map "$map" --bundle "$bundle"
+set -- --sourcemap "$map" --bundle "$bundle"
 if [ -n "$release" ]; then
     set -- "$@" --release "$release" --dist "$dist" --bundle-name "$bundle_name"
 fi

@@ -31,6 +31,14 @@ fn histogram(name: &str, help: &str, buckets: Vec<f64>) -> Histogram {
 /// Raft: current term.
 pub static RAFT_TERM: LazyLock<IntGauge> =
     LazyLock::new(|| gauge("symcluster_raft_term", "Current Raft term"));
+/// Raft: 1 while this master is the group's leader, else 0 (`sum` over the masters is 1 in a
+/// healthy group; 0 during an election or without a quorum).
+pub static RAFT_LEADER: LazyLock<IntGauge> = LazyLock::new(|| {
+    gauge(
+        "symcluster_raft_leader",
+        "1 while this master is the Raft group's leader, else 0",
+    )
+});
 /// Raft: highest committed log index.
 pub static RAFT_COMMIT_INDEX: LazyLock<IntGauge> = LazyLock::new(|| {
     gauge(
@@ -290,6 +298,7 @@ pub fn register_all() {
     LazyLock::force(&JOBS_SUBMITTED);
     LazyLock::force(&JOBS_COMPLETED);
     LazyLock::force(&JOBS_FAILED_TOTAL);
+    LazyLock::force(&RAFT_LEADER);
     LazyLock::force(&JOBS_RESYMBOLICATED);
     LazyLock::force(&UPLOADS_CONFIRMED);
     for h in [

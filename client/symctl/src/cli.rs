@@ -13,6 +13,16 @@ pub struct Cli {
     /// Log output on stderr (`RUST_LOG` chooses what; default `warn`).
     #[command(flatten)]
     pub log: symcluster_telemetry::LogArgs,
+    /// Take `--master`, `--token` (from its token file), `--project` and `--tls-ca` from this
+    /// profile of the config file (`$SYMCTL_CONFIG`, else `~/.config/symctl/config.toml`);
+    /// flags and `SYMCLUSTER_*` variables given as well win. Default: the file's
+    /// `default_profile`, if any.
+    #[arg(long, env = "SYMCTL_PROFILE", global = true, value_name = "NAME")]
+    pub profile: Option<String>,
+    /// No progress bars and no informational notes on stderr (warnings and errors are still
+    /// printed).
+    #[arg(short = 'q', long, global = true)]
+    pub quiet: bool,
 }
 
 #[derive(Debug, Subcommand)]
@@ -174,9 +184,9 @@ pub enum UploadCommand {
         project: Option<String>,
         #[command(flatten)]
         notify: NotifyArgs,
-        /// The source map file.
+        /// The source map file (`--map` is the former spelling, deprecated).
         #[arg(long)]
-        map: PathBuf,
+        sourcemap: PathBuf,
         /// The minified bundle.
         #[arg(long)]
         bundle: Option<PathBuf>,
@@ -318,10 +328,11 @@ pub struct JobArgs {
     /// with its frames symbolicated, byte for byte what `symctl symbolicate --format apple`
     /// prints for the same report and debug files); `text` (a JS job as metro-symbolicate
     /// prints it, as `symctl restore-js --format text` does, a text stack needing the bucket to
-    /// read its source map; a JVM job as `symctl retrace --format text` does).
-    #[arg(long, value_enum, default_value_t = JobFormat::Json)]
-    pub format: JobFormat,
-    /// With `--format text`: the bucket holding the job's source map.
+    /// read its source map; a JVM job as `symctl retrace --format text` does). `--format` is
+    /// the former spelling (deprecated).
+    #[arg(short = 'o', long, value_enum, default_value_t = JobFormat::Json)]
+    pub output: JobFormat,
+    /// With `--output text`: the bucket holding the job's source map.
     #[command(flatten)]
     pub bucket: BucketArgs,
     /// The job id.
@@ -350,19 +361,40 @@ pub struct GroupsArgs {
     /// reports: every sampled path of its jobs, hits summed) instead of the list.
     #[arg(long, value_name = "FINGERPRINT")]
     pub tree: Option<String>,
-    /// With `--tree`: `text` (indented, hits first) or `folded` (`outer;inner HITS` per path,
-    /// the self hits of its innermost frame, as flame-graph tools read).
-    #[arg(long, value_enum, default_value_t = TreeFormat::Text, requires = "tree")]
-    pub format: TreeFormat,
     /// Only groups of this report kind (default: every kind).
     #[arg(long, value_enum)]
     pub kind: Option<GroupKind>,
     /// How many groups.
     #[arg(long, default_value_t = 20)]
     pub limit: u32,
-    /// The list as a `table` or as `json` (an array of groups).
-    #[arg(long, value_enum, default_value_t = Output::Table, conflicts_with = "tree")]
-    pub output: Output,
+    /// The list as a `table` (default) or as `json` (an array of groups); with `--tree`, the
+    /// tree as `text` (default: indented, hits first) or `folded` (`outer;inner HITS` per
+    /// path, the self hits of its innermost frame, as flame-graph tools read). `--format` is
+    /// the former spelling (deprecated).
+    #[arg(short = 'o', long, value_enum)]
+    pub output: Option<GroupsOutput>,
+}
+
+/// What `symctl groups` prints.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum GroupsOutput {
+    /// The list, aligned columns.
+    Table,
+    /// The list, a JSON array of groups.
+    Json,
+    /// With `--tree`: one line per node, indented by depth, hits first.
+    Text,
+    /// With `--tree`: folded stacks (Brendan Gregg's `stackcollapse` format).
+    Folded,
+}
+
+impl GroupsOutput {
+    /// Its name on the command line (`table`, `json`, `text`, `folded`).
+    pub fn name(self) -> String {
+        self.to_possible_value()
+            .map(|v| v.get_name().to_owned())
+            .unwrap_or_default()
+    }
 }
 
 /// The report kinds groups are made of (the SDK's `kind`; JS errors are crashes).
@@ -403,17 +435,10 @@ pub struct MissingArgs {
     /// How many entries.
     #[arg(long, default_value_t = 100)]
     pub limit: u32,
-    /// `table` or `json` (an array of entries). `--format` is the former spelling.
-    #[arg(long, alias = "format", value_enum, default_value_t = Output::Table)]
+    /// `table` or `json` (an array of entries). `--format` is the former spelling
+    /// (deprecated).
+    #[arg(short = 'o', long, value_enum, default_value_t = Output::Table)]
     pub output: Output,
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
-pub enum TreeFormat {
-    /// One line per node, indented by depth, hits first.
-    Text,
-    /// Folded stacks (Brendan Gregg's `stackcollapse` format).
-    Folded,
 }
 
 #[derive(Debug, clap::Args)]
@@ -421,7 +446,7 @@ pub struct StatusArgs {
     #[command(flatten)]
     pub master: MasterArgs,
     /// `table` (a summary line, then the masters and the workers) or `json` (one object).
-    #[arg(long, value_enum, default_value_t = Output::Table)]
+    #[arg(short = 'o', long, value_enum, default_value_t = Output::Table)]
     pub output: Output,
 }
 
@@ -453,7 +478,7 @@ pub struct MembersArgs {
     #[command(flatten)]
     pub master: MasterArgs,
     /// `table` (aligned columns) or `json` (one object: the members and the leader).
-    #[arg(long, value_enum, default_value_t = Output::Table, global = true)]
+    #[arg(short = 'o', long, value_enum, default_value_t = Output::Table, global = true)]
     pub output: Output,
 }
 

@@ -5,14 +5,34 @@
 
 mod cli;
 mod commands;
+mod profile;
+mod renamed;
 
 use std::process::ExitCode;
 
 use clap::Parser;
 
 fn main() -> ExitCode {
-    let cli = cli::Cli::parse();
+    let (args, notes) = renamed::rewrite(std::env::args_os().collect());
+    match profile::variables(&args) {
+        Ok(variables) => {
+            for (name, value) in variables {
+                // SAFETY: nothing else runs yet (no thread, no runtime): the environment is
+                // only read by this thread, by the parser below.
+                unsafe { std::env::set_var(name, value) };
+            }
+        }
+        Err(e) => {
+            eprintln!("symctl: {e}");
+            return ExitCode::from(2);
+        }
+    }
+    let cli = cli::Cli::parse_from(args);
+    commands::set_quiet(cli.quiet);
     symcluster_telemetry::init_logs_with(cli.log.log_format, "warn");
+    for note in notes {
+        commands::note(note);
+    }
     match commands::run(cli.command) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {

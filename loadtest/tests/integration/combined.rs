@@ -114,7 +114,7 @@ async fn a_three_layer_crash_is_restored_as_its_files_arrive() {
         vec![
             "upload".into(),
             "sourcemap".into(),
-            "--map".into(),
+            "--sourcemap".into(),
             map.display().to_string(),
             "--release".into(),
             "com.example.demo@1.0+1".into(),
@@ -198,7 +198,7 @@ async fn a_three_layer_crash_is_restored_as_its_files_arrive() {
     assert_eq!(group.key_stack[0], "crash_write_null (crash.c:23)");
 
     // The text a developer reads: every layer in its own style.
-    let text = succeeded(&cluster.symctl(&["job", "--format", "text", "rn"]));
+    let text = succeeded(&cluster.symctl(&["job", "--output", "text", "rn"]));
     for line in [
         "SIGSEGV: Segmentation fault\n    at crash_write_null (crash.c:23) [native]\n",
         "    at com.example.shop.PriceCalculator.checkPrice(PriceCalculator.java:17) [java]\n",

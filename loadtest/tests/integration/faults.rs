@@ -18,7 +18,7 @@ async fn killed_worker_job_completes_once_elsewhere() {
     let out = cluster.symctl(&[
         "upload",
         "sourcemap",
-        "--map",
+        "--sourcemap",
         &map.display().to_string(),
         "--debug-id",
         "00000000-0000-0000-0000-00000000b16b",

@@ -146,7 +146,7 @@ async fn jvm_jobs_wait_for_their_mapping_and_are_retraced_when_it_is_uploaded() 
                 &true.into()
             )
         );
-        let text = succeeded(&cluster.symctl_as(INGEST_A, &["job", "--format", "text", id]));
+        let text = succeeded(&cluster.symctl_as(INGEST_A, &["job", "--output", "text", id]));
         assert_eq!(text, proguard_retrace(), "{id}");
         assert!(job.missing.is_empty());
     }

@@ -159,7 +159,7 @@ async fn late_dsyms_and_source_maps_symbolicate_finished_jobs_again() {
     let out = succeeded(&cluster.symctl(&[
         "upload",
         "sourcemap",
-        "--map",
+        "--sourcemap",
         &map.display().to_string(),
         "--release",
         "late@1.0",

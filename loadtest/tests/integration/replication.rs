@@ -24,7 +24,7 @@ async fn a_job_running_when_the_master_is_killed_completes_after_the_restart() {
     let out = cluster.symctl(&[
         "upload",
         "sourcemap",
-        "--map",
+        "--sourcemap",
         &map.display().to_string(),
         "--debug-id",
         "00000000-0000-0000-0000-00000000b16b",

@@ -18,7 +18,7 @@ async fn crashprobe_demo_and_js_jobs_end_to_end() {
     let out = cluster.symctl(&[
         "upload",
         "sourcemap",
-        "--map",
+        "--sourcemap",
         &repo()
             .join("examples/rn-demo/dist/index.android.bundle.hbc.map")
             .display()
@@ -111,7 +111,7 @@ async fn crashprobe_demo_and_js_jobs_end_to_end() {
     client.submit_native("demo-crash", crash).await.unwrap();
     wait(&mut client, "demo-crash").await;
     for (id, file) in [("demo-ips", "DemoApp.ips"), ("demo-crash", "DemoApp.crash")] {
-        let from_cluster = cluster.symctl(&["job", id, "--format", "apple"]);
+        let from_cluster = cluster.symctl(&["job", id, "--output", "apple"]);
         let report = repo().join("examples/ios-demo").join(file);
         let dsym = repo().join("examples/ios-demo/DemoAppFat.dSYM");
         let local = cluster.symctl(&[
@@ -141,7 +141,7 @@ async fn crashprobe_demo_and_js_jobs_end_to_end() {
         );
     }
     // A Sentry JSON report has no Apple rendering: a clear error, exit 1.
-    let refused = cluster.symctl(&["job", "null", "--format", "apple"]);
+    let refused = cluster.symctl(&["job", "null", "--output", "apple"]);
     assert_eq!(refused.status.code(), Some(1));
 
     // A real Hermes crash of the React Native example, its map found by release and bundle.
@@ -163,7 +163,7 @@ async fn crashprobe_demo_and_js_jobs_end_to_end() {
     // read back from the bucket).
     let map = repo().join("examples/rn-demo/dist/index.android.bundle.hbc.map");
     let stack_file = repo().join("examples/rn-demo/dist/stack-hermes.txt");
-    let from_cluster = cluster.symctl(&["job", "hermes", "--format", "text"]);
+    let from_cluster = cluster.symctl(&["job", "hermes", "--output", "text"]);
     let local = cluster.symctl(&[
         "restore-js",
         "--sourcemap",
@@ -356,7 +356,7 @@ async fn an_invalid_source_map_is_refused_at_upload_and_fails_its_job() {
     let out = cluster.symctl(&[
         "upload",
         "sourcemap",
-        "--map",
+        "--sourcemap",
         &path.display().to_string(),
         "--debug-id",
         debug_id,

@@ -262,6 +262,74 @@ async fn masters_with_a_peer_port_over_mutual_tls_answer_the_probes() {
         ("crash_write_null".to_owned(), "crash.c".to_owned(), 23)
     );
 
+    // symctl with a profile of its config file (masters, token file, project, CA) and no
+    // SYMCLUSTER_* variable reaches the cluster; a former flag spelling still works, with a
+    // deprecation note on stderr that `--quiet` leaves out.
+    let config_dir = tempfile::tempdir().unwrap();
+    let token_file = config_dir.path().join("admin.token");
+    std::fs::write(&token_file, format!("{TOKEN}\n")).unwrap();
+    let config = config_dir.path().join("config.toml");
+    std::fs::write(
+        &config,
+        format!(
+            "[profiles.tls]\nmaster = {:?}\ntoken_file = {:?}\nproject = \"default\"\ntls_ca = {:?}\n",
+            cluster.endpoint,
+            token_file.display().to_string(),
+            files.ca.display().to_string()
+        ),
+    )
+    .unwrap();
+    let symctl = |args: &[&str], profile_env: Option<&str>| {
+        let mut command = std::process::Command::new(symcluster_loadtest::cluster::bin("symctl"));
+        command.args(args).env("SYMCTL_CONFIG", &config);
+        for name in [
+            "SYMCLUSTER_MASTER",
+            "SYMCLUSTER_TOKEN",
+            "SYMCLUSTER_PROJECT",
+            "SYMCLUSTER_TLS_CA",
+            "SYMCTL_PROFILE",
+        ] {
+            command.env_remove(name);
+        }
+        if let Some(profile) = profile_env {
+            command.env("SYMCTL_PROFILE", profile);
+        }
+        command.output().unwrap()
+    };
+    let out = symctl(&["--profile", "tls", "status", "-o", "json"], None);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let status: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(status["masters"].as_array().unwrap().len(), 3, "{status}");
+    let out = symctl(&["job", "--format", "json", "peer-port"], Some("tls"));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let printed: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(printed["state"], "completed", "{printed}");
+    assert_eq!(
+        String::from_utf8_lossy(&out.stderr),
+        "symctl: `--format` of `symctl job` is deprecated and goes in the next release: use \
+         `--output`\n"
+    );
+    let out = symctl(&["-q", "job", "--format", "json", "peer-port"], Some("tls"));
+    assert!(out.status.success());
+    assert_eq!(String::from_utf8_lossy(&out.stderr), "");
+    let out = symctl(&["--profile", "staging", "status"], None);
+    assert_eq!(out.status.code(), Some(2));
+    assert_eq!(
+        String::from_utf8_lossy(&out.stderr),
+        format!(
+            "symctl: {}: no profile \"staging\" (profiles: tls)\n",
+            config.display()
+        )
+    );
+
     for master in &cluster.masters {
         let metrics = master.metrics_address();
         assert_eq!(

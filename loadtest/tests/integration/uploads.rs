@@ -653,7 +653,7 @@ fn rn_script(cluster: &Cluster, bundle: &Path, map: &Path, release: Option<&str>
     let mut args = vec![
         "--bundle",
         bundle.to_str().unwrap(),
-        "--map",
+        "--sourcemap",
         map.to_str().unwrap(),
     ];
     if let Some(release) = release {

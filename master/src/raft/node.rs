@@ -1074,6 +1074,7 @@ impl<S: StateMachine> Node<S> {
         status.last_contact_ms = kept.last_contact_ms;
         status.changing = kept.changing;
         metrics::RAFT_TERM.set(status.term as i64);
+        metrics::RAFT_LEADER.set(i64::from(status.role == StateRole::Leader));
         metrics::RAFT_COMMIT_INDEX.set(status.commit as i64);
         metrics::RAFT_APPLIED_INDEX.set(status.applied as i64);
         metrics::RAFT_LOG_BYTES.set(self.raw.store().retained_bytes() as i64);

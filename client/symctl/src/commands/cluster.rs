@@ -7,8 +7,8 @@ use anyhow::Context;
 use symcluster_client::{Client, api};
 
 use crate::cli::{
-    GroupsArgs, JobArgs, JobFormat, MasterArgs, MissingArgs, ProjectArgs, StatusArgs, SubmitArgs,
-    TreeFormat,
+    GroupsArgs, GroupsOutput, JobArgs, JobFormat, MasterArgs, MissingArgs, ProjectArgs, StatusArgs,
+    SubmitArgs,
 };
 
 pub(super) async fn connect(args: &MasterArgs) -> anyhow::Result<Client> {
@@ -99,7 +99,7 @@ pub async fn submit(args: SubmitArgs) -> anyhow::Result<()> {
 
 pub async fn job(args: JobArgs) -> anyhow::Result<()> {
     let mut client = connect_for(&args.master, &args.project).await?;
-    match args.format {
+    match args.output {
         JobFormat::Json => {
             let job = client.job(&args.job_id).await?;
             println!("{}", serde_json::to_string_pretty(&job_json(&job))?);
@@ -109,7 +109,7 @@ pub async fn job(args: JobArgs) -> anyhow::Result<()> {
             let payload = job.spec.as_ref().and_then(|s| s.payload.as_ref());
             let jvm = matches!(payload, Some(api::job_spec::Payload::Jvm(_)));
             let combined = matches!(payload, Some(api::job_spec::Payload::Combined(_)));
-            let text = if args.format == JobFormat::Apple {
+            let text = if args.output == JobFormat::Apple {
                 render_apple(&job)?
             } else if combined {
                 render_combined(&job)?
@@ -290,14 +290,22 @@ pub async fn groups(args: GroupsArgs) -> anyhow::Result<()> {
                 group.fingerprint
             );
         }
-        match args.format {
-            TreeFormat::Text => print_tree(&group.call_tree),
-            TreeFormat::Folded => print_folded(&group.call_tree),
+        let folded = match args.output {
+            None | Some(GroupsOutput::Text) => false,
+            Some(GroupsOutput::Folded) => true,
+            Some(other) => {
+                anyhow::bail!("--tree prints `text` or `folded`, not `{}`", other.name())
+            }
+        };
+        if folded {
+            print_folded(&group.call_tree);
+        } else {
+            print_tree(&group.call_tree);
         }
         // The master keeps a group's heaviest paths only (2,000 nodes). Their callers' hits
         // include the samples left out, so folded stacks (self hits) count them already; the
         // text says how many there were.
-        if group.call_tree_other_hits > 0 && matches!(args.format, TreeFormat::Text) {
+        if group.call_tree_other_hits > 0 && !folded {
             println!(
                 "{}  {OTHER_PATHS} (samples of the lightest paths, left out; included in their callers' hits)",
                 group.call_tree_other_hits
@@ -305,7 +313,15 @@ pub async fn groups(args: GroupsArgs) -> anyhow::Result<()> {
         }
         return Ok(());
     }
-    super::output::groups(&groups, args.output)
+    let output = match args.output {
+        None | Some(GroupsOutput::Table) => crate::cli::Output::Table,
+        Some(GroupsOutput::Json) => crate::cli::Output::Json,
+        Some(other) => anyhow::bail!(
+            "the list of groups prints as `table` or `json`; `{}` is for --tree",
+            other.name()
+        ),
+    };
+    super::output::groups(&groups, output)
 }
 
 /// The name under which a group tree's left-out paths are printed (`CrashGroup.call_tree_other_hits`).

@@ -30,7 +30,9 @@ pub async fn run(args: MembersArgs) -> anyhow::Result<()> {
                 })
                 .await
                 .with_context(|| format!("member {id} was not added"))?;
-            eprintln!("member {id} added as a learner; the leader promotes it once it caught up");
+            super::note(format!(
+                "member {id} added as a learner; the leader promotes it once it caught up"
+            ));
             match wait {
                 Some(within) => wait_for_voter(&client, *id, *within).await?,
                 None => added,
@@ -49,7 +51,7 @@ pub async fn run(args: MembersArgs) -> anyhow::Result<()> {
                 })
                 .await
                 .context("the members were not removed")?;
-            eprintln!("removed {ids:?}; stop those masters now");
+            super::note(format!("removed {ids:?}; stop those masters now"));
             removed
         }
     };
@@ -81,7 +83,7 @@ async fn wait_for_voter(
         let member = members.members.iter().find(|m| m.id == id);
         match member {
             Some(m) if m.role == "voter" => {
-                eprintln!("member {id} is a voter");
+                super::note(format!("member {id} is a voter"));
                 return Ok(members);
             }
             None => bail!("member {id} is no longer in the group"),

@@ -16,6 +16,37 @@ mod upload_cluster;
 
 use crate::cli::Command;
 
+/// `--quiet`: no progress bars, no informational notes on stderr.
+static QUIET: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+/// Sets `--quiet` for the commands to come.
+pub fn set_quiet(quiet: bool) {
+    QUIET.store(quiet, std::sync::atomic::Ordering::Relaxed);
+}
+
+/// Whether `--quiet` was given.
+pub fn quiet() -> bool {
+    QUIET.load(std::sync::atomic::Ordering::Relaxed)
+}
+
+/// A progress bar of `len` units in `template`'s style (indicatif), drawn on stderr unless
+/// `--quiet`.
+pub(crate) fn progress_bar(len: u64, template: &str) -> indicatif::ProgressBar {
+    let bar = indicatif::ProgressBar::new(len)
+        .with_style(indicatif::ProgressStyle::with_template(template).expect("valid template"));
+    if quiet() {
+        bar.set_draw_target(indicatif::ProgressDrawTarget::hidden());
+    }
+    bar
+}
+
+/// An informational note on stderr (what happened, what to do next), unless `--quiet`.
+pub(crate) fn note(text: impl std::fmt::Display) {
+    if !quiet() {
+        eprintln!("{text}");
+    }
+}
+
 /// Runs a parsed subcommand.
 pub fn run(command: Command) -> anyhow::Result<()> {
     match command {

@@ -12,7 +12,6 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use anyhow::Context;
-use indicatif::{ProgressBar, ProgressStyle};
 use symcluster_client::{Client, api};
 use tokio::sync::Semaphore;
 
@@ -142,9 +141,7 @@ pub async fn run(args: SubmitArgs, client: Client) -> anyhow::Result<()> {
             format!("{name}/")
         }
     });
-    let bar = ProgressBar::new(files.len() as u64).with_style(
-        ProgressStyle::with_template("{bar:40} {pos}/{len} {msg}").expect("valid template"),
-    );
+    let bar = super::progress_bar(files.len() as u64, "{bar:40} {pos}/{len} {msg}");
     let stream = client.submit_stream();
     let permits = Arc::new(Semaphore::new(IN_FLIGHT));
     let mut tasks = tokio::task::JoinSet::new();

@@ -5,7 +5,6 @@
 use std::path::PathBuf;
 
 use anyhow::Context;
-use indicatif::{ProgressBar, ProgressStyle};
 use symcluster_client::project;
 use symcluster_engine::debug_files::DebugFileIndex;
 use symcluster_sources::{S3Settings, Scope, Source, layout};
@@ -155,7 +154,7 @@ pub async fn run(command: UploadCommand) -> anyhow::Result<()> {
             bucket: b,
             project,
             notify: n,
-            map,
+            sourcemap: map,
             bundle,
             debug_id,
             release,
@@ -359,10 +358,7 @@ async fn upload_debug_files(
     }
     let source = bucket(b).await?;
     let total: u64 = uploads.iter().map(|u| u.3).sum();
-    let bar = ProgressBar::new(total).with_style(
-        ProgressStyle::with_template("{bar:40} {bytes}/{total_bytes} {msg}")
-            .expect("valid template"),
-    );
+    let bar = super::progress_bar(total, "{bar:40} {bytes}/{total_bytes} {msg}");
     let (mut sent, mut skipped) = (0, 0);
     let mut keys = Vec::new();
     for (path, debug_id, arch, size) in uploads {

@@ -17,7 +17,7 @@ use std::path::{Path, PathBuf};
 
 use anyhow::Context;
 use futures::StreamExt;
-use indicatif::{ProgressBar, ProgressStyle};
+use indicatif::ProgressBar;
 use sha2::{Digest, Sha256};
 use symcluster_client::{Client, api};
 use symcluster_sources::upload::{MULTIPART_THRESHOLD, expected_part_size, part_size};
@@ -378,10 +378,7 @@ async fn upload_chunk(
             }
         }
         let total: u64 = puts.iter().map(|p| p.len).sum();
-        let bar = ProgressBar::new(total).with_style(
-            ProgressStyle::with_template("{bar:40} {bytes}/{total_bytes} {bytes_per_sec}")
-                .expect("valid template"),
-        );
+        let bar = super::progress_bar(total, "{bar:40} {bytes}/{total_bytes} {bytes_per_sec}");
         let results: Vec<(usize, u64, anyhow::Result<()>)> = futures::stream::iter(puts.iter())
             .map(|p| async {
                 let path = &chunk[p.file].path;
