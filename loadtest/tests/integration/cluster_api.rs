@@ -260,6 +260,12 @@ async fn the_dashboard_queries_metrics_that_exist() {
         Some(1.0),
         "{text}"
     );
+    // A group of one: this master leads.
+    assert_eq!(
+        crate::support::metric_value(&text, "symcluster_raft_leader", &[]),
+        Some(1.0),
+        "{text}"
+    );
     // (A histogram's value here is its count of observations.)
     assert_eq!(
         rpc("symcluster_grpc_server_handling_seconds", "Submit", None),
