@@ -87,6 +87,11 @@ for _ in $(seq 1 100); do
     (exec 3<>/dev/tcp/127.0.0.1/"$port") 2>/dev/null && break
     sleep 0.1
 done
+# A Garage that could not bind its S3 port has exited: what answered was another process.
+kill -0 "$(cat "$dir/garage.pid")" 2>/dev/null || {
+    echo "garage.sh: garage exited; see $dir/garage.log" >&2
+    exit 1
+}
 cat <<ENV
 export AWS_ACCESS_KEY_ID=$KEY_ID
 export AWS_SECRET_ACCESS_KEY=$SECRET

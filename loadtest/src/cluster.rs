@@ -79,8 +79,8 @@ pub struct Garage {
 
 impl Garage {
     /// Starts Garage in `dir` on a free port. A port found free can be taken by another
-    /// test's process before Garage binds it: a start that fails is cleaned up and tried again
-    /// on other ports, up to [`GARAGE_STARTS`] times.
+    /// test's process before Garage binds it: a start that fails is stopped and tried again on
+    /// other ports, in a directory beside `dir` (`dir-2`, ...), up to [`GARAGE_STARTS`] times.
     pub fn start(dir: &Path) -> Self {
         Self::start_on(dir, free_port_block)
     }
@@ -96,6 +96,14 @@ impl Garage {
         };
         for attempt in 1..=GARAGE_STARTS {
             garage.port = pick();
+            if attempt > 1 {
+                // A fresh directory: a Garage of the failed attempt may still be stopping.
+                let name = dir.file_name().map(|n| n.to_string_lossy().into_owned());
+                garage.dir = dir.with_file_name(format!(
+                    "{}-{attempt}",
+                    name.unwrap_or_else(|| "garage".to_owned())
+                ));
+            }
             match garage.try_script("start") {
                 Ok(env) => {
                     garage.env = env;
@@ -109,8 +117,6 @@ impl Garage {
                         stderr.trim()
                     );
                     let _ = garage.try_script("stop");
-                    let _ = std::fs::remove_dir_all(&garage.dir);
-                    std::fs::create_dir_all(&garage.dir).expect("Garage's directory");
                 }
                 Err(stderr) => panic!("deploy/garage.sh start failed: {stderr}"),
             }

@@ -743,6 +743,21 @@ async fn run(
         mib(disk.evicted_mapped),
         evicted_bytes / f64::from(1 << 20),
     );
+    // The index on disk (what the operator guide's disk sizing rule is made of): the leader's
+    // `master.redb` and its Raft log, in bytes per job of the run.
+    let data_dir = cluster.master_data_dir(final_leader);
+    let (redb, log) = (
+        procstat::disk_bytes(&data_dir.join("master.redb")),
+        procstat::disk_bytes(&data_dir.join("raft-log")),
+    );
+    eprintln!(
+        "index on disk (leader): master.redb {:.1} MiB ({:.0} bytes per job), raft-log {:.1} MiB \
+         ({:.0} bytes per job)",
+        mib(redb),
+        redb as f64 / args.jobs as f64,
+        mib(log),
+        log as f64 / args.jobs as f64,
+    );
     let jobs = args.jobs as f64;
     let per_job = |before: u64, after: u64| (after.saturating_sub(before)) as f64 / jobs;
     // After a failover: the new leader's CPU over the whole run (a follower, then the leader).

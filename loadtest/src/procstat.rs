@@ -174,3 +174,26 @@ impl Drop for DiskWatch {
         self.stop.store(true, std::sync::atomic::Ordering::Relaxed);
     }
 }
+
+/// Bytes of disk that `path` (a file, or a directory and everything in it) takes: allocated
+/// 512-byte blocks, as `du` counts them (a sparse or preallocated file counts what it holds on
+/// disk). 0 for what cannot be read.
+pub fn disk_bytes(path: &std::path::Path) -> u64 {
+    use std::os::unix::fs::MetadataExt;
+    let Ok(meta) = std::fs::symlink_metadata(path) else {
+        return 0;
+    };
+    let own = meta.blocks() * 512;
+    if !meta.is_dir() {
+        return own;
+    }
+    let children = std::fs::read_dir(path)
+        .map(|entries| {
+            entries
+                .filter_map(Result::ok)
+                .map(|entry| disk_bytes(&entry.path()))
+                .sum::<u64>()
+        })
+        .unwrap_or(0);
+    own + children
+}

@@ -16,7 +16,8 @@ pub struct MasterConfig {
     #[command(flatten)]
     pub trace: symcluster_telemetry::TraceArgs,
 
-    /// gRPC address (Ingest, WorkerApi, Admin, health, reflection).
+    /// gRPC address (Ingest, Uploads, WorkerApi, Admin, health, reflection; the masters' Peer
+    /// too unless `--peer-listen` gives it its own).
     #[arg(
         long,
         env = "SYMCLUSTER_MASTER_LISTEN",

@@ -8,8 +8,10 @@
 //! - [`restore`]: a new master's index seeded from a backup (`--restore`);
 //! - [`scheduler`]: queue, leases, placement and the worker registry, on the leader;
 //! - request checks and routing keys live in `symcluster-admission` (`master/admission/`);
-//! - [`service`]: the gRPC services (Ingest, WorkerApi, Admin), auth, leader redirects;
-//! - [`metrics`]: the Prometheus metrics (statics only); [`scrape`]: `/metrics` over HTTP.
+//! - [`service`]: the gRPC services (Ingest, Uploads, WorkerApi, Admin, and the masters'
+//!   Peer), auth, leader redirects;
+//! - [`metrics`]: the Prometheus metrics (statics only); [`scrape`]: `/metrics`, `/live` and
+//!   `/ready` over HTTP.
 
 #![deny(missing_docs)]
 

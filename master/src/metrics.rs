@@ -169,7 +169,9 @@ pub static JOBS_COMPLETED: LazyLock<IntCounter> =
     LazyLock::new(|| counter("symcluster_jobs_completed_total", "Jobs completed"));
 /// Jobs that failed for good (no attempt left, a permanent error, or unreadable at submit),
 /// counted by the leader when the failure is applied: `rate()` of it beside
-/// `symcluster_jobs_completed_total` is the failure ratio.
+/// `symcluster_jobs_completed_total` is the failure ratio. Each failure of a revision counts
+/// (a job run again for a late file that fails again counts twice), and a master that restarts
+/// as leader counts the failures it replays from its log again: a rate, not an exact tally.
 pub static JOBS_FAILED_TOTAL: LazyLock<IntCounter> = LazyLock::new(|| {
     counter(
         "symcluster_jobs_failed_total",
@@ -178,8 +180,19 @@ pub static JOBS_FAILED_TOTAL: LazyLock<IntCounter> = LazyLock::new(|| {
 });
 /// Per-RPC metrics of the master's gRPC server (`symcluster_grpc_server_*`), one layer for the
 /// process.
-pub static GRPC: LazyLock<symcluster_telemetry::GrpcMetricsLayer> =
-    LazyLock::new(|| symcluster_telemetry::GrpcMetricsLayer::new(&REGISTRY));
+pub static GRPC: LazyLock<symcluster_telemetry::GrpcMetricsLayer> = LazyLock::new(|| {
+    use symcluster_telemetry::grpc_metrics::methods_in;
+    // The methods the master serves: its own services (the masters' Peer included), health
+    // and reflection. Any other path is counted as `unknown`.
+    let mut methods = methods_in(symcluster_proto::FILE_DESCRIPTOR_SET)
+        .expect("the embedded descriptor set decodes");
+    methods.extend(
+        methods_in(tonic_health::pb::FILE_DESCRIPTOR_SET)
+            .expect("the embedded descriptor set decodes"),
+    );
+    methods.push("/grpc.reflection.v1.ServerReflection/ServerReflectionInfo".to_owned());
+    symcluster_telemetry::GrpcMetricsLayer::new(&REGISTRY, methods)
+});
 fn gauge_vec(name: &str, help: &str, labels: &[&str]) -> IntGaugeVec {
     let g = IntGaugeVec::new(Opts::new(name, help), labels).expect("valid metric");
     symcluster_telemetry::register(&REGISTRY, g)

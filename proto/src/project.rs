@@ -3,7 +3,8 @@
 //! A project name is 1 to [`MAX_NAME_BYTES`] bytes of `a-z`, `0-9`, `.`, `_` and `-`, starting
 //! with a letter or a digit, so that it is safe as a bucket key segment and never contains the
 //! `/` that separates it from a job id in the master's index. Jobs submitted without a project
-//! by a token that serves several projects (or all, like `admin`) go to [`DEFAULT_PROJECT`].
+//! by a token that serves every project (`admin`, or a tokens-file entry without `projects`) go
+//! to [`DEFAULT_PROJECT`]; a token of several projects must name one.
 
 /// The project of jobs and files that name none.
 pub const DEFAULT_PROJECT: &str = "default";

@@ -13,9 +13,14 @@
 //! `grpc-status` header of a trailers-only response, else the `grpc-status` trailer. A
 //! streaming call is counted when it ends, so a lease stream held for an hour is one observation
 //! of an hour. `service` is the full service name (`symcluster.v1.Ingest`), `method` the
-//! method's; a path that is not `/service/method` is counted as service and method `unknown`.
+//! method's. Only the methods the server serves get their own series (the layer is given them,
+//! [`methods_in`] reads them from a file descriptor set); any other path, which anyone can send
+//! before a token is checked, is counted as service and method `unknown`, so that callers
+//! cannot grow the number of series.
 
+use std::collections::HashSet;
 use std::pin::Pin;
+use std::sync::Arc;
 use std::task::{Context, Poll};
 use std::time::Instant;
 
@@ -30,15 +35,18 @@ pub struct GrpcMetricsLayer {
 
 #[derive(Clone)]
 struct Metrics {
+    /// The served methods' paths (`/pkg.Service/Method`).
+    known: Arc<HashSet<String>>,
     started: IntCounterVec,
     handled: IntCounterVec,
     seconds: HistogramVec,
 }
 
 impl GrpcMetricsLayer {
-    /// Registers the metrics in `registry`. Panics when they are already there (a programming
-    /// error: one layer per registry).
-    pub fn new(registry: &Registry) -> Self {
+    /// Registers the metrics in `registry`, with series for the methods of `methods` (their
+    /// paths, `/pkg.Service/Method`) and `unknown` for any other. Panics when they are already
+    /// there (a programming error: one layer per registry).
+    pub fn new(registry: &Registry, methods: impl IntoIterator<Item = String>) -> Self {
         let started = IntCounterVec::new(
             Opts::new(
                 "symcluster_grpc_server_started_total",
@@ -69,6 +77,7 @@ impl GrpcMetricsLayer {
         .expect("valid metric");
         Self {
             metrics: Metrics {
+                known: Arc::new(methods.into_iter().collect()),
                 started: crate::register(registry, started),
                 handled: crate::register(registry, handled),
                 seconds: crate::register(registry, seconds),
@@ -112,7 +121,12 @@ where
     }
 
     fn call(&mut self, request: http::Request<ReqBody>) -> Self::Future {
-        let (service, method) = service_and_method(request.uri().path());
+        let path = request.uri().path();
+        let (service, method) = if self.metrics.known.contains(path) {
+            service_and_method(path)
+        } else {
+            ("unknown".to_owned(), "unknown".to_owned())
+        };
         self.metrics
             .started
             .with_label_values(&[&service, &method])
@@ -202,7 +216,8 @@ impl<B: Body> Body for MetricsBody<B> {
         cx: &mut Context<'_>,
     ) -> Poll<Option<Result<Frame<Self::Data>, Self::Error>>> {
         let this = self.project();
-        let polled = this.inner.poll_frame(cx);
+        let mut inner = this.inner;
+        let polled = inner.as_mut().poll_frame(cx);
         match &polled {
             Poll::Ready(Some(Ok(frame))) => {
                 if let Some(trailers) = frame.trailers_ref() {
@@ -211,6 +226,9 @@ impl<B: Body> Body for MetricsBody<B> {
                         .and_then(|v| v.to_str().ok())
                         .map_or("OK", code_name);
                     this.call.end(code);
+                } else if inner.is_end_stream() {
+                    // The last frame, and no trailers will come: hyper polls no further.
+                    this.call.end("OK");
                 }
             }
             Poll::Ready(Some(Err(_))) => this.call.end("UNKNOWN"),
@@ -231,8 +249,29 @@ impl<B: Body> Body for MetricsBody<B> {
     }
 }
 
-/// `/pkg.Service/Method` → (`pkg.Service`, `Method`); anything else → (`unknown`, `unknown`),
-/// so that arbitrary paths cannot grow the number of series.
+/// The paths (`/pkg.Service/Method`) of every method of every service in an encoded
+/// `google.protobuf.FileDescriptorSet` (what `tonic::include_file_descriptor_set!` embeds).
+/// Errors: the bytes are not a file descriptor set.
+pub fn methods_in(file_descriptor_set: &[u8]) -> Result<Vec<String>, prost::DecodeError> {
+    let set = <prost_types::FileDescriptorSet as prost::Message>::decode(file_descriptor_set)?;
+    let mut paths = Vec::new();
+    for file in &set.file {
+        let package = file.package();
+        for service in &file.service {
+            let service_name = if package.is_empty() {
+                service.name().to_owned()
+            } else {
+                format!("{package}.{}", service.name())
+            };
+            for method in &service.method {
+                paths.push(format!("/{service_name}/{}", method.name()));
+            }
+        }
+    }
+    Ok(paths)
+}
+
+/// `/pkg.Service/Method` → (`pkg.Service`, `Method`); anything else → (`unknown`, `unknown`).
 fn service_and_method(path: &str) -> (String, String) {
     let mut parts = path.trim_start_matches('/').splitn(2, '/');
     match (parts.next(), parts.next()) {
@@ -292,6 +331,36 @@ mod tests {
                 "{odd:?}"
             );
         }
+    }
+
+    #[test]
+    fn methods_are_read_from_a_descriptor_set() {
+        use prost::Message as _;
+        let set = prost_types::FileDescriptorSet {
+            file: vec![prost_types::FileDescriptorProto {
+                package: Some("a.v1".into()),
+                service: vec![prost_types::ServiceDescriptorProto {
+                    name: Some("Jobs".into()),
+                    method: vec![
+                        prost_types::MethodDescriptorProto {
+                            name: Some("Get".into()),
+                            ..Default::default()
+                        },
+                        prost_types::MethodDescriptorProto {
+                            name: Some("Watch".into()),
+                            ..Default::default()
+                        },
+                    ],
+                    ..Default::default()
+                }],
+                ..Default::default()
+            }],
+        };
+        assert_eq!(
+            methods_in(&set.encode_to_vec()).unwrap(),
+            ["/a.v1.Jobs/Get", "/a.v1.Jobs/Watch"]
+        );
+        assert!(methods_in(b"\xff\xff").is_err());
     }
 
     #[test]

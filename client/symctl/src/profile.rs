@@ -16,7 +16,7 @@
 //! ```
 //!
 //! A profile only fills what is not given otherwise: a flag wins over a `SYMCLUSTER_*`
-//! variable, which wins over the profile. Its values reach the commands as those variables
+//! variable (an empty one counts as not given), which wins over the profile. Its values reach the commands as those variables
 //! (`SYMCLUSTER_MASTER`, `SYMCLUSTER_TOKEN`, `SYMCLUSTER_PROJECT`, `SYMCLUSTER_TLS_CA`), set
 //! before the command line is parsed.
 
@@ -101,6 +101,7 @@ pub fn variables(args: &[OsString]) -> Result<Vec<(&'static str, OsString)>, Str
         }
         Err(e) => return Err(format!("cannot read {}: {e}", path.display())),
     };
+    let by_default = named.is_none();
     let Some(name) = named.or_else(|| config.default_profile.clone()) else {
         return Ok(Vec::new());
     };
@@ -123,17 +124,28 @@ pub fn variables(args: &[OsString]) -> Result<Vec<(&'static str, OsString)>, Str
     {
         out.push(("SYMCLUSTER_MASTER", OsString::from(master)));
     }
+    // (Not read when `--token` is given: the flag wins anyway.)
     if let Some(file) = &profile.token_file
         && unset("SYMCLUSTER_TOKEN")
+        && !has_flag(args, "--token")
     {
         let file = expand_home(file);
-        let token = std::fs::read_to_string(&file).map_err(|e| {
-            format!(
-                "profile {name:?}: cannot read its token file {}: {e}",
-                file.display()
-            )
-        })?;
-        out.push(("SYMCLUSTER_TOKEN", OsString::from(token.trim())));
+        match std::fs::read_to_string(&file) {
+            Ok(token) => out.push(("SYMCLUSTER_TOKEN", OsString::from(token.trim()))),
+            Err(e) => {
+                let message = format!(
+                    "profile {name:?}: cannot read its token file {}: {e}",
+                    file.display()
+                );
+                // A profile asked for fails; the default one must not stop the commands that
+                // need no token (`symbolicate`, `--help`): they go on, and one that needs a
+                // token says it has none.
+                if !by_default {
+                    return Err(message);
+                }
+                eprintln!("symctl: warning: {message}");
+            }
+        }
     }
     if let Some(project) = &profile.project
         && unset("SYMCLUSTER_PROJECT")
@@ -146,6 +158,19 @@ pub fn variables(args: &[OsString]) -> Result<Vec<(&'static str, OsString)>, Str
         out.push(("SYMCLUSTER_TLS_CA", expand_home(ca).into_os_string()));
     }
     Ok(out)
+}
+
+/// Whether `flag` (`--flag` or `--flag=value`) is on the command line, before any `--`.
+fn has_flag(args: &[OsString], flag: &str) -> bool {
+    args.iter()
+        .skip(1)
+        .map(|a| a.to_string_lossy())
+        .take_while(|a| a != "--")
+        .any(|a| {
+            a == flag
+                || a.strip_prefix(flag)
+                    .is_some_and(|rest| rest.starts_with('='))
+        })
 }
 
 /// `~/x` → `$HOME/x`; other paths as they are.

@@ -16,6 +16,9 @@ pub const RENAMED: &[(&[&str], &str, &str)] = &[
 /// Flags of `symctl` itself that take a value (skipped while the subcommand path is read).
 const GLOBAL_WITH_VALUE: &[&str] = &["--log-format", "--profile"];
 
+/// Flags of `symctl` itself without a value, which may stand between subcommand words.
+const GLOBAL_SWITCHES: &[&str] = &["-q", "--quiet"];
+
 /// `args` with former spellings replaced, and a note per replaced flag (for stderr).
 pub fn rewrite(args: Vec<OsString>) -> (Vec<OsString>, Vec<String>) {
     let path = subcommand_path(&args);
@@ -70,6 +73,12 @@ fn subcommand_path(args: &[OsString]) -> Vec<String> {
     while let Some(arg) = args.next() {
         if GLOBAL_WITH_VALUE.contains(&arg.as_ref()) {
             args.next();
+        } else if GLOBAL_SWITCHES.contains(&arg.as_ref())
+            || GLOBAL_WITH_VALUE
+                .iter()
+                .any(|flag| arg.strip_prefix(flag).is_some_and(|v| v.starts_with('=')))
+        {
+            continue;
         } else if arg.starts_with('-') {
             if !path.is_empty() {
                 break;
@@ -126,6 +135,20 @@ mod tests {
         assert_eq!(
             run(&["symctl", "symbolicate", "--format", "json", "r.crash"]).1,
             0
+        );
+        // Global flags between the subcommand's words.
+        assert_eq!(
+            run(&[
+                "symctl",
+                "upload",
+                "-q",
+                "--log-format=json",
+                "sourcemap",
+                "--map",
+                "m"
+            ])
+            .1,
+            1
         );
         // `upload dsym --map` is nobody's flag: left for clap to refuse.
         assert_eq!(run(&["symctl", "upload", "dsym", "--map", "x"]).1, 0);

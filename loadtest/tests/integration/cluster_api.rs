@@ -236,7 +236,35 @@ async fn the_dashboard_queries_metrics_that_exist() {
         matches!(&missing, symcluster_client::ClientError::Status(s) if s.code() == tonic::Code::NotFound),
         "{missing:?}"
     );
+    // A method the master does not serve: counted as `unknown`, not under its own name (anyone
+    // may send any path, before a token is checked).
+    let channel = tonic::transport::Endpoint::from_shared(cluster.masters[0].endpoint())
+        .unwrap()
+        .connect()
+        .await
+        .unwrap();
+    let mut grpc = tonic::client::Grpc::new(channel);
+    grpc.ready().await.unwrap();
+    let bogus = grpc
+        .unary::<(), (), _>(
+            tonic::Request::new(()),
+            tonic::codegen::http::uri::PathAndQuery::from_static("/symcluster.v1.Ingest/Bogus"),
+            tonic_prost::ProstCodec::default(),
+        )
+        .await
+        .unwrap_err();
+    assert_ne!(bogus.code(), tonic::Code::Ok);
     let text = http_get(&cluster.metrics, "/metrics").await;
+    assert_eq!(
+        crate::support::metric_value(
+            &text,
+            "symcluster_grpc_server_started_total",
+            &[("service", "unknown"), ("method", "unknown")]
+        ),
+        Some(1.0),
+        "{text}"
+    );
+    assert!(!text.contains("Bogus"), "{text}");
     let rpc = |name: &str, method: &str, code: Option<&str>| {
         let mut labels = vec![("service", "symcluster.v1.Ingest"), ("method", method)];
         labels.extend(code.map(|code| ("code", code)));
