@@ -213,19 +213,9 @@ pub async fn http_status(addr: &str, path: &str) -> (u16, String) {
     (status, body.to_owned())
 }
 
-/// `GET path` over HTTP/1.0 from `addr`: the body.
+/// `GET path` over HTTP/1.0 from `addr`: the body (whatever the status).
 pub async fn http_get(addr: &str, path: &str) -> String {
-    use tokio::io::{AsyncReadExt, AsyncWriteExt};
-    let mut stream = tokio::net::TcpStream::connect(addr).await.unwrap();
-    stream
-        .write_all(format!("GET {path} HTTP/1.0\r\nHost: {addr}\r\n\r\n").as_bytes())
-        .await
-        .unwrap();
-    let mut out = String::new();
-    stream.read_to_string(&mut out).await.unwrap();
-    out.split_once("\r\n\r\n")
-        .map(|(_, body)| body.to_owned())
-        .unwrap_or(out)
+    http_status(addr, path).await.1
 }
 
 /// Uploads the CrashProbe release dSYMs (to the `default` project), submits its `Call abort()`
