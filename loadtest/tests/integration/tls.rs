@@ -64,6 +64,21 @@ fn make_certificates(dir: &Path) -> TlsFiles {
     }
 }
 
+/// Uploads DemoApp's dSYM, submits its crash as `job_id` and checks its crashing frame
+/// exactly; the client it used.
+async fn demo_crash_symbolicates(cluster: &Cluster, job_id: &str) -> Client {
+    upload_dsyms(cluster, &[repo().join("examples/ios-demo/DemoApp.dSYM")]);
+    let report = std::fs::read(repo().join("examples/ios-demo/DemoApp.crash")).unwrap();
+    let mut client = cluster.client().await;
+    client.submit_native(job_id, report).await.unwrap();
+    let job = wait(&mut client, job_id).await;
+    assert_eq!(
+        app_frames(&result(&job), &["DemoApp"])[0],
+        ("crash_write_null".to_owned(), "crash.c".to_owned(), 23)
+    );
+    client
+}
+
 /// Three masters and a worker over TLS symbolicate DemoApp's crash exactly; a plaintext
 /// client, a client that does not trust the CA, and a worker call without a client certificate
 /// are refused; `symctl status` works with `--tls-ca`.
@@ -81,16 +96,7 @@ async fn a_cluster_over_tls_symbolicates_and_refuses_plaintext() {
     )
     .await;
     assert!(cluster.endpoint.starts_with("https://127.0.0.1:"));
-    upload_dsyms(&cluster, &[repo().join("examples/ios-demo/DemoApp.dSYM")]);
-    let report = std::fs::read(repo().join("examples/ios-demo/DemoApp.crash")).unwrap();
-
-    let mut client = cluster.client().await;
-    client.submit_native("over-tls", report).await.unwrap();
-    let job = wait(&mut client, "over-tls").await;
-    assert_eq!(
-        app_frames(&result(&job), &["DemoApp"])[0],
-        ("crash_write_null".to_owned(), "crash.c".to_owned(), 23)
-    );
+    let client = demo_crash_symbolicates(&cluster, "over-tls").await;
 
     // Plaintext to a TLS port, and TLS without trusting the test CA: no connection.
     let port = cluster.masters[0].port;
@@ -252,15 +258,7 @@ async fn masters_with_a_peer_port_over_mutual_tls_answer_the_probes() {
     )
     .await;
     // A leader was elected over the peer ports, and the group replicates: a job completes.
-    upload_dsyms(&cluster, &[repo().join("examples/ios-demo/DemoApp.dSYM")]);
-    let report = std::fs::read(repo().join("examples/ios-demo/DemoApp.crash")).unwrap();
-    let mut client = cluster.client().await;
-    client.submit_native("peer-port", report).await.unwrap();
-    let job = wait(&mut client, "peer-port").await;
-    assert_eq!(
-        app_frames(&result(&job), &["DemoApp"])[0],
-        ("crash_write_null".to_owned(), "crash.c".to_owned(), 23)
-    );
+    demo_crash_symbolicates(&cluster, "peer-port").await;
 
     // symctl with a profile of its config file (masters, token file, project, CA) and no
     // SYMCLUSTER_* variable reaches the cluster; a former flag spelling still works, with a
