@@ -1,17 +1,34 @@
 #!/usr/bin/env bash
-# fuzz/run.sh SECONDS [TARGET...]: runs every fuzz target (or those named) for SECONDS each with
-# libFuzzer (cargo-fuzz, nightly, AddressSanitizer), and prints last one line:
+# fuzz/run.sh --check [TARGET...]: the pass/fail step of the test command, the same answer on
+#   every run of the same commit. For each fuzz target (or those named): every seed and every
+#   stored regression input (fuzz/regressions/TARGET/, committed: inputs that once crashed it)
+#   is run, then a fixed number of mutations from a fixed seed (libFuzzer -seed, -runs; see
+#   CHECK_RUNS below), over a fresh corpus in a temporary directory, so that what earlier
+#   open-ended runs left in fuzz/corpus/ does not change the answer. Exit 1 on any crash.
+# fuzz/run.sh SECONDS [TARGET...]: open-ended fuzzing, outside the pass/fail command: runs each
+#   target for SECONDS over fuzz/corpus/TARGET/ (where what libFuzzer finds accumulates from run
+#   to run) and the stored regressions. A crash leaves its input in fuzz/artifacts/TARGET/ and
+#   makes the script exit 1: the input goes to fuzz/regressions/TARGET/ (or is made there by
+#   fuzz/regressions/make.py) with the fix.
+# Both print last one line:
 #   fuzz: T targets, N execs, C crashes
-# Installs what a fresh machine lacks (the nightly toolchain, cargo-fuzz). The seed corpus is
-# gathered at run time from ../shared/fixtures (third-party: read from there, never copied into
-# the repository) and the project's own examples, into fuzz/corpus/ (ignored by git), where
-# what libFuzzer finds accumulates from run to run. A crash leaves its input in
-# fuzz/artifacts/TARGET/ and makes the script exit 1.
+# libFuzzer with AddressSanitizer (cargo-fuzz, nightly); installs what a fresh machine lacks (the
+# nightly toolchain, cargo-fuzz). The seed corpus is gathered at run time from ../shared/fixtures
+# (third-party: read from there, never copied into the repository) and the project's own
+# examples.
 set -euo pipefail
 cd "$(dirname "$0")"
 
-seconds=${1:?usage: fuzz/run.sh SECONDS [TARGET...]}
+usage="usage: fuzz/run.sh --check [TARGET...] | fuzz/run.sh SECONDS [TARGET...]"
+mode=${1:?$usage}
 shift
+check=false
+if [ "$mode" = --check ]; then
+    check=true
+elif ! [[ "$mode" =~ ^[0-9]+$ ]]; then
+    echo "$usage" >&2
+    exit 2
+fi
 targets=("$@")
 if [ ${#targets[@]} -eq 0 ]; then
     targets=(native_report js_stack source_map debug_file job_request jvm_trace proguard_mapping
@@ -29,15 +46,24 @@ fi
 fixtures=${SYMCLUSTER_FIXTURES:-$(cd .. && pwd)/../shared/fixtures}
 examples=../examples
 
-# seed TARGET FILE...: copies the files that exist (at most 1 MiB each) into corpus/TARGET/.
+# Where the seeds go: the accumulating corpus for open-ended runs, a fresh directory for --check.
+if $check; then
+    corpus=$(mktemp -d)
+    trap 'rm -rf "$corpus"' EXIT
+else
+    corpus=corpus
+fi
+
+# seed TARGET FILE...: copies the files that exist (at most 1 MiB each) into $corpus/TARGET/,
+# each named by a hash of its path (the same name on every machine).
 seed() {
     local target=$1
     shift
-    mkdir -p "corpus/$target"
+    mkdir -p "$corpus/$target"
     local f
     for f in "$@"; do
         if [ -f "$f" ] && [ "$(stat -c %s "$f")" -le 1048576 ]; then
-            cp "$f" "corpus/$target/seed-$(printf %s "$f" | sha1sum | cut -c1-16)"
+            cp "$f" "$corpus/$target/seed-$(printf %s "${f#"$fixtures"}" | sha1sum | cut -c1-16)"
         fi
     done
 }
@@ -83,6 +109,14 @@ if ! cargo +nightly fuzz build -O >fuzz-build.log 2>&1; then
     exit 2
 fi
 
+# --check: executions per target (the seeds and regressions included), about 20-40 s each on
+# the 2-core development machine; the same count on every machine, so the same inputs are run.
+declare -A CHECK_RUNS=(
+    [native_report]=20000 [js_stack]=100000 [source_map]=20000 [debug_file]=20000
+    [job_request]=20000 [jvm_trace]=100000 [proguard_mapping]=5000 [minidump]=20000
+    [combined_event]=20000
+)
+
 total_execs=0
 total_crashes=0
 for target in "${targets[@]}"; do
@@ -97,9 +131,17 @@ for target in "${targets[@]}"; do
     # A mapping is converted whole before anything is looked up: 64 KiB keeps ~100 execs/s.
     proguard_mapping) extra=(-max_len=65536) ;;
     esac
+    if $check; then
+        runs=${CHECK_RUNS[$target]}
+        length=(-seed=1 -runs="$runs")
+    else
+        length=(-max_total_time="$mode")
+    fi
+    mkdir -p "regressions/$target"
+    # The first directory is where libFuzzer writes what it finds; the regressions are only read.
     # -rss_limit_mb: one input may hold a 16 MiB report; -timeout: a hang is a finding.
-    if cargo +nightly fuzz run -O "$target" "corpus/$target" -- \
-        -max_total_time="$seconds" -timeout=10 -rss_limit_mb=4096 -print_final_stats=1 \
+    if cargo +nightly fuzz run -O "$target" "$corpus/$target" "regressions/$target" -- \
+        "${length[@]}" -timeout=10 -rss_limit_mb=4096 -print_final_stats=1 \
         "${extra[@]}" -artifact_prefix="artifacts/$target/" >"$log" 2>&1; then
         :
     fi
@@ -109,7 +151,16 @@ for target in "${targets[@]}"; do
     if [ "$crashes" -gt 0 ]; then
         grep -E 'panicked|ERROR: ' "$log" | head -n 5 >&2 || true
     fi
-    echo "fuzz: $target: ${execs:-0} execs in ${seconds} s, $crashes new crash inputs" >&2
+    if [ -z "$execs" ] && [ "$crashes" -eq 0 ]; then
+        # libFuzzer did not get to its final stats: the target did not start.
+        tail -n 20 "$log" >&2
+        crashes=1
+    fi
+    if $check; then
+        echo "fuzz: $target: ${execs:-0} execs (seed 1, $runs runs), $crashes new crash inputs" >&2
+    else
+        echo "fuzz: $target: ${execs:-0} execs in $mode s, $crashes new crash inputs" >&2
+    fi
     total_execs=$((total_execs + ${execs:-0}))
     total_crashes=$((total_crashes + crashes))
     rm -f "$log"

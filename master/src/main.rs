@@ -13,6 +13,9 @@ async fn main() -> anyhow::Result<()> {
     let config = symcluster_master::config::MasterConfig::parse();
     let telemetry =
         symcluster_telemetry::init_service(&config.log, &config.trace, "symcluster-master")?;
+    // A report's routing key is read by the engine's parsers: a panic caught there is a refused
+    // submit with a one-line reason, not a backtrace on stderr.
+    symcluster_engine::guard::quiet_caught_panics();
     let ran = symcluster_master::run(config, shutdown_signal()).await;
     telemetry.shutdown().await;
     ran

@@ -16,6 +16,9 @@ async fn main() -> anyhow::Result<()> {
         )]);
     let telemetry =
         symcluster_telemetry::init_service(&config.log, &config.trace, "symcluster-worker")?;
+    // A parser panic caught by the engine fails one module or one job with a one-line reason;
+    // its details go to the debug log, not to stderr.
+    symcluster_engine::guard::quiet_caught_panics();
     let ran = symcluster_worker::run(config).await;
     telemetry.shutdown().await;
     ran?;

@@ -30,6 +30,9 @@ fn main() -> ExitCode {
     let cli = cli::Cli::parse_from(args);
     commands::set_quiet(cli.quiet);
     symcluster_telemetry::init_logs_with(cli.log.log_format, "warn");
+    // A parser panic caught by the engine is printed as the one-line error it becomes (details
+    // with RUST_LOG=debug), not as a panic message and a backtrace.
+    symcluster_engine::guard::quiet_caught_panics();
     for note in notes {
         commands::note(note);
     }

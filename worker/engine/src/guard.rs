@@ -1,15 +1,34 @@
 //! Turning a panic inside a third-party parser into an error.
 //!
-//! Debug files come from outside; a parser bug must cost one module, not the job. Panics are
-//! still printed by the default hook, so they stay visible.
+//! Debug files and reports come from outside; a parser bug must cost one module (or give one
+//! clear error for the report), not the job or the process. [`no_panic`] catches the panic;
+//! [`quiet_caught_panics`], called once by a binary, keeps the default panic hook from printing
+//! a message and a backtrace to the user for a panic that is caught there: the caller already
+//! turns it into a one-line error, and the details go to the `debug` log level.
+//!
+//! Fuzz targets do not call [`quiet_caught_panics`]: libFuzzer's hook aborts on every panic,
+//! caught or not, so that a parser panic is a finding there.
 
+use std::cell::Cell;
 use std::panic::{AssertUnwindSafe, catch_unwind};
+use std::sync::Once;
+
+thread_local! {
+    /// How many [`no_panic`] calls this thread is inside (they may nest).
+    static DEPTH: Cell<u32> = const { Cell::new(0) };
+    /// Panics [`no_panic`] caught on this thread since it started.
+    static CAUGHT: Cell<u64> = const { Cell::new(0) };
+}
 
 /// Runs `f`; a panic becomes `Err("internal error while parsing: <message>")`.
 pub fn no_panic<T>(f: impl FnOnce() -> Result<T, String>) -> Result<T, String> {
-    match catch_unwind(AssertUnwindSafe(f)) {
+    DEPTH.with(|d| d.set(d.get() + 1));
+    let outcome = catch_unwind(AssertUnwindSafe(f));
+    DEPTH.with(|d| d.set(d.get() - 1));
+    match outcome {
         Ok(result) => result,
         Err(payload) => {
+            CAUGHT.with(|c| c.set(c.get() + 1));
             let message = payload
                 .downcast_ref::<&str>()
                 .map(|s| s.to_string())
@@ -17,5 +36,56 @@ pub fn no_panic<T>(f: impl FnOnce() -> Result<T, String>) -> Result<T, String> {
                 .unwrap_or_else(|| "unknown panic".into());
             Err(format!("internal error while parsing: {message}"))
         }
+    }
+}
+
+/// The number of panics [`no_panic`] caught on the calling thread since the thread started
+/// (a test's way to check that an input reached no panicking path: parsing runs on the
+/// caller's thread).
+pub fn panics_caught_on_this_thread() -> u64 {
+    CAUGHT.with(Cell::get)
+}
+
+/// Installs, once per process, a panic hook that logs a panic raised inside [`no_panic`] at
+/// `debug` level (message, location, and a backtrace when `RUST_BACKTRACE` asks for one) instead
+/// of printing it; every other panic goes to the hook that was installed before, as it did.
+/// Calling it again does nothing.
+pub fn quiet_caught_panics() {
+    static INSTALL: Once = Once::new();
+    INSTALL.call_once(|| {
+        let previous = std::panic::take_hook();
+        std::panic::set_hook(Box::new(move |info| {
+            if DEPTH.with(Cell::get) == 0 {
+                return previous(info);
+            }
+            if tracing::enabled!(tracing::Level::DEBUG) {
+                let backtrace = std::backtrace::Backtrace::capture();
+                tracing::debug!(
+                    "a parser panicked (caught, reported as a parse error): {info}\n{backtrace}"
+                );
+            }
+        }));
+    });
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_panic_becomes_an_error_and_is_counted_on_its_thread() {
+        std::thread::spawn(|| {
+            quiet_caught_panics();
+            let before = panics_caught_on_this_thread();
+            let r: Result<(), String> = no_panic(|| panic!("slice index {}", 13));
+            assert_eq!(
+                r.unwrap_err(),
+                "internal error while parsing: slice index 13"
+            );
+            assert_eq!(no_panic(|| Ok(5)), Ok(5));
+            assert_eq!(panics_caught_on_this_thread(), before + 1);
+        })
+        .join()
+        .unwrap();
     }
 }

@@ -21,7 +21,7 @@
 
 pub mod combined;
 pub mod debug_files;
-mod guard;
+pub mod guard;
 pub mod js;
 pub mod jvm;
 pub mod local;

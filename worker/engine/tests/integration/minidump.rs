@@ -159,3 +159,44 @@ fn damaged_dumps_are_refused_with_a_reason() {
         "{e}"
     );
 }
+
+/// The input the `minidump` fuzz target crashed on (`fuzz/regressions/make.py`): the demo dump
+/// whose Linux maps stream names a `/SYSVso]` mapping, on which procfs-core 0.18.0 panics
+/// (`&x[5..13]`). The stream is not read (`minidump::bounds`), so no parser panics, caught or
+/// not, and the dump walks and symbolicates exactly as the demo's.
+#[test]
+fn a_hostile_linux_maps_stream_reaches_no_parser() {
+    let data = std::fs::read(repo().join("fuzz/regressions/minidump/sysv-short-path.dmp")).unwrap();
+    // The maps text really is the hostile one (the file is what make.py writes).
+    assert!(
+        data.windows(b" /SYSVso]\n".len())
+            .any(|w| w == b" /SYSVso]\n")
+    );
+    // Read as rust-minidump reads it, the stream panics (procfs-core 0.18.0): when this stops
+    // panicking, the stream can be read again (`minidump::bounds`).
+    let unbounded = ::minidump::Minidump::read(&data[..]).unwrap();
+    let read_maps = std::panic::catch_unwind(|| {
+        unbounded
+            .get_stream::<::minidump::MinidumpLinuxMaps>()
+            .map(|maps| maps.memory_map_count())
+    });
+    assert!(read_maps.is_err(), "procfs-core no longer panics here");
+    let before = symcluster_engine::guard::panics_caught_on_this_thread();
+    let sources = LocalSymCaches::scan(&[debug_file()]).unwrap();
+    let images = minidump::read_images(&data).unwrap();
+    assert_eq!(images.len(), minidump::read_images(&dump()).unwrap().len());
+    let table = sources.unwind_table(&images);
+    let report = minidump::stackwalk(&data, &table, Modules::Referenced).unwrap();
+    let result = symbolicate(&report, &sources);
+    assert_eq!(
+        symcluster_engine::guard::panics_caught_on_this_thread(),
+        before,
+        "a parser panicked (caught)"
+    );
+    assert_eq!(
+        result.crash_reason.as_deref(),
+        Some("SIGSEGV / SEGV_MAPERR at 0x0")
+    );
+    let got: Vec<_> = crashed(&result).frames[..5].iter().map(summary).collect();
+    assert_eq!(got, crate::support::DEMO_CHAIN);
+}
