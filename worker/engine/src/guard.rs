@@ -70,22 +70,58 @@ pub fn quiet_caught_panics() {
 
 #[cfg(test)]
 mod tests {
+    use std::sync::atomic::{AtomicU64, Ordering};
+
     use super::*;
 
+    /// One test for both sides of the hook: it is process-wide, installed once.
     #[test]
-    fn a_panic_becomes_an_error_and_is_counted_on_its_thread() {
-        std::thread::spawn(|| {
-            quiet_caught_panics();
-            let before = panics_caught_on_this_thread();
-            let r: Result<(), String> = no_panic(|| panic!("slice index {}", 13));
-            assert_eq!(
-                r.unwrap_err(),
-                "internal error while parsing: slice index 13"
-            );
-            assert_eq!(no_panic(|| Ok(5)), Ok(5));
-            assert_eq!(panics_caught_on_this_thread(), before + 1);
-        })
-        .join()
-        .unwrap();
+    fn a_caught_panic_is_an_error_and_not_printed_any_other_panic_is() {
+        // Panics that reach the hook installed before ours, from this test's threads only
+        // (other tests may panic on theirs).
+        static PRINTED: AtomicU64 = AtomicU64::new(0);
+        let default = std::panic::take_hook();
+        std::panic::set_hook(Box::new(move |info| {
+            let ours = std::thread::current()
+                .name()
+                .is_some_and(|n| n.starts_with("guard-test"));
+            if ours {
+                PRINTED.fetch_add(1, Ordering::SeqCst);
+            }
+            default(info)
+        }));
+        quiet_caught_panics();
+        let caught = std::thread::Builder::new()
+            .name("guard-test-caught".into())
+            .spawn(|| {
+                let before = panics_caught_on_this_thread();
+                let r: Result<(), String> = no_panic(|| panic!("slice index {}", 13));
+                assert_eq!(
+                    r.unwrap_err(),
+                    "internal error while parsing: slice index 13"
+                );
+                assert_eq!(no_panic(|| Ok(5)), Ok(5));
+                panics_caught_on_this_thread() - before
+            })
+            .unwrap()
+            .join()
+            .unwrap();
+        assert_eq!(caught, 1);
+        assert_eq!(
+            PRINTED.load(Ordering::SeqCst),
+            0,
+            "a caught panic was printed"
+        );
+        let outside = std::thread::Builder::new()
+            .name("guard-test-outside".into())
+            .spawn(|| panic!("not caught"))
+            .unwrap()
+            .join();
+        assert!(outside.is_err());
+        assert_eq!(
+            PRINTED.load(Ordering::SeqCst),
+            1,
+            "an uncaught panic went unprinted"
+        );
     }
 }
