@@ -6,8 +6,6 @@
 //! - [`node`]: the one owner of `RawNode` and its storage, a thread fed by one channel;
 //! - [`storage`]: raft-rs's `Storage` over the log, HardState and ConfState;
 //! - [`segment_log`]: the log's append-only segment files;
-//! - [`zeroing`]: zeros written ahead of the active segment's last record, so that an append's
-//!   `fdatasync` flushes data alone;
 //! - [`snapshot`]: snapshots of the index streamed to a follower in chunks, through a file;
 //! - [`membership`]: adding, promoting and removing members (`ConfChangeV2`), the addresses;
 //! - [`join`]: what a master with an empty data dir may do (start a group, join one, or not);
@@ -31,7 +29,6 @@ pub mod snapshot;
 pub mod state_machine;
 pub mod storage;
 pub mod transport;
-pub mod zeroing;
 
 use std::collections::BTreeMap;
 use std::sync::mpsc::Sender;

@@ -13,10 +13,7 @@
 //!
 //! One Ready is one `write` of its records, fsynced (`fdatasync`) when raft-rs asks
 //! ([`SegmentLog::flush`]): appending costs what the bytes cost, where a B-tree table rewrote
-//! pages for each entry and again to remove it at compaction. The active segment has zeros
-//! written ahead of its last record ([`super::zeroing`]), so that an append's `fdatasync`
-//! changes no file size and commits no journal: replay ends a segment at zeros that run to the
-//! end of its file, and a closed segment is cut to its last record before the next one starts. A segment grows to
+//! pages for each entry and again to remove it at compaction. A segment grows to
 //! [`SEGMENT_BYTES`], then the next one starts with the current HardState and compaction point
 //! ([`SegmentLog::rotate`]); whole segments are deleted once compaction has passed all their
 //! entries ([`SegmentLog::remove_through`], oldest first, so that a crash between two deletions
@@ -32,13 +29,11 @@
 
 use std::collections::BTreeMap;
 use std::fs::{self, File, OpenOptions};
-use std::io::{self, Read};
+use std::io::{self, Read, Write};
 use std::path::{Path, PathBuf};
 
 use prost011::Message as _;
 use raft::prelude::{Entry, HardState, SnapshotMetadata};
-
-use super::zeroing::Zeroer;
 
 /// A segment is closed and the next one started once it holds this many bytes.
 pub const SEGMENT_BYTES: u64 = 64 << 20;
@@ -126,9 +121,7 @@ pub struct SegmentLog {
     closed: Vec<Segment>,
     active: Segment,
     file: File,
-    /// Where the active segment's last record ends (its file may go on in zeros).
     bytes: u64,
-    zeroer: Zeroer,
     /// Records not yet written.
     buffer: Vec<u8>,
     buffered_max_index: u64,
@@ -173,11 +166,9 @@ impl SegmentLog {
         let mut replayed = Replayed::default();
         let mut closed = Vec::new();
         let count = sequences.len();
-        let mut data_end = 0;
         for (i, sequence) in sequences.into_iter().enumerate() {
             let path = segment_path(dir, sequence);
-            let (max_index, end) = replay_segment(&path, sequence, i + 1 == count, &mut replayed)?;
-            data_end = end;
+            let max_index = replay_segment(&path, sequence, i + 1 == count, &mut replayed)?;
             closed.push(Segment {
                 sequence,
                 path,
@@ -202,11 +193,11 @@ impl SegmentLog {
         let (active, file, bytes) = match closed.pop() {
             Some(last) => {
                 let file = OpenOptions::new()
-                    .read(true)
-                    .write(true)
+                    .append(true)
                     .open(&last.path)
                     .map_err(io_err(&last.path))?;
-                (last, file, data_end)
+                let bytes = file.metadata().map_err(io_err(&last.path))?.len();
+                (last, file, bytes)
             }
             None => {
                 let path = segment_path(dir, 1);
@@ -222,9 +213,6 @@ impl SegmentLog {
                 )
             }
         };
-        let zeroer = Zeroer::start();
-        let len = file.metadata().map_err(io_err(&active.path))?.len();
-        zeroer.switch(Some(&file), bytes, len, SEGMENT_BYTES);
         Ok((
             SegmentLog {
                 dir: dir.to_path_buf(),
@@ -232,7 +220,6 @@ impl SegmentLog {
                 active,
                 file,
                 bytes,
-                zeroer,
                 buffer: Vec::new(),
                 buffered_max_index: 0,
             },
@@ -315,15 +302,12 @@ impl SegmentLog {
         self.push(KIND_COMPACTED, meta);
     }
 
-    /// Writes what was queued in one `write` (at the end of the last record, over the zeros
-    /// ahead of it), then `fdatasync`s when `sync`. Errors: the file system's; the log must not
-    /// be used after one (the node stops).
+    /// Writes what was queued in one `write`, then `fdatasync`s when `sync`. Errors: the file
+    /// system's; the log must not be used after one (the node stops).
     pub fn flush(&mut self, sync: bool) -> Result<(), LogError> {
-        use std::os::unix::fs::FileExt;
         if !self.buffer.is_empty() {
-            self.zeroer.reserve(self.bytes + self.buffer.len() as u64);
             self.file
-                .write_all_at(&self.buffer, self.bytes)
+                .write_all(&self.buffer)
                 .map_err(io_err(&self.active.path))?;
             self.bytes += self.buffer.len() as u64;
             self.buffer.clear();
@@ -360,24 +344,9 @@ impl SegmentLog {
         compacted: &SnapshotMetadata,
     ) -> Result<(), LogError> {
         self.flush(true)?;
-        // The closed segment ends at its last record, not in zeros (replay reads zeros as the
-        // end of the last segment only); the zeros stop first.
-        self.zeroer.switch(None, 0, 0, 0);
-        let len = self
-            .file
-            .metadata()
-            .map_err(io_err(&self.active.path))?
-            .len();
-        if len > self.bytes {
-            self.file
-                .set_len(self.bytes)
-                .and_then(|()| self.file.sync_all())
-                .map_err(io_err(&self.active.path))?;
-        }
         let sequence = self.active.sequence + 1;
         let path = segment_path(&self.dir, sequence);
         let file = create_segment(&self.dir, &path)?;
-        self.zeroer.switch(Some(&file), 0, 0, SEGMENT_BYTES);
         let old = std::mem::replace(
             &mut self.active,
             Segment {
@@ -436,24 +405,22 @@ impl SegmentLog {
 fn create_segment(dir: &Path, path: &Path) -> Result<File, LogError> {
     let file = OpenOptions::new()
         .create_new(true)
-        .read(true)
-        .write(true)
+        .append(true)
         .open(path)
         .map_err(io_err(path))?;
     sync_dir(dir)?;
     Ok(file)
 }
 
-/// Replays one segment (number `sequence`) into `into`; returns its highest entry index and
-/// where its last record ends. In the last segment (`is_last`), zeros to the end of the file
-/// end it (the zeros written ahead), and a torn or corrupt record ends it too (the file is cut
-/// there); elsewhere either is an error.
+/// Replays one segment (number `sequence`) into `into`; returns its highest entry index. A torn
+/// or corrupt record ends the last segment (`is_last`: the file is cut there) and is an error
+/// elsewhere.
 fn replay_segment(
     path: &Path,
     sequence: u64,
     is_last: bool,
     into: &mut Replayed,
-) -> Result<(u64, u64), LogError> {
+) -> Result<u64, LogError> {
     let mut bytes = Vec::new();
     File::open(path)
         .and_then(|mut f| f.read_to_end(&mut bytes))
@@ -508,7 +475,6 @@ fn replay_segment(
                 }
                 offset += used;
             }
-            Err(_) if is_last && bytes[offset..].iter().all(|b| *b == 0) => break,
             Err(what) if is_last && is_torn_tail(&bytes, offset) => {
                 tracing::warn!(
                     path = %path.display(),
@@ -533,7 +499,7 @@ fn replay_segment(
             }
         }
     }
-    Ok((max_index, offset as u64))
+    Ok(max_index)
 }
 
 /// The unit a disk writes whole or not at all, bytes (a page that a power loss did not write
@@ -596,8 +562,6 @@ fn read_record(bytes: &[u8]) -> Result<(u8, &[u8], usize), &'static str> {
 
 #[cfg(test)]
 pub(super) mod tests {
-    use std::io::Write;
-
     use super::*;
 
     /// A log entry of 100 bytes of data.
@@ -751,62 +715,6 @@ pub(super) mod tests {
         let error = SegmentLog::open(dir.path()).err().unwrap().to_string();
         assert!(error.contains("checksum mismatch at byte 0"), "{error}");
         assert_eq!(fs::read(&path).unwrap(), bytes, "nothing was cut");
-    }
-
-    /// The active segment gets zeros ahead of its last record: replay ends at the last record
-    /// (not at the file's end), appends go on over the zeros, and a closed segment is cut to
-    /// its last record.
-    #[test]
-    fn zeros_ahead_end_the_last_segment_and_are_cut_from_a_closed_one() {
-        let dir = tempfile::tempdir().unwrap();
-        let big = |index: u64| Entry {
-            index,
-            term: 1,
-            data: vec![0xcd; 100_000],
-            ..Entry::default()
-        };
-        let path = segment_path(dir.path(), 1);
-        let records_end;
-        {
-            let (mut log, _) = SegmentLog::open(dir.path()).unwrap();
-            for index in 1..=20 {
-                log.push_entry(&big(index));
-            }
-            log.flush(true).unwrap();
-            records_end = log.bytes;
-            assert!(records_end > super::super::zeroing::START_AFTER);
-            // The zeros are written by another thread: wait for them (a condition).
-            let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
-            while fs::metadata(&path).unwrap().len() <= records_end {
-                assert!(std::time::Instant::now() < deadline, "no zeros ahead");
-                std::thread::yield_now();
-            }
-        }
-        let len = fs::metadata(&path).unwrap().len();
-        assert!(len > records_end);
-        let (mut log, replayed) = SegmentLog::open(dir.path()).unwrap();
-        assert_eq!(replayed.entries.len(), 20);
-        assert_eq!(log.bytes, records_end, "replay ends at the last record");
-        assert!(
-            fs::metadata(&path).unwrap().len() >= len,
-            "the zeros are kept"
-        );
-        log.push_entry(&big(21));
-        log.flush(true).unwrap();
-        drop(log);
-        let (mut log, replayed) = SegmentLog::open(dir.path()).unwrap();
-        assert_eq!(replayed.entries.len(), 21);
-        let at: Vec<EntryAt> = replayed.entries.values().copied().collect();
-        assert_eq!(log.read_entries(&at[20..]).unwrap(), [big(21)]);
-        let records_end = log.bytes;
-        log.rotate(&HardState::default(), &SnapshotMetadata::default())
-            .unwrap();
-        assert_eq!(fs::metadata(&path).unwrap().len(), records_end, "cut");
-        log.push_entry(&big(22));
-        log.flush(true).unwrap();
-        drop(log);
-        let (_, replayed) = SegmentLog::open(dir.path()).unwrap();
-        assert_eq!(replayed.entries.len(), 22);
     }
 
     #[test]
