@@ -111,8 +111,9 @@ if ! cargo +nightly fuzz build -O >fuzz-build.log 2>&1; then
     exit 2
 fi
 
-# --check: executions per target (the seeds and regressions included), about 5-20 s each on
-# the 2-core development machine (2-3 minutes for the nine); the same count on every machine, so the same inputs are run.
+# --check: executions per target (the seeds and regressions included), 5-30 s each on the
+# 2-core development machine when it is quiet (111-128 s for the nine, three fresh clones);
+# the same count on every machine, so the same inputs are run.
 declare -A CHECK_RUNS=(
     [native_report]=3000 [js_stack]=100000 [source_map]=20000 [debug_file]=4000
     [job_request]=3000 [jvm_trace]=30000 [proguard_mapping]=1500 [minidump]=10000
