@@ -3,11 +3,13 @@
 //! [`cluster`] starts real local clusters (Garage S3, one or three masters, workers, as processes on
 //! loopback) for the end-to-end tests in `tests/integration` and for the `symcluster-loadtest`
 //! binary, which measures throughput, latency and CPU per job of each process ([`procstat`])
-//! through the whole path, and what a worker starting cold on a big dSYM pays
-//! ([`cold_start`]).
+//! through the whole path, what a worker starting cold on a big dSYM pays
+//! ([`cold_start`]), and what keeping job bodies in the object store would cost
+//! ([`body_store`]).
 
 #![deny(missing_docs)]
 
+pub mod body_store;
 pub mod builds;
 pub mod cgroup;
 pub mod cluster;

@@ -24,7 +24,7 @@ use hdrhistogram::Histogram;
 use symcluster_client::{Client, api};
 use symcluster_engine::reports::routing::routing_image;
 use symcluster_loadtest::cluster::{Cluster, MasterOptions, WorkerOptions, repo};
-use symcluster_loadtest::{builds, cold_start, images, procstat};
+use symcluster_loadtest::{body_store, builds, cold_start, images, procstat};
 use symcluster_sources::layout;
 use tokio::sync::{Mutex, Semaphore};
 
@@ -145,6 +145,15 @@ enum Mode {
         #[arg(long, value_name = "SIZE", value_parser = symcluster_telemetry::flags::bytes)]
         memory_limit: Option<u64>,
     },
+    /// What keeping each job's report and result in the object store would cost: PUT and GET
+    /// of CrashProbe report bodies and of result-sized bodies against a real Garage, with the
+    /// client's and Garage's CPU per request (`symcluster_loadtest::body_store`). Uses
+    /// `--jobs` requests per row and `--concurrency` at a time.
+    BodyStore {
+        /// Bytes of each result body (a compressed result of the referenced images).
+        #[arg(long, default_value_t = 3_000)]
+        result_bytes: usize,
+    },
 }
 
 #[tokio::main]
@@ -163,6 +172,24 @@ async fn main() -> anyhow::Result<()> {
         };
     }
     let crashprobe = args.fixtures.join("crashprobe");
+    if let Some(Mode::BodyStore { result_bytes }) = &args.mode {
+        let build = builds::original(
+            &[&crashprobe.join("release/dSYMs")],
+            &[&crashprobe.join("release/arm64")],
+        )?;
+        let bodies: Vec<Vec<u8>> = build
+            .reports
+            .iter()
+            .map(|r| symcluster_client::report::compressed_job(r).report_zstd)
+            .collect();
+        return tokio::select! {
+            result = body_store::run(&bodies, args.jobs, args.concurrency, *result_bytes) => result,
+            signal = interrupted() => {
+                eprintln!("{signal}: Garage stopped, data directory removed");
+                std::process::exit(130);
+            }
+        };
+    }
     let original = builds::original(
         &[
             &crashprobe.join("release/dSYMs"),
