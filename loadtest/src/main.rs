@@ -771,17 +771,20 @@ async fn run(
         evicted_bytes / f64::from(1 << 20),
     );
     // The index on disk (what the operator guide's disk sizing rule is made of): the leader's
-    // `master.redb` and its Raft log, in bytes per job of the run.
+    // `master.redb`, its body files and its Raft log, in bytes per job of the run.
     let data_dir = cluster.master_data_dir(final_leader);
-    let (redb, log) = (
+    let (redb, bodies, log) = (
         procstat::disk_bytes(&data_dir.join("master.redb")),
+        procstat::disk_bytes(&data_dir.join("master.bodies")),
         procstat::disk_bytes(&data_dir.join("raft-log")),
     );
     eprintln!(
-        "index on disk (leader): master.redb {:.1} MiB ({:.0} bytes per job), raft-log {:.1} MiB \
-         ({:.0} bytes per job)",
+        "index on disk (leader): master.redb {:.1} MiB ({:.0} bytes per job), master.bodies \
+         {:.1} MiB ({:.0} bytes per job), raft-log {:.1} MiB ({:.0} bytes per job)",
         mib(redb),
         redb as f64 / args.jobs as f64,
+        mib(bodies),
+        bodies as f64 / args.jobs as f64,
         mib(log),
         log as f64 / args.jobs as f64,
     );

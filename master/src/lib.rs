@@ -93,8 +93,7 @@ pub async fn run(
             .map_err(anyhow::Error::msg)?;
     }
     std::fs::create_dir_all(&config.data_dir)?;
-    let database = Index::open_database(&config.data_dir.join("master.redb"))?;
-    let index = Index::open(database)?;
+    let index = Index::open_file(&config.data_dir.join("master.redb"))?;
     if let Some(backup) = &config.restore {
         restore::seed(&index, &config.data_dir, backup)?;
     }

@@ -178,8 +178,9 @@ impl IndexMachine {
         let mut changes = Vec::new();
         let mut positions = Vec::new();
         let mut membership_changed = false;
-        {
-            let mut applier = Applier::new(&txn)?.with_lease_specs(batch.is_leader);
+        let bodies = self.index.bodies();
+        let retired = {
+            let mut applier = Applier::new(&txn, bodies)?.with_lease_specs(batch.is_leader);
             for entry in batch.entries {
                 match entry {
                     Applying::Command { index, data } => match command::decode(data) {
@@ -205,8 +206,21 @@ impl IndexMachine {
                 }
             }
             applier.set_applied(batch.applied.0, batch.applied.1)?;
+            applier.take_retired()
+        };
+        if batch.durable {
+            // The bodies this commit references are durable before it is (index/bodies.rs).
+            bodies
+                .sync()
+                .map_err(|e| IndexError::Corrupt(format!("syncing the body files: {e}")))?;
         }
         txn.commit().map_err(db)?;
+        bodies.retire(retired);
+        if batch.durable
+            && let Err(e) = bodies.delete_retired()
+        {
+            tracing::warn!(error = %e, "emptied body files not deleted (the next start deletes them)");
+        }
         let outcome = Outcome {
             outputs,
             membership_changed,

@@ -62,11 +62,11 @@ fn replay(version: u32, expected: usize, term: u64) -> (tempfile::TempDir, Index
     let entries = read_log(version);
     assert_eq!(entries.len(), expected, "log entries in the file");
     let dir = tempfile::tempdir().unwrap();
-    let db = Index::open_database(&dir.path().join("master.redb")).unwrap();
-    let index = Index::open(Arc::clone(&db)).unwrap();
+    let index = Index::open_file(&dir.path().join("master.redb")).unwrap();
+    let db = Arc::clone(index.database());
     let txn = db.begin_write().unwrap();
     {
-        let mut applier = Applier::new(&txn).unwrap();
+        let mut applier = Applier::new(&txn, index.bodies()).unwrap();
         for (i, entry) in entries.iter().enumerate() {
             let cmd = command::decode(entry).expect("a committed entry decodes");
             assert_eq!(cmd.version, version);

@@ -129,8 +129,7 @@ impl Member {
             log_retain_bytes: 256 << 10,
             peer_port: None,
         };
-        let database = Index::open_database(&self.dir.join("master.redb")).unwrap();
-        let index = Index::open(database).unwrap();
+        let index = Index::open_file(&self.dir.join("master.redb")).unwrap();
         let (handle, inputs) = mraft::channel(&config);
         let sent = self.sent.clone();
         let outbox_slot: Arc<Mutex<Option<Outbox>>> = Arc::default();

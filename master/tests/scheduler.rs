@@ -44,8 +44,7 @@ impl Drop for Master {
 async fn master(lease_ms: u64) -> Master {
     let dir = tempfile::tempdir().unwrap();
     let config = RaftConfig::alone(dir.path());
-    let index =
-        Index::open(Index::open_database(&dir.path().join("master.redb")).unwrap()).unwrap();
+    let index = Index::open_file(&dir.path().join("master.redb")).unwrap();
     let (raft, inputs) = mraft::channel(&config);
     let scheduler = Arc::new(
         Scheduler::new(

@@ -26,6 +26,8 @@ use redb::{ReadableTable, Table, WriteTransaction};
 use symcluster_proto::cluster::v1 as pb;
 use symcluster_proto::v1;
 
+use super::bodies::Bodies;
+use super::body_tables::BodyWriter;
 use super::{
     BY_SEQUENCE, IndexError, JOBS, JobState, JobSummary, META, OPEN, RESULTS, SPECS, compress, db,
     decode_record, groups::GroupTables, is_terminal, keys, members, meta, missing::MissingTables,
@@ -61,6 +63,8 @@ pub struct Applier<'t> {
     meta: Table<'t, &'static str, u64>,
     membership: Table<'t, &'static str, &'static [u8]>,
     missing: MissingTables<'t>,
+    /// The body files, and their live bytes.
+    bodies: BodyWriter<'t>,
     /// Leases return the job's spec ([`Applier::with_lease_specs`]).
     lease_specs: bool,
 }
@@ -76,8 +80,8 @@ fn state_key(state: JobState) -> Option<&'static str> {
 }
 
 impl<'t> Applier<'t> {
-    /// Opens the tables in `txn`.
-    pub fn new(txn: &'t WriteTransaction) -> Result<Self, IndexError> {
+    /// Opens the tables in `txn`; bodies go to `bodies` (the index's, [`super::Index::bodies`]).
+    pub fn new(txn: &'t WriteTransaction, bodies: &'t Bodies) -> Result<Self, IndexError> {
         Ok(Applier {
             jobs: txn.open_table(JOBS).map_err(db)?,
             specs: txn.open_table(SPECS).map_err(db)?,
@@ -88,6 +92,7 @@ impl<'t> Applier<'t> {
             meta: txn.open_table(META).map_err(db)?,
             membership: txn.open_table(members::MEMBERSHIP).map_err(db)?,
             missing: MissingTables::open(txn)?,
+            bodies: BodyWriter::open(txn, bodies)?,
             lease_specs: false,
         })
     }
@@ -109,11 +114,18 @@ impl<'t> Applier<'t> {
         Ok(())
     }
 
-    /// Records that log entry `index` of `term` is applied (also for entries with no command).
+    /// Records that log entry `index` of `term` is applied (also for entries with no command),
+    /// and where the body files end: the last call before the transaction commits.
     pub fn set_applied(&mut self, index: u64, term: u64) -> Result<(), IndexError> {
         self.meta.insert(meta::APPLIED_INDEX, index).map_err(db)?;
         self.meta.insert(meta::APPLIED_TERM, term).map_err(db)?;
-        Ok(())
+        self.bodies.record(&mut self.meta)
+    }
+
+    /// The body files whose last body this transaction removed: hand them to
+    /// [`Bodies::retire`] once it has committed.
+    pub fn take_retired(&mut self) -> Vec<u32> {
+        self.bodies.take_retired()
     }
 
     /// The group's membership as this transaction sees it.
@@ -151,11 +163,7 @@ impl<'t> Applier<'t> {
                 if let Applied::Changed { spec, .. } = &mut applied
                     && self.lease_specs
                 {
-                    *spec = self
-                        .specs
-                        .get(c.job_id.as_str())
-                        .map_err(db)?
-                        .map(|v| v.value().to_vec());
+                    *spec = self.bodies.read(&self.specs, c.job_id.as_str())?;
                 }
                 Ok(applied)
             }
@@ -225,7 +233,7 @@ impl<'t> Applier<'t> {
             .map_err(db)?;
         self.by_sequence.insert(sequence, id).map_err(db)?;
         if !is_terminal(state) {
-            self.specs.insert(id, c.spec.as_slice()).map_err(db)?;
+            self.bodies.put(&mut self.specs, id, &c.spec)?;
             self.open.insert(sequence, id).map_err(db)?;
         }
         if let Some(key) = state_key(state) {
@@ -251,14 +259,15 @@ impl<'t> Applier<'t> {
                 job.call_tree = c.call_tree.clone();
             })?;
         if let Applied::Changed { .. } = applied {
+            let compressed;
             let blob = if c.result_zstd.is_empty() {
-                compress(&c.result_json)
+                compressed = compress(&c.result_json);
+                &compressed
             } else {
-                c.result_zstd.clone()
+                &c.result_zstd
             };
-            self.results
-                .insert(c.job_id.as_str(), blob.as_slice())
-                .map_err(db)?;
+            self.bodies
+                .put(&mut self.results, c.job_id.as_str(), blob)?;
             let Previous {
                 fingerprint: old_fingerprint,
                 missing: old_missing,
@@ -401,7 +410,7 @@ impl<'t> Applier<'t> {
             if is_terminal(after) {
                 self.open.remove(record.sequence).map_err(db)?;
                 if !keep_spec {
-                    self.specs.remove(job_id).map_err(db)?;
+                    self.bodies.remove(&mut self.specs, job_id)?;
                 }
             } else if is_terminal(before) {
                 self.open.insert(record.sequence, job_id).map_err(db)?;
@@ -442,8 +451,8 @@ impl<'t> Applier<'t> {
         for (sequence, record) in &doomed {
             let id = record.job_id.as_str();
             self.jobs.remove(id).map_err(db)?;
-            self.specs.remove(id).map_err(db)?;
-            self.results.remove(id).map_err(db)?;
+            self.bodies.remove(&mut self.specs, id)?;
+            self.bodies.remove(&mut self.results, id)?;
             self.by_sequence.remove(*sequence).map_err(db)?;
             self.missing.unrecord(id, &record.missing)?;
             // Groups age out with their jobs. Entries before version 5 replay as they applied
@@ -485,15 +494,13 @@ fn job_state(job: &pb::JobRecord) -> JobState {
 
 #[cfg(test)]
 mod tests {
-    use std::sync::Arc;
-
     use super::*;
     use crate::index::{Index, command};
 
     fn index() -> (tempfile::TempDir, Index) {
         let dir = tempfile::tempdir().unwrap();
-        let db = Index::open_database(&dir.path().join("master.redb")).unwrap();
-        (dir, Index::open(Arc::clone(&db)).unwrap())
+        let index = Index::open_file(&dir.path().join("master.redb")).unwrap();
+        (dir, index)
     }
 
     fn apply_all(index: &Index, commands: &[pb::Command]) -> Vec<Applied> {
@@ -508,7 +515,9 @@ mod tests {
     fn apply_as(index: &Index, commands: &[pb::Command], lease_specs: bool) -> Vec<Applied> {
         let txn = index.database().begin_write().unwrap();
         let out = {
-            let mut applier = Applier::new(&txn).unwrap().with_lease_specs(lease_specs);
+            let mut applier = Applier::new(&txn, index.bodies())
+                .unwrap()
+                .with_lease_specs(lease_specs);
             commands.iter().map(|c| applier.apply(c).unwrap()).collect()
         };
         txn.commit().unwrap();

@@ -7,6 +7,8 @@ use redb::{
 };
 use sha2::{Digest as _, Sha256};
 
+use super::bodies::BodyReader;
+use super::body_tables::{self, INLINE_RESULTS, INLINE_SPECS};
 use super::{
     BY_SEQUENCE, GROUPS, Index, IndexError, JOBS, META, OPEN, RESULTS, SPECS, db, groups, meta,
     missing,
@@ -17,7 +19,10 @@ use super::{
 pub struct IndexDigest {
     /// SHA-256 over every table: each table's name, then each key and value, each prefixed with
     /// its length (u64 little-endian), in key order. The applied index and term are left out,
-    /// and so are counts of 0 in `index_meta` (as if absent).
+    /// and so are counts of 0 in `index_meta` (as if absent). Specs and results are hashed as
+    /// their bytes under the names they had before body files (`specs`, `results`), not as
+    /// the references, which differ between masters; `body_files` and the body files'
+    /// position in `index_meta` are left out.
     pub sha256: [u8; 32],
     /// The log entry the index reflects.
     pub applied_index: u64,
@@ -65,23 +70,51 @@ impl Index {
     /// The digest of every table, read in one read transaction (it reads the whole index:
     /// seconds per GB). Errors: the store's.
     pub fn digest(&self) -> Result<IndexDigest, IndexError> {
-        digest_of(&self.db.begin_read().map_err(db)?)
+        let reader = self.bodies.reader();
+        digest_of(&self.db.begin_read().map_err(db)?, &reader)
     }
 }
 
 impl super::snapshot::SnapshotSource {
     /// The digest of the index this source holds (the same read transaction).
     pub fn digest(&self) -> Result<IndexDigest, IndexError> {
-        digest_of(&self.txn)
+        digest_of(&self.txn, &self.reader)
     }
 }
 
-fn digest_of(txn: &ReadTransaction) -> Result<IndexDigest, IndexError> {
+/// Hashes the body-reference table `refs` as the table `legacy` of bytes it was before body
+/// files: its name, then each key and body.
+fn hash_bodies(
+    txn: &ReadTransaction,
+    refs: TableDefinition<&'static str, &'static [u8]>,
+    legacy: TableDefinition<&'static str, &'static [u8]>,
+    reader: &BodyReader,
+    hasher: &mut Sha256,
+) -> Result<(), IndexError> {
+    put(hasher, legacy.name().as_bytes());
+    let table = match txn.open_table(refs) {
+        Ok(table) => table,
+        Err(redb::TableError::TableDoesNotExist(_)) => return Ok(()),
+        Err(e) => return Err(db(e)),
+    };
+    for row in table.iter().map_err(db)? {
+        let (key, value) = row.map_err(db)?;
+        let body = body_tables::decode_ref(key.value(), value.value())?;
+        let bytes = reader
+            .read(body)
+            .map_err(|e| IndexError::Corrupt(format!("the body of {}: {e}", key.value())))?;
+        put(hasher, key.value().as_bytes());
+        put(hasher, &bytes);
+    }
+    Ok(())
+}
+
+fn digest_of(txn: &ReadTransaction, reader: &BodyReader) -> Result<IndexDigest, IndexError> {
     let mut hasher = Sha256::new();
     let keep = |_: &[u8], _: &[u8]| false;
     let jobs = hash_table(txn, JOBS, &mut hasher, keep)?;
-    hash_table(txn, SPECS, &mut hasher, keep)?;
-    hash_table(txn, RESULTS, &mut hasher, keep)?;
+    hash_bodies(txn, SPECS, INLINE_SPECS, reader, &mut hasher)?;
+    hash_bodies(txn, RESULTS, INLINE_RESULTS, reader, &mut hasher)?;
     hash_table(txn, BY_SEQUENCE, &mut hasher, keep)?;
     hash_table(txn, OPEN, &mut hasher, keep)?;
     hash_table(txn, GROUPS, &mut hasher, keep)?;
@@ -96,6 +129,8 @@ fn digest_of(txn: &ReadTransaction) -> Result<IndexDigest, IndexError> {
     hash_table(txn, META, &mut hasher, |key, value| {
         key == meta::APPLIED_INDEX.as_bytes()
             || key == meta::APPLIED_TERM.as_bytes()
+            || key == body_tables::ACTIVE_FILE.as_bytes()
+            || key == body_tables::ACTIVE_END.as_bytes()
             || value.iter().all(|b| *b == 0)
     })?;
     let (applied_index, applied_term) = {

@@ -279,7 +279,8 @@ mod tests {
     fn trees_stored_in_group_records_move_apart_once() {
         let dir = tempfile::tempdir().unwrap();
         let database = Index::open_database(&dir.path().join("master.redb")).unwrap();
-        drop(Index::open(Arc::clone(&database)).unwrap());
+        let bodies = dir.path().join("master.bodies");
+        drop(Index::open(Arc::clone(&database), &bodies).unwrap());
         let deep: Vec<v1::CallTreeNode> = (0..tree::MAX_GROUP_TREE_NODES as i64 + 10)
             .map(|i| node(&format!("f{i}"), 1, i - 1))
             .collect();
@@ -305,7 +306,7 @@ mod tests {
         }
         txn.commit().unwrap();
 
-        let index = Index::open(Arc::clone(&database)).unwrap();
+        let index = Index::open(Arc::clone(&database), &bodies).unwrap();
         let listed = index.groups(10, None, false, |_| true).unwrap();
         assert!(listed.iter().all(|g| g.call_tree.is_empty()));
         // Groups from before kinds are named by what they hold, when listed.
@@ -348,7 +349,7 @@ mod bounded {
     #[test]
     fn a_thousand_hangs_with_random_deep_addresses_keep_their_group_bounded() {
         let dir = tempfile::tempdir().unwrap();
-        let index = Index::open(Index::open_database(&dir.path().join("m.redb")).unwrap()).unwrap();
+        let index = Index::open_file(&dir.path().join("m.redb")).unwrap();
         let database = Arc::clone(index.database());
         let key = v1::CrashGroupKey {
             fingerprint: "hang-1".into(),
@@ -393,7 +394,7 @@ mod bounded {
             ];
             let txn = database.begin_write().unwrap();
             {
-                let mut applier = Applier::new(&txn).unwrap();
+                let mut applier = Applier::new(&txn, index.bodies()).unwrap();
                 applier.apply(&commands[0]).unwrap();
                 applier.apply(&commands[1]).unwrap();
                 let started = Instant::now();

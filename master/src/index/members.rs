@@ -107,8 +107,8 @@ mod tests {
 
     fn index() -> (tempfile::TempDir, Index) {
         let dir = tempfile::tempdir().unwrap();
-        let database = Index::open_database(&dir.path().join("m.redb")).unwrap();
-        (dir, Index::open(database).unwrap())
+        let index = Index::open_file(&dir.path().join("m.redb")).unwrap();
+        (dir, index)
     }
 
     fn member(id: u64) -> pb::MemberRecord {

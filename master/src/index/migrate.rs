@@ -17,9 +17,9 @@ use symcluster_proto::cluster::v1 as pb;
 use symcluster_proto::project::DEFAULT_PROJECT;
 use symcluster_proto::v1;
 
+use super::body_tables::{INLINE_RESULTS, INLINE_SPECS};
 use super::{
-    BY_SEQUENCE, GROUPS, IndexError, JOBS, META, OPEN, RESULTS, SCHEMA_VERSION, SPECS, db,
-    decode_record, keys,
+    BY_SEQUENCE, GROUPS, IndexError, JOBS, META, OPEN, SCHEMA_VERSION, db, decode_record, keys,
 };
 
 /// The `index_meta` key of the stored schema version.
@@ -86,8 +86,10 @@ fn to_projects(txn: &redb::WriteTransaction) -> Result<(), IndexError> {
         .map(|e| e.map(|(k, v)| (k.value().to_owned(), v.value().to_vec())))
         .collect::<Result<_, _>>()
         .map_err(db)?;
-    let mut specs = txn.open_table(SPECS).map_err(db)?;
-    let mut results = txn.open_table(RESULTS).map_err(db)?;
+    // A version-1 index holds its bodies in `redb` (moved to body files later, as `Index::open`
+    // does for every index from before them).
+    let mut specs = txn.open_table(INLINE_SPECS).map_err(db)?;
+    let mut results = txn.open_table(INLINE_RESULTS).map_err(db)?;
     let mut by_sequence = txn.open_table(BY_SEQUENCE).map_err(db)?;
     let mut open = txn.open_table(OPEN).map_err(db)?;
     for (id, bytes) in old {
@@ -188,7 +190,7 @@ mod tests {
                     .unwrap()
                     .insert("a/b", record.encode_to_vec().as_slice())
                     .unwrap();
-                txn.open_table(SPECS)
+                txn.open_table(INLINE_SPECS)
                     .unwrap()
                     .insert("a/b", spec.encode_to_vec().as_slice())
                     .unwrap();
@@ -206,7 +208,7 @@ mod tests {
         }
         for _ in 0..2 {
             // Opened twice: migrated once, then left as it is.
-            let index = Index::open(Index::open_database(&path).unwrap()).unwrap();
+            let index = Index::open_file(&path).unwrap();
             let job = index.job("default/a/b", false).unwrap().expect("moved");
             assert_eq!(job.record.job_id, "default/a/b");
             assert!(index.job("a/b", false).unwrap().is_none());
@@ -240,10 +242,7 @@ mod tests {
                 .collect()
         };
         {
-            let database = Index::open(Index::open_database(&path).unwrap())
-                .unwrap()
-                .database()
-                .clone();
+            let database = Index::open_file(&path).unwrap().database().clone();
             let txn = database.begin_write().unwrap();
             {
                 // The records (what the sets are built from; demo/a lists k1 twice)...
@@ -291,7 +290,7 @@ mod tests {
         };
         for _ in 0..2 {
             // Opened twice: converted once, then left as it is.
-            let index = Index::open(Index::open_database(&path).unwrap()).unwrap();
+            let index = Index::open_file(&path).unwrap();
             assert_eq!(lacking(&index, Some("demo"), "k1"), ["demo/a", "demo/b"]);
             assert_eq!(lacking(&index, Some("demo"), "k2"), ["demo/a"]);
             assert_eq!(lacking(&index, None, "k2"), ["demo/a", "other/c"]);
@@ -323,7 +322,7 @@ mod tests {
             }));
         }
         // Taken out by its record's list (as a purge or a new revision does), demo/a is gone.
-        let index = Index::open(Index::open_database(&path).unwrap()).unwrap();
+        let index = Index::open_file(&path).unwrap();
         let record = index.job("demo/a", false).unwrap().unwrap().record;
         let txn = index.database().begin_write().unwrap();
         missing::MissingTables::open(&txn)

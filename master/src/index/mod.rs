@@ -9,21 +9,27 @@
 //! | table | key → value |
 //! |---|---|
 //! | `jobs` | job key (`<project>/<job id>`, [`keys`]) → `JobRecord` (prost) |
-//! | `specs` | job key → the encoded `symcluster.v1.JobSpec` |
-//! | `results` | job key → result JSON, zstd-compressed |
+//! | `spec_refs` | job key → where its encoded `symcluster.v1.JobSpec` is in the body files ([`bodies`]) |
+//! | `result_refs` | job key → where its result JSON, zstd-compressed, is in the body files |
+//! | `body_files` | body file number → its live bytes ([`body_tables`]) |
 //! | `by_sequence` | submission sequence (1-based) → job key |
 //! | `open` | submission sequence → job key, for queued and running jobs only |
 //! | `groups` | `<project>/<fingerprint>` → `symcluster.v1.CrashGroup` (prost), without its call tree |
 //! | `group_trees` | `<project>/<fingerprint>` → `symcluster.cluster.v1.GroupTree`: a hang group's merged call tree, bounded ([`groups`], [`tree`]) |
 //! | `missing_sets`, `missing_files`, `missing_jobs` | finished jobs that lacked a debug file or source map, by the set of files they lacked ([`missing`]) |
-//! | `index_meta` | `applied_index`, `applied_term`, `next_sequence`, per-state counts → u64 |
+//! | `index_meta` | `applied_index`, `applied_term`, `next_sequence`, per-state counts, the active body file and its end → u64 |
 //! | `membership` | `membership` → the master group's members and raft-rs's `ConfState` ([`members`]) |
+//!
+//! A job's bodies (its spec and result) are kept out of `redb`, in append-only body files in
+//! `bodies/` beside it ([`bodies`]): the tables hold 20-byte references.
 //!
 //! Reads open their own read transaction and never wait for the writer (redb is MVCC).
 //! [`snapshot`] writes the tables as a stream of records and restores them from one;
 //! [`digest`] hashes every table, to check that masters hold the same index.
 
 pub mod apply;
+pub mod bodies;
+pub(crate) mod body_tables;
 pub mod command;
 pub mod digest;
 pub mod groups;
@@ -46,9 +52,11 @@ use symcluster_proto::v1;
 pub use pb::Command;
 
 pub(crate) const JOBS: TableDefinition<&str, &[u8]> = TableDefinition::new("jobs");
-/// The encoded `JobSpec` (the report) of each unfinished job; removed when the job finishes.
-pub(crate) const SPECS: TableDefinition<&str, &[u8]> = TableDefinition::new("specs");
-pub(crate) const RESULTS: TableDefinition<&str, &[u8]> = TableDefinition::new("results");
+/// Where the encoded `JobSpec` (the report) of each job is ([`bodies::BodyRef`]); removed when
+/// the job finishes unless its finishing command keeps it.
+pub(crate) const SPECS: TableDefinition<&str, &[u8]> = TableDefinition::new("spec_refs");
+/// Where each completed job's result (zstd) is ([`bodies::BodyRef`]).
+pub(crate) const RESULTS: TableDefinition<&str, &[u8]> = TableDefinition::new("result_refs");
 pub(crate) const BY_SEQUENCE: TableDefinition<u64, &str> = TableDefinition::new("by_sequence");
 pub(crate) const OPEN: TableDefinition<u64, &str> = TableDefinition::new("open");
 pub(crate) const GROUPS: TableDefinition<&str, &[u8]> = TableDefinition::new("groups");
@@ -215,15 +223,20 @@ impl JobSummary {
     }
 }
 
-/// The index over the master's `redb` database (Raft's log is in segment files beside it).
+/// The index over the master's `redb` database and its body files (Raft's log is in segment
+/// files beside them).
 #[derive(Clone)]
 pub struct Index {
     db: Arc<Database>,
+    bodies: Arc<bodies::Bodies>,
 }
 
 impl Index {
-    /// Creates the index's tables in `db` if they do not exist.
-    pub fn open(database: Arc<Database>) -> Result<Self, IndexError> {
+    /// Creates the index's tables in `db` if they do not exist, migrates an older index
+    /// ([`migrate`]; bodies stored in `redb` move to body files), and opens the body files in
+    /// `bodies_dir` as the last durable commit left them ([`bodies::Bodies::open`]). Errors:
+    /// the store's, and body files that do not match what the index references.
+    pub fn open(database: Arc<Database>, bodies_dir: &Path) -> Result<Self, IndexError> {
         let txn = database.begin_write().map_err(db)?;
         for table in [JOBS, SPECS, RESULTS, GROUPS, groups::TREES] {
             txn.open_table(table).map_err(db)?;
@@ -231,11 +244,45 @@ impl Index {
         txn.open_table(BY_SEQUENCE).map_err(db)?;
         txn.open_table(OPEN).map_err(db)?;
         txn.open_table(META).map_err(db)?;
+        txn.open_table(body_tables::BODY_FILES).map_err(db)?;
         txn.open_table(members::MEMBERSHIP).map_err(db)?;
         missing::MissingTables::open(&txn)?;
         txn.commit().map_err(db)?;
         migrate::migrate(&database)?;
-        Ok(Index { db: database })
+        let txn = database.begin_write().map_err(db)?;
+        let (position, live) = body_tables::recorded(&txn)?;
+        let bodies = bodies::Bodies::open(bodies_dir, position, &live).map_err(|e| {
+            IndexError::Corrupt(format!("body files in {}: {e}", bodies_dir.display()))
+        })?;
+        let moved = body_tables::move_inline(&txn, &bodies)?;
+        if moved > 0 {
+            bodies
+                .sync()
+                .map_err(|e| IndexError::Corrupt(format!("syncing the body files: {e}")))?;
+            txn.commit().map_err(db)?;
+            tracing::info!(
+                bodies = moved,
+                "index migrated: job bodies moved to body files"
+            );
+        } else {
+            txn.abort().map_err(db)?;
+        }
+        Ok(Index {
+            db: database,
+            bodies: Arc::new(bodies),
+        })
+    }
+
+    /// Opens (or creates) the index in the `redb` file at `path` with its body files in the
+    /// directory beside it named as the file with the extension `bodies` (`master.redb`:
+    /// `master.bodies/`). Errors as [`Index::open_database`] and [`Index::open`].
+    pub fn open_file(path: &Path) -> Result<Self, IndexError> {
+        Index::open(Self::open_database(path)?, &path.with_extension("bodies"))
+    }
+
+    /// The body files.
+    pub fn bodies(&self) -> &Arc<bodies::Bodies> {
+        &self.bodies
     }
 
     /// Opens (or creates) the master's database file at `path`.
@@ -307,6 +354,7 @@ impl Index {
         job_id: &str,
         form_for: impl FnOnce(JobState) -> ResultForm,
     ) -> Result<Option<JobView>, IndexError> {
+        let reader = self.bodies.reader();
         let read = self.db.begin_read().map_err(db)?;
         let jobs = read.open_table(JOBS).map_err(db)?;
         let Some(bytes) = jobs.get(job_id).map_err(db)? else {
@@ -321,11 +369,11 @@ impl Index {
         let form = form_for(view.state());
         if form != ResultForm::Omit {
             let results = read.open_table(RESULTS).map_err(db)?;
-            if let Some(blob) = results.get(job_id).map_err(db)? {
+            if let Some(blob) = body_tables::read(&results, &reader, job_id)? {
                 if form == ResultForm::Json {
-                    view.result_json = Some(decompress(job_id, blob.value())?);
+                    view.result_json = Some(decompress(job_id, &blob)?);
                 } else {
-                    view.result_zstd = Some(blob.value().to_vec());
+                    view.result_zstd = Some(blob);
                 }
             }
         }
@@ -339,11 +387,13 @@ impl Index {
         Ok(jobs.get(job_id).map_err(db)?.is_some())
     }
 
-    /// A job's encoded `JobSpec`.
+    /// A job's encoded `JobSpec`. Errors: the store's, and a body file that is gone or
+    /// corrupt.
     pub fn spec(&self, job_id: &str) -> Result<Option<Vec<u8>>, IndexError> {
+        let reader = self.bodies.reader();
         let read = self.db.begin_read().map_err(db)?;
         let specs = read.open_table(SPECS).map_err(db)?;
-        Ok(specs.get(job_id).map_err(db)?.map(|v| v.value().to_vec()))
+        body_tables::read(&specs, &reader, job_id)
     }
 
     /// Queued and running jobs, oldest first.

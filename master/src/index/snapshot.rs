@@ -26,6 +26,8 @@ use symcluster_proto::project::DEFAULT_PROJECT;
 use symcluster_proto::v1;
 
 use super::apply::Applier;
+use super::bodies::BodyReader;
+use super::body_tables::{self, BodyWriter};
 use super::{
     BY_SEQUENCE, GROUPS, Index, IndexError, JOBS, JobState, META, OPEN, RESULTS, SCHEMA_VERSION,
     SPECS, db, decode_record, groups, is_terminal, keys, members, meta, missing,
@@ -38,6 +40,8 @@ const MAX_RECORD_BYTES: u64 = 1 << 30;
 /// The index as one read transaction sees it: the source of one snapshot.
 pub struct SnapshotSource {
     pub(super) txn: ReadTransaction,
+    /// The body files as they were before `txn` began (so none it references is deleted).
+    pub(super) reader: BodyReader,
     /// The log index the snapshot reflects (the index's applied index in `txn`).
     pub index: u64,
     /// That entry's term.
@@ -110,16 +114,8 @@ impl SnapshotSource {
             let id = id.value();
             let job = pb::SnapshotJob {
                 record: Some(decode_record(id, bytes.value())?),
-                spec: specs
-                    .get(id)
-                    .map_err(db)?
-                    .map(|v| v.value().to_vec())
-                    .unwrap_or_default(),
-                result_zstd: results
-                    .get(id)
-                    .map_err(db)?
-                    .map(|v| v.value().to_vec())
-                    .unwrap_or_default(),
+                spec: body_tables::read(&specs, &self.reader, id)?.unwrap_or_default(),
+                result_zstd: body_tables::read(&results, &self.reader, id)?.unwrap_or_default(),
             };
             write_record(out, &mut buf, Record::Job(job)).map_err(io_or_index)?;
             counts.jobs += 1;
@@ -205,6 +201,7 @@ impl Index {
     /// The index as it is now, held by a read transaction until the source is dropped (pages
     /// the writer frees meanwhile are reused only after that).
     pub fn snapshot_source(&self) -> Result<SnapshotSource, IndexError> {
+        let reader = self.bodies.reader();
         let txn = self.db.begin_read().map_err(db)?;
         let (index, term) = {
             let meta_table = txn.open_table(META).map_err(db)?;
@@ -213,7 +210,12 @@ impl Index {
             };
             (get(meta::APPLIED_INDEX)?, get(meta::APPLIED_TERM)?)
         };
-        Ok(SnapshotSource { txn, index, term })
+        Ok(SnapshotSource {
+            txn,
+            reader,
+            index,
+            term,
+        })
     }
 
     /// Replaces the whole index with the snapshot stream read from `input` (written by
@@ -294,10 +296,15 @@ impl Index {
         mut next: impl FnMut() -> Result<Option<Record>, IndexError>,
     ) -> Result<SnapshotCounts, IndexError> {
         let txn = self.db.begin_write().map_err(db)?;
+        // Every body is replaced: the files that held the old ones go once this commits.
+        let mut bodies = BodyWriter::open(&txn, &self.bodies)?;
+        bodies.clear()?;
         for table in [
             JOBS,
             SPECS,
             RESULTS,
+            body_tables::INLINE_SPECS,
+            body_tables::INLINE_RESULTS,
             GROUPS,
             groups::TREES,
             missing::JOBS,
@@ -353,10 +360,10 @@ impl Index {
                                 }
                                 _ => job.spec,
                             };
-                            specs.insert(id, spec.as_slice()).map_err(db)?;
+                            bodies.put(&mut specs, id, &spec)?;
                         }
                         if !job.result_zstd.is_empty() {
-                            results.insert(id, job.result_zstd.as_slice()).map_err(db)?;
+                            bodies.put(&mut results, id, &job.result_zstd)?;
                         }
                         by_sequence.insert(record.sequence, id).map_err(db)?;
                         // The missing-files index is an index over the records' lists.
@@ -407,11 +414,21 @@ impl Index {
                 meta_table.insert(key, value).map_err(db)?;
             }
         }
+        let mut retired = bodies.take_retired();
+        drop(bodies);
         {
-            let mut applier = Applier::new(&txn)?;
+            let mut applier = Applier::new(&txn, &self.bodies)?;
             applier.set_applied(header.applied_index, header.applied_term)?;
+            retired.extend(applier.take_retired());
         }
+        self.bodies
+            .sync()
+            .map_err(|e| IndexError::Corrupt(format!("syncing the body files: {e}")))?;
         txn.commit().map_err(db)?;
+        self.bodies.retire(retired);
+        if let Err(e) = self.bodies.delete_retired() {
+            tracing::warn!(error = %e, "body files of the index before the restore not deleted (the next start deletes them)");
+        }
         Ok(counts)
     }
 }
@@ -425,10 +442,10 @@ mod tests {
 
     /// An index with two jobs (one completed, in a group, lacking a file) applied up to 4.
     fn sample(path: &std::path::Path) -> Index {
-        let index = Index::open(Index::open_database(path).unwrap()).unwrap();
+        let index = Index::open_file(path).unwrap();
         let txn = index.database().begin_write().unwrap();
         {
-            let mut applier = Applier::new(&txn).unwrap();
+            let mut applier = Applier::new(&txn, index.bodies()).unwrap();
             for c in [
                 command::submit("a", v1::JobKind::Native, vec![7], "k", 1),
                 command::submit("b", v1::JobKind::Js, vec![8], "k2", 2),
@@ -504,7 +521,7 @@ mod tests {
     fn a_restored_snapshot_stream_is_the_same_index() {
         let dir = tempfile::tempdir().unwrap();
         let one = sample(&dir.path().join("1.redb"));
-        let two = Index::open(Index::open_database(&dir.path().join("2.redb")).unwrap()).unwrap();
+        let two = Index::open_file(&dir.path().join("2.redb")).unwrap();
         let source = one.snapshot_source().unwrap();
         assert_eq!((source.index, source.term), (4, 2));
         let mut stream = Vec::new();
@@ -523,10 +540,10 @@ mod tests {
         let one = sample(&dir.path().join("1.redb"));
         let stream = stream_of(&one);
         // The index to replace holds a job of its own.
-        let two = Index::open(Index::open_database(&dir.path().join("2.redb")).unwrap()).unwrap();
+        let two = Index::open_file(&dir.path().join("2.redb")).unwrap();
         let txn = two.database().begin_write().unwrap();
         {
-            let mut applier = Applier::new(&txn).unwrap();
+            let mut applier = Applier::new(&txn, two.bodies()).unwrap();
             applier
                 .apply(&command::submit("c", v1::JobKind::Js, vec![9], "k3", 1))
                 .unwrap();
@@ -570,7 +587,7 @@ mod tests {
                 Record::End(_) => {}
             }
         }
-        let two = Index::open(Index::open_database(&dir.path().join("2.redb")).unwrap()).unwrap();
+        let two = Index::open_file(&dir.path().join("2.redb")).unwrap();
         two.restore(&message.encode_to_vec(), 4, 2).unwrap();
         assert_same(&one, &two);
     }

@@ -501,7 +501,7 @@ mod tests {
         Scheduler,
         std::sync::mpsc::Receiver<crate::raft::Input<Applied>>,
     ) {
-        let index = Index::open(Index::open_database(&dir.join("master.redb")).unwrap()).unwrap();
+        let index = Index::open_file(&dir.join("master.redb")).unwrap();
         let config = RaftConfig::alone(dir);
         let (raft, inputs) = crate::raft::channel(&config);
         let scheduler = Scheduler::new(

@@ -1,0 +1,430 @@
+//! Job bodies (encoded specs and compressed results) in append-only files beside the index's
+//! `redb` file, referenced from the `specs` and `results` tables by a [`BodyRef`]: value
+//! separation, as WiscKey (Lu et al., FAST '16) and Bitcask keep values out of the tree.
+//! `ARCHITECTURE.md` ("Where a job's bodies live") has the measurements behind it.
+//!
+//! Files are `bodies/NNNNNNNNNN.body` (the file number, 0-based, ten digits), bodies back to
+//! back with no framing: the reference holds each body's place, length and CRC-32. A file
+//! takes bodies until it holds [`FILE_BYTES`]; the next body opens the next file. Writes go to
+//! the page cache; [`Bodies::sync`] makes them durable and the index calls it before each
+//! durable `redb` commit, which records the active file and its end ([`Bodies::position`]).
+//! Opening ([`Bodies::open`]) cuts the active file back to what the last durable commit
+//! records and deletes files it does not reference: what was written after that commit is
+//! replayed from the Raft log, as the index's other effects are.
+//!
+//! A body that goes is subtracted from its file's live bytes (the `body_files` table, kept by
+//! the index in the same transaction); a file with no live bytes is retired and deleted once a
+//! durable commit holds that ([`Bodies::retire`], [`Bodies::delete_retired`]). Readers hold the files they may read open
+//! ([`Bodies::reader`]), so a deletion after a read transaction began does not cut its reads.
+
+use std::collections::HashMap;
+use std::fs::File;
+use std::io;
+use std::os::unix::fs::FileExt;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex, MutexGuard};
+
+/// Bytes a body file takes before the next body opens a new one.
+pub const FILE_BYTES: u64 = 64 << 20;
+
+/// Where one body is: its file, byte offset and length, and the CRC-32 (IEEE, `crc32fast`)
+/// of its bytes. Stored as 20 bytes ([`BodyRef::encode`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct BodyRef {
+    /// The file's number.
+    pub file: u32,
+    /// Byte offset in the file.
+    pub offset: u64,
+    /// Length, bytes.
+    pub len: u32,
+    /// CRC-32 of the bytes.
+    pub crc: u32,
+}
+
+/// Bytes of an encoded [`BodyRef`].
+pub const REF_BYTES: usize = 20;
+
+impl BodyRef {
+    /// Little-endian: file (4 bytes), offset (8), length (4), CRC (4).
+    pub fn encode(&self) -> [u8; REF_BYTES] {
+        let mut out = [0u8; REF_BYTES];
+        out[..4].copy_from_slice(&self.file.to_le_bytes());
+        out[4..12].copy_from_slice(&self.offset.to_le_bytes());
+        out[12..16].copy_from_slice(&self.len.to_le_bytes());
+        out[16..].copy_from_slice(&self.crc.to_le_bytes());
+        out
+    }
+
+    /// The reference [`BodyRef::encode`] wrote; `None` for bytes of another length.
+    pub fn decode(bytes: &[u8]) -> Option<BodyRef> {
+        let bytes: &[u8; REF_BYTES] = bytes.try_into().ok()?;
+        let u32_at = |i: usize| u32::from_le_bytes(bytes[i..i + 4].try_into().expect("4 bytes"));
+        Some(BodyRef {
+            file: u32_at(0),
+            offset: u64::from_le_bytes(bytes[4..12].try_into().expect("8 bytes")),
+            len: u32_at(12),
+            crc: u32_at(16),
+        })
+    }
+}
+
+/// The active file and the end of what is written in it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Position {
+    /// The active file's number.
+    pub file: u32,
+    /// Bytes written to it.
+    pub end: u64,
+}
+
+struct Active {
+    position: Position,
+    file: Arc<File>,
+    /// Files written since the last [`Bodies::sync`] (the active one included).
+    unsynced: Vec<Arc<File>>,
+    /// Every file, open, by number, for readers.
+    open: HashMap<u32, Arc<File>>,
+    /// Files whose bodies are all gone, to delete after the next durable commit.
+    retired: Vec<u32>,
+}
+
+/// The body files of one index.
+pub struct Bodies {
+    dir: PathBuf,
+    active: Mutex<Active>,
+}
+
+fn file_name(number: u32) -> String {
+    format!("{number:010}.body")
+}
+
+fn number_of(name: &str) -> Option<u32> {
+    let digits = name.strip_suffix(".body")?;
+    (digits.len() == 10).then(|| digits.parse().ok()).flatten()
+}
+
+fn open_rw(path: &Path) -> io::Result<File> {
+    std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create(true)
+        .truncate(false)
+        .open(path)
+}
+
+fn sync_dir(dir: &Path) -> io::Result<()> {
+    File::open(dir)?.sync_all()
+}
+
+impl Bodies {
+    /// Opens the body files in `dir` (created if absent) as the last durable commit left
+    /// them: `position` is the active file and its end that commit records, `live` the files
+    /// it references. The active file is cut back to `position.end`; files numbered above it,
+    /// and files below it that are not `live`, are deleted. Errors: the file system's, and
+    /// an active file shorter than `position.end` (bodies the index references are gone).
+    pub fn open(dir: &Path, position: Position, live: &[u32]) -> io::Result<Bodies> {
+        std::fs::create_dir_all(dir)?;
+        let mut open = HashMap::new();
+        for entry in std::fs::read_dir(dir)? {
+            let entry = entry?;
+            let Some(number) = entry.file_name().to_str().and_then(number_of) else {
+                continue;
+            };
+            if number > position.file || (number < position.file && !live.contains(&number)) {
+                std::fs::remove_file(entry.path())?;
+            } else if number < position.file {
+                // Held open from now on: a reader keeps what it took even once it is deleted.
+                open.insert(number, Arc::new(File::open(entry.path())?));
+            }
+        }
+        let path = dir.join(file_name(position.file));
+        let file = open_rw(&path)?;
+        let len = file.metadata()?.len();
+        if len < position.end {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidData,
+                format!(
+                    "{}: {len} bytes, but the index references {} (bodies are missing)",
+                    path.display(),
+                    position.end
+                ),
+            ));
+        }
+        if len > position.end {
+            file.set_len(position.end)?;
+            file.sync_all()?;
+        }
+        sync_dir(dir)?;
+        let file = Arc::new(file);
+        open.insert(position.file, file.clone());
+        Ok(Bodies {
+            dir: dir.to_owned(),
+            active: Mutex::new(Active {
+                position,
+                file,
+                unsynced: Vec::new(),
+                open,
+                retired: Vec::new(),
+            }),
+        })
+    }
+
+    fn lock(&self) -> MutexGuard<'_, Active> {
+        // A panic while holding the lock leaves the state whole (each step is one assignment).
+        self.active.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Appends `bytes` (at most 4 GiB − 1) and returns where they are. Errors: the file
+    /// system's; a body too long for a reference.
+    pub fn append(&self, bytes: &[u8]) -> io::Result<BodyRef> {
+        let len = u32::try_from(bytes.len())
+            .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "a body of 4 GiB or more"))?;
+        let mut active = self.lock();
+        if active.position.end > 0 && active.position.end + len as u64 > FILE_BYTES {
+            let number = active.position.file + 1;
+            let file = Arc::new(open_rw(&self.dir.join(file_name(number)))?);
+            sync_dir(&self.dir)?;
+            active.open.insert(number, file.clone());
+            active.file = file;
+            active.position = Position {
+                file: number,
+                end: 0,
+            };
+        }
+        let offset = active.position.end;
+        active.file.write_all_at(bytes, offset)?;
+        active.position.end += len as u64;
+        if !active.unsynced.iter().any(|f| Arc::ptr_eq(f, &active.file)) {
+            let file = active.file.clone();
+            active.unsynced.push(file);
+        }
+        Ok(BodyRef {
+            file: active.position.file,
+            offset,
+            len,
+            crc: crc32fast::hash(bytes),
+        })
+    }
+
+    /// The active file and its end: what a commit records for [`Bodies::open`].
+    pub fn position(&self) -> Position {
+        self.lock().position
+    }
+
+    /// Makes every body appended so far durable (`fdatasync` of each file written since the
+    /// last call). Errors: the file system's.
+    pub fn sync(&self) -> io::Result<()> {
+        let files = std::mem::take(&mut self.lock().unsynced);
+        for file in &files {
+            file.sync_data()?;
+        }
+        Ok(())
+    }
+
+    /// Marks files `numbers` for deletion: their bodies are all gone in a committed
+    /// transaction. [`Bodies::delete_retired`] deletes them once a durable commit holds that.
+    pub fn retire(&self, numbers: Vec<u32>) {
+        if !numbers.is_empty() {
+            self.lock().retired.extend(numbers);
+        }
+    }
+
+    /// Deletes the retired files (call after a durable commit); the active file is never
+    /// deleted. Readers that hold one keep reading it. Errors: the file system's (the files
+    /// not deleted are deleted when the index next opens, as no commit references them).
+    pub fn delete_retired(&self) -> io::Result<()> {
+        let mut active = self.lock();
+        let numbers = std::mem::take(&mut active.retired);
+        for number in numbers {
+            if number == active.position.file {
+                continue;
+            }
+            active.open.remove(&number);
+            match std::fs::remove_file(self.dir.join(file_name(number))) {
+                Err(e) if e.kind() != io::ErrorKind::NotFound => return Err(e),
+                _ => {}
+            }
+        }
+        Ok(())
+    }
+
+    /// A reader over the files as they are now (it holds each open): take it before the read
+    /// transaction whose references it reads, so that no file those references name is
+    /// deleted under it.
+    pub fn reader(&self) -> BodyReader {
+        BodyReader {
+            dir: self.dir.clone(),
+            open: Mutex::new(self.lock().open.clone()),
+        }
+    }
+
+    /// Reads one body (a reader of its own: for a reference taken under the writer's lock).
+    pub fn read(&self, body: BodyRef) -> io::Result<Vec<u8>> {
+        self.reader().read(body)
+    }
+}
+
+/// The body files as they were when [`Bodies::reader`] took it (files created since are
+/// opened when first read).
+pub struct BodyReader {
+    dir: PathBuf,
+    open: Mutex<HashMap<u32, Arc<File>>>,
+}
+
+impl BodyReader {
+    /// The bytes `body` refers to. Errors: the file system's (a file that is gone is
+    /// `NotFound`), and bytes whose CRC differs from the reference's (`InvalidData`).
+    pub fn read(&self, body: BodyRef) -> io::Result<Vec<u8>> {
+        let file = {
+            let mut open = self.open.lock().unwrap_or_else(|e| e.into_inner());
+            match open.get(&body.file) {
+                Some(file) => file.clone(),
+                None => {
+                    let file = Arc::new(File::open(self.dir.join(file_name(body.file)))?);
+                    open.insert(body.file, file.clone());
+                    file
+                }
+            }
+        };
+        let mut bytes = vec![0u8; body.len as usize];
+        file.read_exact_at(&mut bytes, body.offset)?;
+        if crc32fast::hash(&bytes) != body.crc {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidData,
+                format!(
+                    "body file {}: {} bytes at {} do not match their CRC",
+                    file_name(body.file),
+                    body.len,
+                    body.offset
+                ),
+            ));
+        }
+        Ok(bytes)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn files(dir: &Path) -> Vec<String> {
+        let mut names: Vec<String> = std::fs::read_dir(dir)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().into_string().unwrap())
+            .collect();
+        names.sort();
+        names
+    }
+
+    #[test]
+    fn a_body_reads_back_and_its_reference_round_trips() {
+        let dir = tempfile::tempdir().unwrap();
+        let bodies = Bodies::open(dir.path(), Position::default(), &[]).unwrap();
+        let a = bodies.append(b"first body").unwrap();
+        let b = bodies.append(b"second").unwrap();
+        assert_eq!((a.file, a.offset, a.len), (0, 0, 10));
+        assert_eq!((b.file, b.offset, b.len), (0, 10, 6));
+        assert_eq!(BodyRef::decode(&b.encode()), Some(b));
+        assert_eq!(BodyRef::decode(&b.encode()[..19]), None);
+        assert_eq!(bodies.read(a).unwrap(), b"first body");
+        assert_eq!(bodies.reader().read(b).unwrap(), b"second");
+        assert_eq!(bodies.position(), Position { file: 0, end: 16 });
+    }
+
+    #[test]
+    fn bytes_that_changed_on_disk_are_an_error_not_a_body() {
+        let dir = tempfile::tempdir().unwrap();
+        let bodies = Bodies::open(dir.path(), Position::default(), &[]).unwrap();
+        let a = bodies.append(b"the report").unwrap();
+        let file = open_rw(&dir.path().join(file_name(0))).unwrap();
+        file.write_all_at(b"X", 3).unwrap();
+        let error = bodies.read(a).unwrap_err();
+        assert_eq!(error.kind(), io::ErrorKind::InvalidData);
+        assert_eq!(
+            error.to_string(),
+            "body file 0000000000.body: 10 bytes at 0 do not match their CRC"
+        );
+    }
+
+    #[test]
+    fn a_full_file_rolls_over_and_opening_keeps_only_what_the_commit_references() {
+        let dir = tempfile::tempdir().unwrap();
+        let big = vec![7u8; (FILE_BYTES / 2 + 1) as usize];
+        let bodies = Bodies::open(dir.path(), Position::default(), &[]).unwrap();
+        let a = bodies.append(&big).unwrap();
+        let b = bodies.append(&big).unwrap();
+        assert_eq!((a.file, b.file, b.offset), (0, 1, 0));
+        let committed = bodies.position();
+        bodies.sync().unwrap();
+        // Written after the commit: cut on open.
+        let c = bodies.append(b"not committed").unwrap();
+        let d = bodies.append(&big).unwrap();
+        assert_eq!((c.file, d.file), (1, 2));
+        drop(bodies);
+        let bodies = Bodies::open(dir.path(), committed, &[0, 1]).unwrap();
+        assert_eq!(files(dir.path()), ["0000000000.body", "0000000001.body"]);
+        assert_eq!(
+            std::fs::metadata(dir.path().join(file_name(1)))
+                .unwrap()
+                .len(),
+            big.len() as u64
+        );
+        assert_eq!(bodies.read(b).unwrap(), big);
+        // Files from before the opening are held open by readers too.
+        let reader = bodies.reader();
+        std::fs::remove_file(dir.path().join(file_name(0))).unwrap();
+        assert_eq!(reader.read(a).unwrap(), big);
+        std::fs::write(dir.path().join(file_name(0)), &big).unwrap();
+        // The next body goes where the cut one was.
+        assert_eq!(bodies.append(b"again").unwrap().offset, big.len() as u64);
+        drop(bodies);
+        // File 0 no longer live: deleted on open.
+        Bodies::open(dir.path(), committed, &[1]).unwrap();
+        assert_eq!(files(dir.path()), ["0000000001.body"]);
+    }
+
+    #[test]
+    fn an_active_file_shorter_than_the_index_says_is_an_error() {
+        let dir = tempfile::tempdir().unwrap();
+        let bodies = Bodies::open(dir.path(), Position::default(), &[]).unwrap();
+        bodies.append(b"12345").unwrap();
+        drop(bodies);
+        let error = Bodies::open(dir.path(), Position { file: 0, end: 9 }, &[0])
+            .err()
+            .unwrap();
+        assert_eq!(error.kind(), io::ErrorKind::InvalidData);
+        assert!(
+            error.to_string().ends_with(
+                "0000000000.body: 5 bytes, but the index references 9 (bodies are missing)"
+            ),
+            "{error}"
+        );
+    }
+
+    #[test]
+    fn a_deleted_file_stays_readable_to_a_reader_taken_before() {
+        let dir = tempfile::tempdir().unwrap();
+        let big = vec![1u8; FILE_BYTES as usize];
+        let bodies = Bodies::open(dir.path(), Position::default(), &[]).unwrap();
+        let a = bodies.append(&big).unwrap();
+        bodies.append(b"in file 1").unwrap();
+        let before = bodies.reader();
+        bodies.retire(vec![0, 1]);
+        assert_eq!(
+            files(dir.path()).len(),
+            2,
+            "deleted only after a durable commit"
+        );
+        bodies.delete_retired().unwrap();
+        assert_eq!(
+            files(dir.path()),
+            ["0000000001.body"],
+            "the active file stays"
+        );
+        assert_eq!(before.read(a).unwrap().len(), big.len());
+        assert_eq!(
+            bodies.reader().read(a).unwrap_err().kind(),
+            io::ErrorKind::NotFound
+        );
+    }
+}

@@ -1,0 +1,397 @@
+//! The index's side of [`super::bodies`]: the `spec_refs` and `result_refs` tables hold a
+//! [`BodyRef`] per job, `body_files` each file's live bytes, and `index_meta` the active file
+//! and its end as of each commit ([`BodyWriter::finish`]). An index from before body files
+//! held the bytes in `specs` and `results`; [`move_inline`] moves them out once, when it opens.
+
+use redb::{ReadableTable, Table, TableDefinition, WriteTransaction};
+
+use super::bodies::{Bodies, BodyReader, BodyRef, Position};
+use super::{IndexError, META, RESULTS, SPECS, db};
+
+/// File number → live bytes (bodies some reference still names).
+pub(crate) const BODY_FILES: TableDefinition<u32, u64> = TableDefinition::new("body_files");
+/// Before body files: job key → the encoded `JobSpec`.
+pub(crate) const INLINE_SPECS: TableDefinition<&str, &[u8]> = TableDefinition::new("specs");
+/// Before body files: job key → the zstd-compressed result.
+pub(crate) const INLINE_RESULTS: TableDefinition<&str, &[u8]> = TableDefinition::new("results");
+
+/// `index_meta` keys of the active body file and its end.
+pub(crate) const ACTIVE_FILE: &str = "bodies_file";
+pub(crate) const ACTIVE_END: &str = "bodies_end";
+
+fn body_error(what: &str, e: std::io::Error) -> IndexError {
+    IndexError::Corrupt(format!("{what}: {e}"))
+}
+
+/// A stored reference, decoded; a row of another length is a corrupt index.
+pub(crate) fn decode_ref(key: &str, bytes: &[u8]) -> Result<BodyRef, IndexError> {
+    BodyRef::decode(bytes)
+        .ok_or_else(|| IndexError::Corrupt(format!("the body reference of {key} does not decode")))
+}
+
+/// The bytes of the body `refs` names for `key` (`None` when it names none), read through
+/// `reader`. Errors: the store's; a body file that is gone or whose bytes fail their CRC.
+pub(crate) fn read(
+    refs: &impl ReadableTable<&'static str, &'static [u8]>,
+    reader: &BodyReader,
+    key: &str,
+) -> Result<Option<Vec<u8>>, IndexError> {
+    let Some(value) = refs.get(key).map_err(db)? else {
+        return Ok(None);
+    };
+    let body = decode_ref(key, value.value())?;
+    reader
+        .read(body)
+        .map(Some)
+        .map_err(|e| body_error(&format!("the body of {key}"), e))
+}
+
+/// The position and live files the last commit of `txn`'s database recorded (what
+/// [`Bodies::open`] needs).
+pub(crate) fn recorded(txn: &WriteTransaction) -> Result<(Position, Vec<u32>), IndexError> {
+    let meta = txn.open_table(META).map_err(db)?;
+    let get = |key: &str| -> Result<u64, IndexError> {
+        Ok(meta.get(key).map_err(db)?.map_or(0, |v| v.value()))
+    };
+    let position = Position {
+        file: get(ACTIVE_FILE)? as u32,
+        end: get(ACTIVE_END)?,
+    };
+    let live = txn.open_table(BODY_FILES).map_err(db)?;
+    let mut files = Vec::new();
+    for row in live.iter().map_err(db)? {
+        files.push(row.map_err(db)?.0.value());
+    }
+    Ok((position, files))
+}
+
+/// Writes and frees bodies within one write transaction, keeping `body_files` in step.
+pub(crate) struct BodyWriter<'t> {
+    bodies: &'t Bodies,
+    live: Table<'t, u32, u64>,
+    /// Files whose last live body went in this transaction (not the active one).
+    retired: Vec<u32>,
+}
+
+impl<'t> BodyWriter<'t> {
+    /// Opens `body_files` in `txn`.
+    pub(crate) fn open(txn: &'t WriteTransaction, bodies: &'t Bodies) -> Result<Self, IndexError> {
+        Ok(BodyWriter {
+            bodies,
+            live: txn.open_table(BODY_FILES).map_err(db)?,
+            retired: Vec::new(),
+        })
+    }
+
+    fn add_live(&mut self, file: u32, delta: i64) -> Result<(), IndexError> {
+        let now = self.live.get(file).map_err(db)?.map_or(0, |v| v.value());
+        let after = now.saturating_add_signed(delta);
+        if after == 0 {
+            self.live.remove(file).map_err(db)?;
+            if file != self.bodies.position().file {
+                self.retired.push(file);
+            }
+        } else {
+            self.live.insert(file, after).map_err(db)?;
+        }
+        Ok(())
+    }
+
+    /// Stores `bytes` as `key`'s body in `refs`, freeing the body it replaces.
+    pub(crate) fn put(
+        &mut self,
+        refs: &mut Table<'_, &'static str, &'static [u8]>,
+        key: &str,
+        bytes: &[u8],
+    ) -> Result<(), IndexError> {
+        self.remove(refs, key)?;
+        let before = self.bodies.position().file;
+        let body = self
+            .bodies
+            .append(bytes)
+            .map_err(|e| body_error(&format!("writing the body of {key}"), e))?;
+        if body.file != before && self.live.get(before).map_err(db)?.is_none() {
+            // The file it filled has no live body left.
+            self.retired.push(before);
+        }
+        refs.insert(key, body.encode().as_slice()).map_err(db)?;
+        self.add_live(body.file, i64::from(body.len))
+    }
+
+    /// Removes `key`'s body from `refs` (nothing when it has none).
+    pub(crate) fn remove(
+        &mut self,
+        refs: &mut Table<'_, &'static str, &'static [u8]>,
+        key: &str,
+    ) -> Result<(), IndexError> {
+        let Some(old) = refs.remove(key).map_err(db)? else {
+            return Ok(());
+        };
+        let old = decode_ref(key, old.value())?;
+        self.add_live(old.file, -i64::from(old.len))
+    }
+
+    /// The body of `key` in `refs` (read under the writer: no file is deleted meanwhile).
+    pub(crate) fn read(
+        &self,
+        refs: &Table<'_, &'static str, &'static [u8]>,
+        key: &str,
+    ) -> Result<Option<Vec<u8>>, IndexError> {
+        let Some(value) = refs.get(key).map_err(db)? else {
+            return Ok(None);
+        };
+        let body = decode_ref(key, value.value())?;
+        self.bodies
+            .read(body)
+            .map(Some)
+            .map_err(|e| body_error(&format!("the body of {key}"), e))
+    }
+
+    /// Records the active file and its end in `meta`, for [`Bodies::open`] after this commit.
+    pub(crate) fn record(
+        &mut self,
+        meta: &mut Table<'_, &'static str, u64>,
+    ) -> Result<(), IndexError> {
+        let position = self.bodies.position();
+        meta.insert(ACTIVE_FILE, u64::from(position.file))
+            .map_err(db)?;
+        meta.insert(ACTIVE_END, position.end).map_err(db)?;
+        Ok(())
+    }
+
+    /// The files this transaction emptied so far: once it has committed, hand them to
+    /// [`Bodies::retire`] (never before: an aborted transaction freed nothing).
+    pub(crate) fn take_retired(&mut self) -> Vec<u32> {
+        std::mem::take(&mut self.retired)
+    }
+
+    /// Forgets every file's live bytes (a restore replaces every body): the files that were
+    /// live are retired.
+    pub(crate) fn clear(&mut self) -> Result<(), IndexError> {
+        let mut files = Vec::new();
+        for row in self.live.iter().map_err(db)? {
+            files.push(row.map_err(db)?.0.value());
+        }
+        for file in files {
+            self.live.remove(file).map_err(db)?;
+            if file != self.bodies.position().file {
+                self.retired.push(file);
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Moves the bodies of an index from before body files (`specs`, `results`) into `bodies`,
+/// in `txn`; returns how many moved. Nothing for an index without those tables. (It empties
+/// no file: nothing to retire.)
+pub(crate) fn move_inline(txn: &WriteTransaction, bodies: &Bodies) -> Result<u64, IndexError> {
+    let mut moved = 0;
+    let mut writer = BodyWriter::open(txn, bodies)?;
+    for (inline, refs) in [(INLINE_SPECS, SPECS), (INLINE_RESULTS, RESULTS)] {
+        match txn.open_table(inline) {
+            Ok(table) => {
+                let mut refs = txn.open_table(refs).map_err(db)?;
+                for row in table.iter().map_err(db)? {
+                    let (key, value) = row.map_err(db)?;
+                    writer.put(&mut refs, key.value(), value.value())?;
+                    moved += 1;
+                }
+            }
+            Err(redb::TableError::TableDoesNotExist(_)) => continue,
+            Err(e) => return Err(db(e)),
+        }
+        txn.delete_table(inline).map_err(db)?;
+    }
+    let mut meta = txn.open_table(META).map_err(db)?;
+    writer.record(&mut meta)?;
+    Ok(moved)
+}
+
+#[cfg(test)]
+mod tests {
+    use redb::ReadableDatabase;
+    use symcluster_proto::cluster::v1 as pb;
+    use symcluster_proto::v1;
+
+    use super::super::apply::Applier;
+    use super::super::bodies::FILE_BYTES;
+    use super::super::{Index, command};
+    use super::*;
+
+    /// Applies `commands` in one transaction, durable, as a master does at a checkpoint.
+    fn apply(index: &Index, commands: &[pb::Command], at: u64) {
+        let txn = index.database().begin_write().unwrap();
+        let retired = {
+            let mut applier = Applier::new(&txn, index.bodies()).unwrap();
+            for c in commands {
+                applier.apply(c).unwrap();
+            }
+            applier.set_applied(at, 1).unwrap();
+            applier.take_retired()
+        };
+        index.bodies().sync().unwrap();
+        txn.commit().unwrap();
+        index.bodies().retire(retired);
+        index.bodies().delete_retired().unwrap();
+    }
+
+    fn body_files(index_path: &std::path::Path) -> Vec<String> {
+        let mut names: Vec<String> = std::fs::read_dir(index_path.with_extension("bodies"))
+            .unwrap()
+            .map(|e| e.unwrap().file_name().into_string().unwrap())
+            .collect();
+        names.sort();
+        names
+    }
+
+    fn live(index: &Index) -> Vec<(u32, u64)> {
+        let read = index.database().begin_read().unwrap();
+        let table = read.open_table(BODY_FILES).unwrap();
+        table
+            .iter()
+            .unwrap()
+            .map(|r| {
+                let (k, v) = r.unwrap();
+                (k.value(), v.value())
+            })
+            .collect()
+    }
+
+    #[test]
+    fn bodies_live_in_files_and_a_file_goes_when_its_last_body_is_purged() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("master.redb");
+        let index = Index::open_file(&path).unwrap();
+        // Two specs of more than half a file each: b's opens file 1.
+        let spec = |fill: u8| vec![fill; (FILE_BYTES / 2 + 1) as usize];
+        let (a, b) = (spec(1), spec(2));
+        apply(
+            &index,
+            &[
+                command::submit("p/a", v1::JobKind::Native, a.clone(), "k", 1),
+                command::submit("p/b", v1::JobKind::Native, b.clone(), "k", 2),
+                command::lease("p/a", "w", "", 1, 3),
+                command::complete("p/a", 1, "w", b"{\"a\":1}".to_vec(), None, 4),
+            ],
+            4,
+        );
+        assert_eq!(index.spec("p/a").unwrap().unwrap(), a);
+        assert_eq!(index.spec("p/b").unwrap().unwrap(), b);
+        let result = index.job("p/a", true).unwrap().unwrap().result_json;
+        assert_eq!(result.as_deref(), Some(&b"{\"a\":1}"[..]));
+        assert_eq!(body_files(&path), ["0000000000.body", "0000000001.body"]);
+        let result_len = index
+            .job_with("p/a", super::super::ResultForm::Zstd)
+            .unwrap()
+            .unwrap()
+            .result_zstd
+            .unwrap()
+            .len() as u64;
+        assert_eq!(
+            live(&index),
+            [(0, a.len() as u64), (1, b.len() as u64 + result_len)]
+        );
+        let digest = index.digest().unwrap();
+
+        // Purging a empties file 0 (its spec was all it held): deleted after the commit.
+        apply(&index, &[command::purge(5, 5, 0)], 5);
+        assert_eq!(index.job("p/a", false).unwrap(), None);
+        assert_eq!(body_files(&path), ["0000000001.body"]);
+        assert_eq!(live(&index), [(1, b.len() as u64)]);
+        assert_eq!(index.spec("p/b").unwrap().unwrap(), b);
+        assert_ne!(index.digest().unwrap().sha256, digest.sha256);
+
+        // Reopened, it reads the same.
+        let before = index.digest().unwrap();
+        drop(index);
+        let index = Index::open_file(&path).unwrap();
+        assert_eq!(index.spec("p/b").unwrap().unwrap(), b);
+        assert_eq!(index.digest().unwrap(), before);
+    }
+
+    #[test]
+    fn bodies_written_after_the_last_commit_are_cut_when_the_index_opens() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("master.redb");
+        let index = Index::open_file(&path).unwrap();
+        apply(
+            &index,
+            &[command::submit(
+                "p/a",
+                v1::JobKind::Native,
+                vec![7; 100],
+                "k",
+                1,
+            )],
+            1,
+        );
+        // A transaction that wrote a body but never committed (a crash before its commit).
+        {
+            let txn = index.database().begin_write().unwrap();
+            let mut applier = Applier::new(&txn, index.bodies()).unwrap();
+            applier
+                .apply(&command::submit(
+                    "p/b",
+                    v1::JobKind::Native,
+                    vec![8; 50],
+                    "k",
+                    2,
+                ))
+                .unwrap();
+            applier.set_applied(2, 1).unwrap();
+            drop(applier);
+            txn.abort().unwrap();
+        }
+        let file = path.with_extension("bodies").join("0000000000.body");
+        assert_eq!(std::fs::metadata(&file).unwrap().len(), 150);
+        drop(index);
+        let index = Index::open_file(&path).unwrap();
+        assert_eq!(std::fs::metadata(&file).unwrap().len(), 100);
+        assert_eq!(index.spec("p/a").unwrap().unwrap(), vec![7; 100]);
+        assert_eq!(index.spec("p/b").unwrap(), None);
+    }
+
+    #[test]
+    fn an_index_with_bodies_in_redb_moves_them_to_files_once() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("master.redb");
+        let reference = dir.path().join("reference.redb");
+        let commands = [
+            command::submit("p/a", v1::JobKind::Native, vec![7; 100], "k", 1),
+            command::lease("p/a", "w", "", 1, 2),
+            command::complete("p/a", 1, "w", b"{}".to_vec(), None, 3),
+        ];
+        // The same jobs applied by this version ...
+        let expected = {
+            let index = Index::open_file(&reference).unwrap();
+            apply(&index, &commands, 3);
+            index.digest().unwrap()
+        };
+        // ... and by one that kept bodies in `specs` and `results`: moved, same digest.
+        {
+            let index = Index::open_file(&path).unwrap();
+            apply(&index, &commands, 3);
+            let txn = index.database().begin_write().unwrap();
+            for (refs, inline) in [(SPECS, INLINE_SPECS), (RESULTS, INLINE_RESULTS)] {
+                let mut refs = txn.open_table(refs).unwrap();
+                let mut inline = txn.open_table(inline).unwrap();
+                let row = refs.remove("p/a").unwrap().unwrap();
+                let body = decode_ref("p/a", row.value()).unwrap();
+                drop(row);
+                let bytes = index.bodies().read(body).unwrap();
+                inline.insert("p/a", bytes.as_slice()).unwrap();
+            }
+            txn.open_table(BODY_FILES).unwrap().remove(0).unwrap();
+            txn.commit().unwrap();
+        }
+        let index = Index::open_file(&path).unwrap();
+        assert_eq!(index.digest().unwrap(), expected);
+        assert_eq!(index.spec("p/a").unwrap().unwrap(), vec![7; 100]);
+        let read = index.database().begin_read().unwrap();
+        assert!(
+            read.open_table(INLINE_SPECS).is_err(),
+            "the old table is gone"
+        );
+    }
+}
