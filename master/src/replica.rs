@@ -215,6 +215,9 @@ impl IndexMachine {
                 .map_err(|e| IndexError::Corrupt(format!("syncing the body files: {e}")))?;
         }
         txn.commit().map_err(db)?;
+        if !batch.durable {
+            bodies.start_writeback();
+        }
         bodies.retire(retired);
         if batch.durable
             && let Err(e) = bodies.delete_retired()

@@ -79,6 +79,8 @@ pub struct Position {
 
 struct Active {
     position: Position,
+    /// Where [`Bodies::start_writeback`] last got to in the active file.
+    written_back: u64,
     file: Arc<File>,
     /// Files written since the last [`Bodies::sync`] (the active one included).
     unsynced: Vec<Arc<File>>,
@@ -161,6 +163,7 @@ impl Bodies {
             dir: dir.to_owned(),
             active: Mutex::new(Active {
                 position,
+                written_back: position.end,
                 file,
                 unsynced: Vec::new(),
                 open,
@@ -190,6 +193,7 @@ impl Bodies {
                 file: number,
                 end: 0,
             };
+            active.written_back = 0;
         }
         let offset = active.position.end;
         active.file.write_all_at(bytes, offset)?;
@@ -209,6 +213,34 @@ impl Bodies {
     /// The active file and its end: what a commit records for [`Bodies::open`].
     pub fn position(&self) -> Position {
         self.lock().position
+    }
+
+    /// Starts writing back to the disk what was appended to the active file since the last
+    /// call, without waiting and without making it durable (Linux `sync_file_range(2)` with
+    /// `SYNC_FILE_RANGE_WRITE`; nothing elsewhere): the next [`Bodies::sync`] then has little
+    /// left to flush, so the checkpoint that calls it stalls the applying thread less
+    /// (RocksDB's `bytes_per_sync` does the same). Call it after each batch.
+    pub fn start_writeback(&self) {
+        let mut active = self.lock();
+        let (from, to) = (active.written_back, active.position.end);
+        if to <= from {
+            return;
+        }
+        #[cfg(target_os = "linux")]
+        {
+            use std::os::fd::AsRawFd;
+            // SAFETY: sync_file_range on a descriptor this struct keeps open; it reads no
+            // memory of ours. A failure only leaves the flush to `sync`.
+            unsafe {
+                libc::sync_file_range(
+                    active.file.as_raw_fd(),
+                    from as libc::off64_t,
+                    (to - from) as libc::off64_t,
+                    libc::SYNC_FILE_RANGE_WRITE,
+                )
+            };
+        }
+        active.written_back = to;
     }
 
     /// Makes every body appended so far durable (`fdatasync` of each file written since the
