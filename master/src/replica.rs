@@ -136,7 +136,18 @@ impl StateMachine for IndexMachine {
             .begin_write()
             .map_err(db)
             .map_err(boxed)?;
-        txn.commit().map_err(db).map_err(boxed)
+        // A durable commit makes every earlier commit durable, and with it the body-file
+        // references they hold: those bodies are made durable first (index/bodies.rs).
+        let bodies = self.index.bodies();
+        bodies
+            .sync()
+            .map_err(|e| IndexError::Corrupt(format!("syncing the body files: {e}")))
+            .map_err(boxed)?;
+        txn.commit().map_err(db).map_err(boxed)?;
+        if let Err(e) = bodies.delete_retired() {
+            tracing::warn!(error = %e, "emptied body files not deleted (the next start deletes them)");
+        }
+        Ok(())
     }
 
     fn restore_from(&self, mut input: &mut dyn BufRead) -> Result<(u64, u64), StateMachineError> {

@@ -122,8 +122,9 @@ impl Bodies {
     /// Opens the body files in `dir` (created if absent) as the last durable commit left
     /// them: `position` is the active file and its end that commit records, `live` the files
     /// it references. The active file is cut back to `position.end`; files numbered above it,
-    /// and files below it that are not `live`, are deleted. Errors: the file system's, and
-    /// an active file shorter than `position.end` (bodies the index references are gone).
+    /// and files below it that are not `live`, are deleted. Errors: the file system's, an
+    /// active file shorter than `position.end` and a `live` file that is missing (bodies the
+    /// index references are gone).
     pub fn open(dir: &Path, position: Position, live: &[u32]) -> io::Result<Bodies> {
         std::fs::create_dir_all(dir)?;
         let mut open = HashMap::new();
@@ -138,6 +139,18 @@ impl Bodies {
                 // Held open from now on: a reader keeps what it took even once it is deleted.
                 open.insert(number, Arc::new(File::open(entry.path())?));
             }
+        }
+        if let Some(gone) = live
+            .iter()
+            .find(|n| **n < position.file && !open.contains_key(n))
+        {
+            return Err(io::Error::new(
+                io::ErrorKind::NotFound,
+                format!(
+                    "{}: missing, but the index references bodies in it",
+                    dir.join(file_name(*gone)).display()
+                ),
+            ));
         }
         let path = dir.join(file_name(position.file));
         let file = open_rw(&path)?;
@@ -247,8 +260,12 @@ impl Bodies {
     /// last call). Errors: the file system's.
     pub fn sync(&self) -> io::Result<()> {
         let files = std::mem::take(&mut self.lock().unsynced);
-        for file in &files {
-            file.sync_data()?;
+        for (i, file) in files.iter().enumerate() {
+            if let Err(e) = file.sync_data() {
+                // Still to sync: the next call tries them again.
+                self.lock().unsynced.extend(files[i..].iter().cloned());
+                return Err(e);
+            }
         }
         Ok(())
     }
@@ -410,6 +427,17 @@ mod tests {
         // The next body goes where the cut one was.
         assert_eq!(bodies.append(b"again").unwrap().offset, big.len() as u64);
         drop(bodies);
+        // A live file that is gone is an error, not an index with holes.
+        std::fs::remove_file(dir.path().join(file_name(0))).unwrap();
+        let error = Bodies::open(dir.path(), committed, &[0, 1]).err().unwrap();
+        assert_eq!(error.kind(), io::ErrorKind::NotFound);
+        assert!(
+            error
+                .to_string()
+                .ends_with("0000000000.body: missing, but the index references bodies in it"),
+            "{error}"
+        );
+        std::fs::write(dir.path().join(file_name(0)), &big).unwrap();
         // File 0 no longer live: deleted on open.
         Bodies::open(dir.path(), committed, &[1]).unwrap();
         assert_eq!(files(dir.path()), ["0000000001.body"]);
