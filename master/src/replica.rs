@@ -15,6 +15,7 @@ use symcluster_proto::cluster::v1 as pb;
 use symcluster_proto::cluster::v1::command::Kind;
 
 use crate::index::apply::{Applied, Applier};
+use crate::index::body_tables;
 use crate::index::snapshot::SnapshotSource;
 use crate::index::{Command, Index, IndexError, command, db};
 use crate::raft::ProposeError;
@@ -138,15 +139,9 @@ impl StateMachine for IndexMachine {
             .map_err(boxed)?;
         // A durable commit makes every earlier commit durable, and with it the body-file
         // references they hold: those bodies are made durable first (index/bodies.rs).
-        let bodies = self.index.bodies();
-        bodies
-            .sync()
-            .map_err(|e| IndexError::Corrupt(format!("syncing the body files: {e}")))
-            .map_err(boxed)?;
+        body_tables::sync(self.index.bodies()).map_err(boxed)?;
         txn.commit().map_err(db).map_err(boxed)?;
-        if let Err(e) = bodies.delete_retired() {
-            tracing::warn!(error = %e, "emptied body files not deleted (the next start deletes them)");
-        }
+        body_tables::delete_retired(self.index.bodies());
         Ok(())
     }
 
@@ -221,19 +216,15 @@ impl IndexMachine {
         };
         if batch.durable {
             // The bodies this commit references are durable before it is (index/bodies.rs).
-            bodies
-                .sync()
-                .map_err(|e| IndexError::Corrupt(format!("syncing the body files: {e}")))?;
+            body_tables::sync(bodies)?;
         }
         txn.commit().map_err(db)?;
         if !batch.durable {
             bodies.start_writeback();
         }
         bodies.retire(retired);
-        if batch.durable
-            && let Err(e) = bodies.delete_retired()
-        {
-            tracing::warn!(error = %e, "emptied body files not deleted (the next start deletes them)");
+        if batch.durable {
+            body_tables::delete_retired(bodies);
         }
         let outcome = Outcome {
             outputs,

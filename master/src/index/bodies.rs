@@ -84,8 +84,9 @@ struct Active {
     file: Arc<File>,
     /// Files written since the last [`Bodies::sync`] (the active one included).
     unsynced: Vec<Arc<File>>,
-    /// Every file, open, by number, for readers.
-    open: HashMap<u32, Arc<File>>,
+    /// Every file, open, by number, for readers: shared with the readers taken since it last
+    /// changed (a roll or a deletion copies it), so taking a reader copies nothing.
+    open: Arc<HashMap<u32, Arc<File>>>,
     /// Files whose bodies are all gone, to delete after the next durable commit.
     retired: Vec<u32>,
 }
@@ -179,7 +180,7 @@ impl Bodies {
                 written_back: position.end,
                 file,
                 unsynced: Vec::new(),
-                open,
+                open: Arc::new(open),
                 retired: Vec::new(),
             }),
         })
@@ -200,7 +201,7 @@ impl Bodies {
             let number = active.position.file + 1;
             let file = Arc::new(open_rw(&self.dir.join(file_name(number)))?);
             sync_dir(&self.dir)?;
-            active.open.insert(number, file.clone());
+            Arc::make_mut(&mut active.open).insert(number, file.clone());
             active.file = file;
             active.position = Position {
                 file: number,
@@ -288,7 +289,7 @@ impl Bodies {
             if number == active.position.file {
                 continue;
             }
-            active.open.remove(&number);
+            Arc::make_mut(&mut active.open).remove(&number);
             match std::fs::remove_file(self.dir.join(file_name(number))) {
                 Err(e) if e.kind() != io::ErrorKind::NotFound => return Err(e),
                 _ => {}
@@ -303,7 +304,7 @@ impl Bodies {
     pub fn reader(&self) -> BodyReader {
         BodyReader {
             dir: self.dir.clone(),
-            open: Mutex::new(self.lock().open.clone()),
+            open: self.lock().open.clone(),
         }
     }
 
@@ -313,26 +314,28 @@ impl Bodies {
     }
 }
 
-/// The body files as they were when [`Bodies::reader`] took it (files created since are
-/// opened when first read).
+/// The body files as they were when [`Bodies::reader`] took it (a file created since is
+/// opened by name when read).
 pub struct BodyReader {
     dir: PathBuf,
-    open: Mutex<HashMap<u32, Arc<File>>>,
+    open: Arc<HashMap<u32, Arc<File>>>,
 }
 
 impl BodyReader {
     /// The bytes `body` refers to. Errors: the file system's (a file that is gone is
     /// `NotFound`), and bytes whose CRC differs from the reference's (`InvalidData`).
     pub fn read(&self, body: BodyRef) -> io::Result<Vec<u8>> {
-        let file = {
-            let mut open = self.open.lock().unwrap_or_else(|e| e.into_inner());
-            match open.get(&body.file) {
-                Some(file) => file.clone(),
-                None => {
-                    let file = Arc::new(File::open(self.dir.join(file_name(body.file)))?);
-                    open.insert(body.file, file.clone());
-                    file
-                }
+        if body.len == 0 {
+            // An empty body is in no file (and keeps none alive).
+            return Ok(Vec::new());
+        }
+        let opened;
+        let file = match self.open.get(&body.file) {
+            Some(file) => file,
+            // Created after this reader was taken.
+            None => {
+                opened = File::open(self.dir.join(file_name(body.file)))?;
+                &opened
             }
         };
         let mut bytes = vec![0u8; body.len as usize];
@@ -378,6 +381,15 @@ mod tests {
         assert_eq!(bodies.read(a).unwrap(), b"first body");
         assert_eq!(bodies.reader().read(b).unwrap(), b"second");
         assert_eq!(bodies.position(), Position { file: 0, end: 16 });
+    }
+
+    #[test]
+    fn an_empty_body_reads_back_without_its_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let bodies = Bodies::open(dir.path(), Position::default(), &[]).unwrap();
+        let empty = bodies.append(b"").unwrap();
+        std::fs::remove_file(dir.path().join(file_name(0))).unwrap();
+        assert_eq!(bodies.reader().read(empty).unwrap(), b"");
     }
 
     #[test]

@@ -23,6 +23,21 @@ fn body_error(what: &str, e: std::io::Error) -> IndexError {
     IndexError::Corrupt(format!("{what}: {e}"))
 }
 
+/// [`Bodies::sync`], its error as the index's: call before every durable commit.
+pub(crate) fn sync(bodies: &Bodies) -> Result<(), IndexError> {
+    bodies
+        .sync()
+        .map_err(|e| body_error("syncing the body files", e))
+}
+
+/// [`Bodies::delete_retired`] after a durable commit; a failure is logged, not returned (the
+/// commit stands, and the next start deletes what no commit references).
+pub(crate) fn delete_retired(bodies: &Bodies) {
+    if let Err(e) = bodies.delete_retired() {
+        tracing::warn!(error = %e, "emptied body files not deleted (the next start deletes them)");
+    }
+}
+
 /// A stored reference, decoded; a row of another length is a corrupt index.
 pub(crate) fn decode_ref(key: &str, bytes: &[u8]) -> Result<BodyRef, IndexError> {
     BodyRef::decode(bytes)
@@ -84,8 +99,16 @@ impl<'t> BodyWriter<'t> {
     }
 
     fn add_live(&mut self, file: u32, delta: i64) -> Result<(), IndexError> {
+        if delta == 0 {
+            return Ok(());
+        }
         let now = self.live.get(file).map_err(db)?.map_or(0, |v| v.value());
-        let after = now.saturating_add_signed(delta);
+        let after = now.checked_add_signed(delta).ok_or_else(|| {
+            IndexError::Corrupt(format!(
+                "body file {file}: {now} live bytes, and a body of {} removed",
+                -delta
+            ))
+        })?;
         if after == 0 {
             self.live.remove(file).map_err(db)?;
             if file != self.bodies.position().file {
@@ -137,14 +160,7 @@ impl<'t> BodyWriter<'t> {
         refs: &Table<'_, &'static str, &'static [u8]>,
         key: &str,
     ) -> Result<Option<Vec<u8>>, IndexError> {
-        let Some(value) = refs.get(key).map_err(db)? else {
-            return Ok(None);
-        };
-        let body = decode_ref(key, value.value())?;
-        self.bodies
-            .read(body)
-            .map(Some)
-            .map_err(|e| body_error(&format!("the body of {key}"), e))
+        read(refs, &self.bodies.reader(), key)
     }
 
     /// Records the active file and its end in `meta`, for [`Bodies::open`] after this commit.

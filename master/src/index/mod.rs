@@ -256,9 +256,7 @@ impl Index {
         })?;
         let moved = body_tables::move_inline(&txn, &bodies)?;
         if moved > 0 {
-            bodies
-                .sync()
-                .map_err(|e| IndexError::Corrupt(format!("syncing the body files: {e}")))?;
+            body_tables::sync(&bodies)?;
             txn.commit().map_err(db)?;
             tracing::info!(
                 bodies = moved,

@@ -421,14 +421,10 @@ impl Index {
             applier.set_applied(header.applied_index, header.applied_term)?;
             retired.extend(applier.take_retired());
         }
-        self.bodies
-            .sync()
-            .map_err(|e| IndexError::Corrupt(format!("syncing the body files: {e}")))?;
+        body_tables::sync(&self.bodies)?;
         txn.commit().map_err(db)?;
         self.bodies.retire(retired);
-        if let Err(e) = self.bodies.delete_retired() {
-            tracing::warn!(error = %e, "body files of the index before the restore not deleted (the next start deletes them)");
-        }
+        body_tables::delete_retired(&self.bodies);
         Ok(counts)
     }
 }
