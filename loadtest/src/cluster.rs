@@ -9,6 +9,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
+use crate::small_disk::SmallDisk;
 use symcluster_client::{Client, api};
 use symcluster_sources::{S3Settings, Source};
 
@@ -309,6 +310,10 @@ pub struct MasterOptions {
     /// listens on `127.0.0.N` (one host per master, as the same peer port on every master
     /// needs; Linux routes all of 127.0.0.0/8 to the loopback interface).
     pub peer_port: Option<u16>,
+    /// Each master's data directory on a filesystem of its own of this many bytes
+    /// ([`SmallDisk`], a `tmpfs`; root needed), which a test can fill
+    /// ([`Cluster::fill_master_disk`]).
+    pub small_disks: Option<u64>,
 }
 
 /// PEM files for a TLS test cluster.
@@ -349,6 +354,7 @@ impl Default for MasterOptions {
             args: Vec::new(),
             env: Vec::new(),
             peer_port: None,
+            small_disks: None,
         }
     }
 }
@@ -460,6 +466,9 @@ pub struct Cluster {
     pub workers: Vec<Option<Proc>>,
     /// Each worker's `/metrics` and `/ready` address (`127.0.0.1:port`), by index.
     pub worker_metrics: Vec<String>,
+    /// The masters' own filesystems ([`MasterOptions::small_disks`]), by member id - 1;
+    /// unmounted after every process is stopped.
+    small_disks: Vec<SmallDisk>,
     /// Scratch space (data, caches, logs); declared last, so dropped after every process.
     pub dir: tempfile::TempDir,
 }
@@ -491,7 +500,15 @@ impl Cluster {
             options,
             workers: Vec::new(),
             worker_metrics: Vec::new(),
+            small_disks: Vec::new(),
         };
+        if let Some(bytes) = cluster.options.small_disks {
+            for id in 1..=cluster.masters.len() as u64 {
+                let disk = SmallDisk::mount(&cluster.master_data_dir(id), bytes)
+                    .expect("a small disk for a master");
+                cluster.small_disks.push(disk);
+            }
+        }
         for id in 1..=cluster.masters.len() as u64 {
             cluster.start_master(id);
         }
@@ -644,6 +661,15 @@ impl Cluster {
     /// Master `id`'s `--data-dir` (its index, Raft log and received snapshots).
     pub fn master_data_dir(&self, id: u64) -> PathBuf {
         self.dir.path().join(format!("master-{id}-data"))
+    }
+
+    /// Fills master `id`'s data directory to the last byte ([`SmallDisk::fill`]; the cluster
+    /// was started with [`MasterOptions::small_disks`]): its next write that needs space fails
+    /// with `ENOSPC`. Returns the bytes the filler took.
+    pub fn fill_master_disk(&self, id: u64) -> u64 {
+        self.small_disks[id as usize - 1]
+            .fill()
+            .expect("fill the master's disk")
     }
 
     /// SIGKILLs master `id`.

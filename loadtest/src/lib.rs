@@ -17,3 +17,4 @@ pub mod cold_start;
 pub mod images;
 pub mod kafka;
 pub mod procstat;
+pub mod small_disk;

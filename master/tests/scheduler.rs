@@ -27,7 +27,7 @@ impl Outbound for Alone {
 struct Master {
     scheduler: Arc<Scheduler>,
     raft: RaftHandle,
-    node: Option<std::thread::JoinHandle<()>>,
+    node: Option<std::thread::JoinHandle<Result<(), mraft::RaftError>>>,
     _dir: tempfile::TempDir,
 }
 

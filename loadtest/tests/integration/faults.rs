@@ -1,4 +1,5 @@
-//! Faults caused for real: a worker SIGKILLed mid-job, S3 stopped, the master restarted.
+//! Faults caused for real: a worker SIGKILLed mid-job, S3 stopped, the master restarted, a
+//! leader's disk full.
 
 use std::time::{Duration, Instant};
 
@@ -140,6 +141,92 @@ async fn master_restart_keeps_the_index() {
     let groups = groups(&client, 5).await;
     assert_eq!(groups.len(), 1);
     assert_eq!(groups[0].count, 1);
+}
+
+/// A leader whose data directory fills up (a real `ENOSPC` from its own writes, on a small
+/// `tmpfs`) exits with status 74 instead of staying up as a leader whose Raft member has stopped
+/// (before, its thread ended and the process went on: a frozen index, submits refused with no
+/// leader to go to). The other two elect a leader; the job acknowledged before completes there
+/// with its exact frame, and so does every job submitted after the fault.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_leader_whose_disk_fills_up_exits_and_the_others_go_on() {
+    let mut cluster = Cluster::start(
+        1,
+        MasterOptions {
+            masters: 3,
+            small_disks: Some(256 << 20),
+            ..Default::default()
+        },
+    )
+    .await;
+    upload_dsyms(&cluster, &[repo().join("examples/ios-demo/DemoApp.dSYM")]);
+    let report = std::fs::read(repo().join("examples/ios-demo/DemoApp.crash")).unwrap();
+    let leader = cluster.wait_for_leader().await;
+    let mut client = cluster.client().await;
+    client
+        .submit_native("before-full", report.clone())
+        .await
+        .unwrap();
+    let before = result(&wait(&mut client, "before-full").await);
+    let crash_frame = ("crash_write_null".to_owned(), "crash.c".to_owned(), 23);
+    assert_eq!(app_frames(&before, &["DemoApp"])[0], crash_frame);
+
+    let filler = cluster.fill_master_disk(leader);
+    eprintln!("master {leader}'s disk filled with {filler} bytes");
+    // The leader's next write (this submit's log entry, or a command of its own before it)
+    // fails: the process ends.
+    let submitting = {
+        let (mut client, report) = (client.clone(), report.clone());
+        tokio::spawn(async move {
+            let mut ids = Vec::new();
+            for i in 0..3 {
+                let id = format!("after-full-{i}");
+                client
+                    .submit_native(&id, report.clone())
+                    .await
+                    .unwrap_or_else(|e| panic!("submit {id}: {e}"));
+                ids.push(id);
+            }
+            ids
+        })
+    };
+    let status = cluster
+        .wait_master_exit(leader, Duration::from_secs(30))
+        .await
+        .unwrap_or_else(|| {
+            panic!(
+                "master {leader} still runs with a full disk; its log:\n{}",
+                cluster.master_logs()
+            )
+        });
+    assert_eq!(
+        status.code(),
+        Some(74),
+        "master {leader} exited with {status}"
+    );
+    let log = std::fs::read_to_string(cluster.master_log_path(leader)).unwrap();
+    assert!(
+        log.contains("raft storage failed; this master exits")
+            && log.contains("No space left on device"),
+        "master {leader}'s log does not say why it stopped:\n{log}"
+    );
+
+    let new_leader = cluster.wait_for_leader().await;
+    assert_ne!(new_leader, leader);
+    let ids = tokio::time::timeout(Duration::from_secs(60), submitting)
+        .await
+        .expect("the submits after the fault were not acknowledged by the new leader")
+        .unwrap();
+    let mut client = cluster.client().await;
+    for id in std::iter::once("before-full".to_owned()).chain(ids) {
+        let job = wait(&mut client, &id).await;
+        assert_eq!(job.state, api::JobState::Completed as i32, "{id}");
+        assert_eq!(
+            app_frames(&result(&job), &["DemoApp"])[0],
+            crash_frame,
+            "{id}"
+        );
+    }
 }
 
 /// A port found free can be taken before Garage binds it (another test's process took one in a

@@ -524,11 +524,22 @@ pub fn start<S: StateMachine>(
     std::thread::Builder::new()
         .name(format!("raft-{}", config.id))
         .spawn(move || {
-            // raft-rs panics on a storage error it cannot handle (an unreadable log segment): a
-            // master whose Raft member is gone must not go on serving a stale index.
-            if std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| node.run())).is_err() {
-                tracing::error!("the raft node failed; this master exits");
-                std::process::exit(70);
+            // A master whose Raft member is gone must not go on serving a stale index under the
+            // role it last had: it exits, its clients and workers fail over to the others at
+            // once (their connections drop), and its supervisor restarts it, which replays what
+            // is durable. raft-rs panics on a storage error it cannot handle (an unreadable log
+            // segment); the node returns the errors it meets itself (a full disk, a failed
+            // fsync or index commit).
+            match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| node.run())) {
+                Ok(Ok(())) => {}
+                Ok(Err(e)) => {
+                    tracing::error!(error = %e, "raft storage failed; this master exits");
+                    std::process::exit(node::STORAGE_FAILED_EXIT);
+                }
+                Err(_) => {
+                    tracing::error!("the raft node failed; this master exits");
+                    std::process::exit(70);
+                }
             }
         })
         .map_err(RaftError::Thread)

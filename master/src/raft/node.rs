@@ -46,6 +46,11 @@ use crate::metrics;
 /// How often the node ticks.
 pub const TICK: Duration = Duration::from_millis(100);
 
+/// The exit status of a master whose Raft log or index could not be written (`EX_IOERR` of
+/// BSD's `sysexits.h`): [`Node::run`]'s error ends the process, so that it restarts instead
+/// of serving a frozen index (a panic of the node exits 70, `EX_SOFTWARE`).
+pub const STORAGE_FAILED_EXIT: i32 = 74;
+
 struct Waiter<O> {
     reply: oneshot::Sender<Result<O, ProposeError>>,
     proposed: Instant,
@@ -177,17 +182,27 @@ impl<S: StateMachine> Node<S> {
 
     /// Runs until [`Input::Stop`] or until every sender is gone: waits for an input or the next
     /// tick ([`TICK`]), then takes a [`Node::turn`].
-    pub fn run(mut self) {
+    ///
+    /// Errors: the log or the state machine cannot be written (a full disk, a failed fsync, an
+    /// index that cannot commit). The member cannot go on without them, so the node stops at
+    /// once, answers every proposal and membership change still waiting with
+    /// [`ProposeError::Storage`], and hands the error to the caller, whose part it is to end
+    /// the process ([`super::start`] exits with [`STORAGE_FAILED_EXIT`]): a thread that ended
+    /// would leave the process serving a frozen index under the role it last had.
+    pub fn run(mut self) -> Result<(), RaftError> {
         let mut last_tick = Instant::now();
         loop {
             match self
                 .inputs
                 .recv_timeout(TICK.saturating_sub(last_tick.elapsed()))
             {
-                Ok(Input::Stop) => return self.stop(),
+                Ok(Input::Stop) => {
+                    self.stop();
+                    return Ok(());
+                }
                 Ok(input) => self.handle(input),
                 Err(RecvTimeoutError::Timeout) => {}
-                Err(RecvTimeoutError::Disconnected) => return,
+                Err(RecvTimeoutError::Disconnected) => return Ok(()),
             }
             let tick = last_tick.elapsed() >= TICK;
             if tick {
@@ -195,12 +210,13 @@ impl<S: StateMachine> Node<S> {
             }
             match self.turn(tick) {
                 Ok(true) => {}
-                Ok(false) => return self.stop(),
+                Ok(false) => {
+                    self.stop();
+                    return Ok(());
+                }
                 Err(e) => {
-                    // The log cannot be written: stop taking part rather than diverge.
-                    tracing::error!(error = %e, "raft storage failed; this master stops replicating");
                     self.fail_waiters(ProposeError::Storage(e.to_string()));
-                    return;
+                    return Err(e);
                 }
             }
         }
