@@ -7,7 +7,9 @@
 //!   also takes that attempt out of the count against `max_attempts` (`uncounted_attempts`).
 //! - `Complete` from any attempt completes a job that is not finished: the first completion
 //!   wins, later ones are ignored, so racing workers complete a job once; it adds the job to its
-//!   crash group.
+//!   crash group. From version 6, a `Complete` naming another revision than the job's
+//!   (`Complete.revision`) is stale and ignored: a late duplicate of a finished revision never
+//!   completes the next one.
 //! - `Fail` fails a job that is not finished.
 //! - `Complete` and `Fail` record the files the job lacked ([`super::missing`]); such a job keeps
 //!   its spec, so that it can run again.
@@ -179,7 +181,10 @@ impl<'t> Applier<'t> {
                 }
                 true
             }),
-            Kind::Complete(c) => self.complete(c, command.version >= 5),
+            Kind::Complete(c) => {
+                let revision = (command.version >= 6 && c.revision != 0).then_some(c.revision);
+                self.complete(c, revision, command.version >= 5)
+            }
             Kind::Fail(c) => self.fail(c, command.version >= 5),
             Kind::Purge(c) => self.purge(c.finished_before_ms, c.max_jobs, command.version),
             Kind::Resymbolicate(c) => self.resymbolicate(c, command.version),
@@ -245,19 +250,26 @@ impl<'t> Applier<'t> {
         })
     }
 
-    /// `bounded`: the group's tree is bounded ([`super::tree::merge`]; entries of version 5 on).
-    fn complete(&mut self, c: &pb::Complete, bounded: bool) -> Result<Applied, IndexError> {
+    /// `revision`: the job's revision the result was made for (`None`: any, as older entries
+    /// applied). `bounded`: the group's tree is bounded ([`super::tree::merge`]; entries of
+    /// version 5 on).
+    fn complete(
+        &mut self,
+        c: &pb::Complete,
+        revision: Option<u32>,
+        bounded: bool,
+    ) -> Result<Applied, IndexError> {
         let group = c.group.as_ref().filter(|g| !g.fingerprint.is_empty());
-        let (applied, before) =
-            self.finish(&c.job_id, c.keep_spec || !c.missing.is_empty(), |job| {
-                job.state = JobState::Completed as i32;
-                job.finished_at_ms = c.at_ms;
-                job.worker_id = c.worker_id.clone();
-                job.error.clear();
-                job.fingerprint = group.map(|g| g.fingerprint.clone()).unwrap_or_default();
-                job.missing = c.missing.clone();
-                job.call_tree = c.call_tree.clone();
-            })?;
+        let keep_spec = c.keep_spec || !c.missing.is_empty();
+        let (applied, before) = self.finish(&c.job_id, keep_spec, revision, |job| {
+            job.state = JobState::Completed as i32;
+            job.finished_at_ms = c.at_ms;
+            job.worker_id = c.worker_id.clone();
+            job.error.clear();
+            job.fingerprint = group.map(|g| g.fingerprint.clone()).unwrap_or_default();
+            job.missing = c.missing.clone();
+            job.call_tree = c.call_tree.clone();
+        })?;
         if let Applied::Changed { .. } = applied {
             let compressed;
             let blob = if c.result_zstd.is_empty() {
@@ -307,13 +319,17 @@ impl<'t> Applier<'t> {
                 true
             });
         }
-        let (applied, before) =
-            self.finish(&c.job_id, c.keep_spec || !c.missing.is_empty(), |job| {
+        let (applied, before) = self.finish(
+            &c.job_id,
+            c.keep_spec || !c.missing.is_empty(),
+            None,
+            |job| {
                 job.state = JobState::Failed as i32;
                 job.finished_at_ms = c.at_ms;
                 job.error = c.error.clone();
                 job.missing = c.missing.clone();
-            })?;
+            },
+        )?;
         if let Applied::Changed { .. } = applied {
             self.missing.unrecord(&c.job_id, &before.missing)?;
             self.missing.record(&c.job_id, &c.missing, c.at_ms, "")?;
@@ -330,11 +346,12 @@ impl<'t> Applier<'t> {
         &mut self,
         job_id: &str,
         keep_spec: bool,
+        revision: Option<u32>,
         f: impl FnOnce(&mut pb::JobRecord),
     ) -> Result<(Applied, Previous), IndexError> {
         let mut before = Previous::default();
         let applied = self.update(job_id, keep_spec, |job| {
-            if is_terminal(job_state(job)) {
+            if is_terminal(job_state(job)) || revision.is_some_and(|r| r != job.revision) {
                 return false;
             }
             before = Previous::take(job);
@@ -897,6 +914,66 @@ mod tests {
         assert!(index.open_jobs().unwrap().is_empty());
         // The report stays with the record and the result (until purged).
         assert_eq!(index.spec("a").unwrap(), Some(Vec::new()));
+    }
+
+    /// From version 6 a completion names its revision: one of revision 1 committed while the
+    /// job runs revision 2 is ignored; the same command written by an older leader (version 5,
+    /// no revision) replays as it applied then, completing whatever revision runs.
+    #[test]
+    fn a_completion_of_another_revision_is_stale_from_version_6() {
+        let stale = |version: u32| {
+            let mut c = command::with_revision(
+                command::complete("a", 1, "w", b"{\"r\":1}".to_vec(), Some(group("g1")), 30),
+                1,
+            );
+            c.version = version;
+            c
+        };
+        for (version, want) in [(6, JobState::Running), (5, JobState::Completed)] {
+            let (_dir, index) = index();
+            let applied = apply_all(
+                &index,
+                &[
+                    command::submit("a", v1::JobKind::Native, vec![7], "k", 1),
+                    command::lease("a", "w", "", 1, 2),
+                    command::with_revision(
+                        command::with_missing(
+                            command::complete("a", 1, "w", b"{}".to_vec(), Some(group("g0")), 3),
+                            vec![lacking("dbg-1")],
+                        ),
+                        1,
+                    ),
+                    command::resymbolicate("a", "dbg-1 arrived", 4),
+                    command::lease("a", "w", "", 2, 5),
+                    stale(version),
+                ],
+            );
+            let job = index.job("a", true).unwrap().unwrap();
+            assert_eq!(
+                (job.state(), job.record.revision),
+                (want, 2),
+                "version {version}"
+            );
+            assert_eq!(
+                matches!(applied[5], Applied::Ignored),
+                version >= 6,
+                "version {version}"
+            );
+        }
+        // A completion naming the revision that runs is taken.
+        let (_dir, index) = index();
+        let applied = apply_all(
+            &index,
+            &[
+                command::submit("a", v1::JobKind::Native, vec![7], "k", 1),
+                command::lease("a", "w", "", 1, 2),
+                command::with_revision(
+                    command::complete("a", 1, "w", b"{}".to_vec(), Some(group("g0")), 3),
+                    1,
+                ),
+            ],
+        );
+        assert!(matches!(applied[2], Applied::Changed { .. }));
     }
 
     #[test]

@@ -134,6 +134,7 @@ pub fn complete_zstd(
         missing: Vec::new(),
         call_tree: Vec::new(),
         keep_spec: true,
+        revision: 0,
     }))
 }
 
@@ -156,6 +157,16 @@ pub fn with_missing(mut command: Command, missing: Vec<v1::MissingFile>) -> Comm
         Some(pb::command::Kind::Complete(c)) => c.missing = missing,
         Some(pb::command::Kind::Fail(c)) => c.missing = missing,
         _ => {}
+    }
+    command
+}
+
+/// `command` (a `Complete`) naming the job's `revision` whose attempt made the result: a
+/// completion of another revision is stale when it applies (`index/apply.rs`). Other commands
+/// are returned as they are.
+pub fn with_revision(mut command: Command, revision: u32) -> Command {
+    if let Some(pb::command::Kind::Complete(c)) = &mut command.kind {
+        c.revision = revision;
     }
     command
 }

@@ -73,7 +73,7 @@ pub const CACHE_BYTES: usize = 64 << 20;
 /// the jobs it deletes out of their crash groups (a group left with no job is deleted). Every
 /// version's group call trees are bounded ([`tree::MAX_GROUP_TREE_NODES`]) and stored apart
 /// from the group records ([`groups`], moved once when an older index opens).
-pub const SCHEMA_VERSION: u32 = 5;
+pub const SCHEMA_VERSION: u32 = 6;
 
 /// Keys of [`META`].
 pub(crate) mod meta {

@@ -29,9 +29,11 @@ impl Scheduler {
             .is_some_and(|l| l.attempt == attempt && l.worker_id == worker_id)
     }
 
-    /// A worker's result: `false` when the job is already finished or unknown, or when
+    /// A worker's result: `false` when the job is already finished or unknown, when
     /// `worker_id` and `attempt` are not the job's current lease (another worker's, or an
-    /// attempt that expired).
+    /// attempt that expired), or when the end of that attempt is already proposed (a duplicate
+    /// completion). The command names the job's revision, so that it applies only to the
+    /// revision it was made for.
     pub async fn complete(
         &self,
         worker_id: &str,
@@ -39,40 +41,49 @@ impl Scheduler {
         attempt: u32,
         completion: Completion,
     ) -> Result<bool, ScheduleError> {
-        let next_leases = {
+        let (revision, next_leases) = {
             let mut core = self.lock();
-            if !Self::holds_lease(&core, job_id, worker_id, attempt) {
+            // A second completion of the attempt while the first is in flight (a worker's retry
+            // after a failover) is not proposed again: the first one's answer says what it did.
+            if !Self::holds_lease(&core, job_id, worker_id, attempt)
+                || core.pending.contains(job_id)
+            {
                 return Ok(false);
             }
+            core.pending.insert(job_id.to_owned());
+            let revision = core.projection.open.get(job_id).map_or(0, |j| j.revision);
             // The worker's slot is free from now on, whatever becomes of this result: its next
             // lease is proposed with the completion, in the same Ready (one fsync and one
             // message per follower for both, and the worker gets its next job a commit sooner).
             if let Some(worker) = core.workers.get_mut(worker_id) {
                 worker.busy.remove(job_id);
             }
-            self.next_leases(&mut core)
+            (revision, self.next_leases(&mut core))
         };
-        let applied = self
-            .raft
-            .propose_then(
-                command::with_call_tree(
-                    command::with_missing(
-                        command::complete_zstd(
-                            job_id,
-                            attempt,
-                            worker_id,
-                            completion.result_zstd,
-                            completion.group,
-                            now_ms(),
-                        ),
-                        completion.missing,
+        // Stamped with the revision the lease belongs to: if the job runs again for a file
+        // that arrived before this commits, this result is stale and the index ignores it.
+        let complete = command::with_revision(
+            command::with_call_tree(
+                command::with_missing(
+                    command::complete_zstd(
+                        job_id,
+                        attempt,
+                        worker_id,
+                        completion.result_zstd,
+                        completion.group,
+                        now_ms(),
                     ),
-                    completion.call_tree,
+                    completion.missing,
                 ),
-                next_leases,
-            )
-            .await?;
-        Ok(matches!(applied, Applied::Changed { .. }))
+                completion.call_tree,
+            ),
+            revision,
+        );
+        let applied = self.raft.propose_then(complete, next_leases).await;
+        if applied.is_err() {
+            self.lock().pending.remove(job_id);
+        }
+        Ok(matches!(applied?, Applied::Changed { .. }))
     }
 
     /// A worker's failed attempt: requeued while attempts remain and the error is retryable,

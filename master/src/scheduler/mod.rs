@@ -534,6 +534,154 @@ mod tests {
         }
     }
 
+    /// Commits `commands` as the node does: one batch through the real state machine
+    /// (`replica::IndexMachine`, the scheduler as its hooks), the log index after `last`.
+    fn commit(machine: &crate::replica::IndexMachine, last: &mut u64, commands: &[Vec<u8>]) {
+        use crate::raft::StateMachine;
+        use crate::raft::state_machine::{Applying, Batch};
+        let entries = commands
+            .iter()
+            .map(|data| {
+                *last += 1;
+                Applying::Command { index: *last, data }
+            })
+            .collect();
+        machine
+            .apply(Batch {
+                entries,
+                applied: (*last, 1),
+                durable: false,
+                is_leader: true,
+            })
+            .unwrap();
+    }
+
+    /// The commands proposed so far and not taken yet (each `then` after its command).
+    fn proposed(inputs: &std::sync::mpsc::Receiver<crate::raft::Input<Applied>>) -> Vec<Vec<u8>> {
+        let mut out = Vec::new();
+        while let Ok(input) = inputs.try_recv() {
+            if let crate::raft::Input::Propose { command, then, .. } = input {
+                out.push(command);
+                out.extend(then);
+            }
+        }
+        out
+    }
+
+    /// Issue 54, item 4: a worker's completion of revision 1 proposed twice (its retry after a
+    /// failover reaches the new leader while the first is still in flight) must not complete
+    /// revision 2 when the duplicate commits after the job was queued again for a file that
+    /// arrived and leased again: before, `apply` took a completion of any attempt or revision,
+    /// and the re-run's job ended COMPLETED with the old result while its worker still ran.
+    #[tokio::test]
+    async fn a_late_duplicate_completion_of_revision_1_does_not_complete_revision_2() {
+        use futures::FutureExt;
+        let dir = tempfile::tempdir().unwrap();
+        let (scheduler, inputs) = in_flight_scheduler(dir.path());
+        let scheduler = Arc::new(scheduler);
+        let machine =
+            crate::replica::IndexMachine::new(scheduler.index().clone(), scheduler.clone());
+        let mut last = 0;
+        let job = "p/x";
+        scheduler.role_changed(true);
+        scheduler
+            .register("w1", 1, 0, "worker".into(), false)
+            .unwrap();
+        let _leases = scheduler.open_lease_stream("w1").unwrap();
+        let submit = command::submit(job, v1::JobKind::Native, vec![7; 64], "k", 1);
+        commit(&machine, &mut last, &[command::encode(&submit)]);
+        // The scheduler leased it to w1 (attempt 1).
+        let lease = proposed(&inputs);
+        assert_eq!(lease.len(), 1, "one lease proposed");
+        commit(&machine, &mut last, &lease);
+        assert_eq!(
+            scheduler.lease_token(job, "w1", 1).as_deref(),
+            Some("worker")
+        );
+
+        let completion = |result: &str| Completion {
+            result_zstd: crate::index::compress(result.as_bytes()),
+            missing: vec![v1::MissingFile {
+                key: "0a0b0c0d-0000-0000-0000-000000000001".into(),
+                image: "App".into(),
+                arch: "arm64".into(),
+            }],
+            ..Completion::default()
+        };
+        // Its result is proposed (and stays in flight: no node commits it)...
+        let first = scheduler.complete("w1", job, 1, completion(r#"{"revision":1}"#));
+        assert!(
+            first.now_or_never().is_none(),
+            "the completion waits for its commit"
+        );
+        let first = proposed(&inputs);
+        // ...a failover: the new leader knows nothing in flight; the worker re-registers and
+        // reports the same result again, which it proposes too.
+        scheduler.role_changed(false);
+        scheduler.role_changed(true);
+        scheduler
+            .register("w1", 1, 0, "worker".into(), false)
+            .unwrap();
+        let _leases = scheduler.open_lease_stream("w1").unwrap();
+        let second = scheduler.complete("w1", job, 1, completion(r#"{"revision":1}"#));
+        assert!(
+            second.now_or_never().is_none(),
+            "the completion waits for its commit"
+        );
+        let duplicate = proposed(&inputs);
+        assert_eq!((first.len(), duplicate.len()), (1, 1));
+
+        // The first commits: revision 1 is COMPLETED, lacking a file; the file arrives, the job
+        // is queued again as revision 2 and leased again (attempt 2).
+        commit(&machine, &mut last, &first);
+        let resymbolicate = command::resymbolicate(job, "App arrived", 10);
+        commit(&machine, &mut last, &[command::encode(&resymbolicate)]);
+        let lease = proposed(&inputs);
+        assert_eq!(lease.len(), 1, "revision 2 leased");
+        commit(&machine, &mut last, &lease);
+        let running = scheduler.index().job(job, true).unwrap().unwrap();
+        assert_eq!(
+            (
+                running.state(),
+                running.record.revision,
+                running.record.attempts
+            ),
+            (JobState::Running, 2, 2)
+        );
+
+        // The duplicate of revision 1 commits now: stale, it changes nothing.
+        commit(&machine, &mut last, &duplicate);
+        let after = scheduler.index().job(job, true).unwrap().unwrap();
+        assert_eq!(
+            (after.state(), after.record.revision, after.record.attempts),
+            (JobState::Running, 2, 2),
+            "revision 2 was completed by a duplicate of revision 1's result"
+        );
+        assert!(
+            scheduler.lease_token(job, "w1", 2).is_some(),
+            "w1 still runs attempt 2"
+        );
+
+        // Revision 2's own result completes it.
+        let third = scheduler.complete(
+            "w1",
+            job,
+            2,
+            Completion {
+                result_zstd: crate::index::compress(br#"{"revision":2}"#),
+                ..Completion::default()
+            },
+        );
+        assert!(third.now_or_never().is_none());
+        commit(&machine, &mut last, &proposed(&inputs));
+        let done = scheduler.index().job(job, true).unwrap().unwrap();
+        assert_eq!(
+            (done.state(), done.record.revision),
+            (JobState::Completed, 2)
+        );
+        assert_eq!(done.result_json.as_deref(), Some(&br#"{"revision":2}"#[..]));
+    }
+
     #[test]
     fn a_resymbolicate_or_resubmit_that_changes_nothing_leaves_an_attempt_s_end_in_flight() {
         let dir = tempfile::tempdir().unwrap();

@@ -47,6 +47,9 @@ pub struct OpenJob {
     /// It runs again for a file that arrived (revision 2 or more): the worker looks every file
     /// up afresh.
     pub recheck_missing: bool,
+    /// Its revision (`JobRecord.revision`, 1-based): what a completion of its current attempt
+    /// is for (`Complete.revision`).
+    pub revision: u32,
 }
 
 /// What one change did, for the scheduler to follow with the workers' slots.
@@ -164,6 +167,7 @@ fn open_job(job: &JobSummary, lease: Option<LeaseInfo>) -> OpenJob {
         uncounted: job.uncounted_attempts,
         lease,
         recheck_missing: job.revision > 1,
+        revision: job.revision,
     }
 }
 
