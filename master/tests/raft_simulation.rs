@@ -476,7 +476,10 @@ fn run(seed: u64, steps: usize) -> Stats {
             let out = left.unwrap_or_else(|| (1..=3).find(|id| Some(*id) != leader).unwrap());
             if conf.as_ref().is_some_and(|c| c.contains(&out)) && Some(out) != leader {
                 sim.changes.clear();
-                if sim.change(MemberChange::Remove { ids: vec![out] }) {
+                if sim.change(MemberChange::Remove {
+                    ids: vec![out],
+                    force: false,
+                }) {
                     left = Some(out);
                 }
             } else if let Some(out) = left
@@ -625,7 +628,10 @@ fn a_leader_just_elected_hands_leadership_over_when_asked_to_remove_itself() {
     // Its first appends are sent and not yet answered: ask it now, and let only it take a turn.
     let (reply, mut answer) = oneshot::channel();
     sim.member(leader).unwrap().deliver(Input::ChangeMembers {
-        change: MemberChange::Remove { ids: vec![leader] },
+        change: MemberChange::Remove {
+            ids: vec![leader],
+            force: false,
+        },
         reply,
     });
     sim.member(leader).unwrap().turn(false);
@@ -643,7 +649,10 @@ fn a_leader_just_elected_hands_leadership_over_when_asked_to_remove_itself() {
         }
     }
     let next = next.expect("leadership was not handed over");
-    assert!(sim.change(MemberChange::Remove { ids: vec![leader] }));
+    assert!(sim.change(MemberChange::Remove {
+        ids: vec![leader],
+        force: false,
+    }));
     let mut done = None;
     for _ in 0..200 {
         lossless(&mut sim, 1, true);
@@ -734,7 +743,10 @@ fn a_change_asked_of_a_leader_just_elected_is_made_once_its_term_begins() {
     let removed = old;
     let (reply, mut answer) = oneshot::channel();
     sim.member(leader).unwrap().deliver(Input::ChangeMembers {
-        change: MemberChange::Remove { ids: vec![removed] },
+        change: MemberChange::Remove {
+            ids: vec![removed],
+            force: false,
+        },
         reply,
     });
     let mut done = Err(oneshot::error::TryRecvError::Empty);
@@ -750,5 +762,136 @@ fn a_change_asked_of_a_leader_just_elected_is_made_once_its_term_begins() {
         "the removal of {removed} asked on {leader}: {done:?}"
     );
     let want: Vec<u64> = (1..=3).filter(|id| *id != removed).collect();
+    assert_eq!(sim.voters(), want);
+}
+
+/// Issue 54, item 5: with one follower down, removing the only other member that is up would
+/// leave a configuration whose quorum cannot be reached (the group stalls in the joint
+/// configuration, committing nothing). The leader refuses it and says which members are up;
+/// `force` makes it anyway; removing the member that is down is made, and the group goes on.
+#[test]
+fn a_removal_that_leaves_no_quorum_up_is_refused_unless_forced() {
+    let mut sim = Sim::new(21);
+    let leader = elect(&mut sim);
+    let followers: Vec<u64> = (1..=3).filter(|id| *id != leader).collect();
+    let (up, down) = (followers[0], followers[1]);
+    // `down` is cut off until the leader no longer counts it up (an election timeout of ticks
+    // and of time since it was last heard from).
+    let is_up = |sim: &Sim, id: u64| {
+        sim.members
+            .iter()
+            .find(|m| m.id == leader)
+            .and_then(|m| m.running.as_ref())
+            .is_some_and(|r| r.node.is_up(id))
+    };
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    while is_up(&sim, down) {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "member {down} still counts as up"
+        );
+        for i in 0..sim.members.len() {
+            one_turn(&mut sim, i, true, down);
+        }
+    }
+    assert!(is_up(&sim, up) && sim.leader() == Some(leader));
+
+    let ask = |sim: &mut Sim, ids: Vec<u64>, force: bool| {
+        let (reply, answer) = oneshot::channel();
+        sim.member(leader).unwrap().deliver(Input::ChangeMembers {
+            change: MemberChange::Remove { ids, force },
+            reply,
+        });
+        let i = sim.members.iter().position(|m| m.id == leader).unwrap();
+        sim.members[i].turn(false);
+        answer
+    };
+    let mut refused = ask(&mut sim, vec![up], false);
+    match refused.try_recv() {
+        Ok(Err(ProposeError::Membership(reason))) => {
+            let want = format!(
+                "removing [{up}] leaves 1 voters up of the 2 that stay ([{leader}] of {:?}); \
+                 the group needs 2 to commit anything",
+                {
+                    let mut staying = vec![leader, down];
+                    staying.sort_unstable();
+                    staying
+                }
+            );
+            assert!(reason.starts_with(&want), "{reason}");
+        }
+        other => {
+            panic!("the removal of {up}, the only other member up, was not refused: {other:?}")
+        }
+    }
+    let raft = |sim: &Sim| {
+        sim.members
+            .iter()
+            .find(|m| m.id == leader)
+            .unwrap()
+            .running
+            .as_ref()
+            .unwrap()
+            .node
+            .raft()
+            .has_pending_conf()
+    };
+    assert!(!raft(&sim), "nothing was proposed");
+
+    // Forced, it is proposed (and waits: the joint configuration cannot commit without `down`).
+    let mut forced = ask(&mut sim, vec![up], true);
+    assert!(
+        matches!(forced.try_recv(), Err(oneshot::error::TryRecvError::Empty)),
+        "the forced removal was answered at once"
+    );
+    assert!(raft(&sim), "the forced removal was proposed");
+}
+
+/// With one follower down, removing that one is made: the two that stay are up.
+#[test]
+fn removing_the_member_that_is_down_is_made() {
+    let mut sim = Sim::new(23);
+    let leader = elect(&mut sim);
+    let down = (1..=3).find(|id| *id != leader).unwrap();
+    let is_up = |sim: &Sim, id: u64| {
+        sim.members
+            .iter()
+            .find(|m| m.id == leader)
+            .and_then(|m| m.running.as_ref())
+            .is_some_and(|r| r.node.is_up(id))
+    };
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    while is_up(&sim, down) {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "member {down} still counts as up"
+        );
+        for i in 0..sim.members.len() {
+            one_turn(&mut sim, i, true, down);
+        }
+    }
+    let (reply, mut answer) = oneshot::channel();
+    sim.member(leader).unwrap().deliver(Input::ChangeMembers {
+        change: MemberChange::Remove {
+            ids: vec![down],
+            force: false,
+        },
+        reply,
+    });
+    let mut done = Err(oneshot::error::TryRecvError::Empty);
+    for _ in 0..400 {
+        for i in 0..sim.members.len() {
+            one_turn(&mut sim, i, true, down);
+        }
+        done = answer.try_recv();
+        if !matches!(done, Err(oneshot::error::TryRecvError::Empty)) {
+            break;
+        }
+    }
+    assert!(
+        matches!(done, Ok(Ok(()))),
+        "the removal of {down}: {done:?}"
+    );
+    let want: Vec<u64> = (1..=3).filter(|id| *id != down).collect();
     assert_eq!(sim.voters(), want);
 }

@@ -506,6 +506,10 @@ pub enum MembersChange {
         /// Their member ids.
         #[arg(required = true)]
         ids: Vec<u64>,
+        /// Remove them even when too few of the masters that stay are up to form a quorum (the
+        /// group then stalls until enough are up); refused otherwise.
+        #[arg(long)]
+        force: bool,
     },
 }
 

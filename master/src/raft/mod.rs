@@ -142,6 +142,9 @@ pub enum MemberChange {
     Remove {
         /// Their ids.
         ids: Vec<u64>,
+        /// Made even when the voters that stay and are up are fewer than a quorum (the group
+        /// then stalls until enough of them are up); refused otherwise.
+        force: bool,
     },
 }
 

@@ -354,15 +354,6 @@ impl<S: StateMachine> Node<S> {
             return false;
         }
         let me = self.raw.raft.id;
-        // Up: heard from within an election timeout. raft-rs's `recent_active` alone is not
-        // enough: it is false for every follower just after an election and after each quorum
-        // check, until the follower's next answer.
-        let window = TICK * self.raw.raft.election_timeout() as u32;
-        let heard = |id: &u64| {
-            self.last_contact
-                .get(id)
-                .is_some_and(|at| at.elapsed() < window)
-        };
         let best = self
             .raw
             .raft
@@ -370,9 +361,9 @@ impl<S: StateMachine> Node<S> {
             .iter()
             // A follower that is down would stall the transfer until it times out; a learner
             // cannot lead.
-            .filter(|(id, progress)| {
+            .filter(|(id, _)| {
                 **id != me
-                    && (progress.recent_active || heard(id))
+                    && self.is_up(**id)
                     && self.conf_state.voters.contains(id)
                     && !avoid.contains(id)
             })
@@ -384,6 +375,43 @@ impl<S: StateMachine> Node<S> {
             return true;
         }
         false
+    }
+
+    /// Whether member `id` is up as this member (the leader) sees it: itself, or heard from
+    /// within an election timeout. raft-rs's `recent_active` alone is not enough: it is false
+    /// for every follower just after an election and after each quorum check, until the
+    /// follower's next answer.
+    pub fn is_up(&self, id: u64) -> bool {
+        let window = TICK * self.raw.raft.election_timeout() as u32;
+        id == self.raw.raft.id
+            || self.raw.raft.prs().get(id).is_some_and(|p| p.recent_active)
+            || self
+                .last_contact
+                .get(&id)
+                .is_some_and(|at| at.elapsed() < window)
+    }
+
+    /// Why removing `ids` would stall the group, when it would: the voters that stay and are
+    /// up ([`Node::is_up`]) are fewer than a quorum of the configuration after the change.
+    fn stalls_without(&self, ids: &[u64]) -> Option<String> {
+        let staying: Vec<u64> = self
+            .conf_state
+            .voters
+            .iter()
+            .copied()
+            .filter(|v| !ids.contains(v))
+            .collect();
+        let up: Vec<u64> = staying.iter().copied().filter(|v| self.is_up(*v)).collect();
+        let quorum = staying.len() / 2 + 1;
+        (up.len() < quorum).then(|| {
+            format!(
+                "removing {ids:?} leaves {} voters up of the {} that stay ({up:?} of {staying:?}); \
+                 the group needs {quorum} to commit anything, so it would stall. Bring a member \
+                 up first, or remove with force",
+                up.len(),
+                staying.len()
+            )
+        })
     }
 
     fn propose(
@@ -519,7 +547,7 @@ impl<S: StateMachine> Node<S> {
                             .any(|r| r.id == *id && r.address == *address)
                     })
             }
-            MemberChange::Remove { ids } => {
+            MemberChange::Remove { ids, .. } => {
                 let cs = &self.conf_state;
                 !ids.is_empty()
                     && ids
@@ -536,14 +564,17 @@ impl<S: StateMachine> Node<S> {
         reply: oneshot::Sender<Result<(), ProposeError>>,
     ) {
         let change = match change {
-            MemberChange::Remove { ids } => {
+            MemberChange::Remove { ids, force } => {
                 let cs = &self.conf_state;
                 let present: Vec<u64> = ids
                     .iter()
                     .copied()
                     .filter(|id| cs.voters.contains(id) || cs.learners.contains(id))
                     .collect();
-                MemberChange::Remove { ids: present }
+                MemberChange::Remove {
+                    ids: present,
+                    force,
+                }
             }
             add => add,
         };
@@ -552,9 +583,11 @@ impl<S: StateMachine> Node<S> {
                 membership::check_add(&self.conf_state, *id, address)
                     .map(|()| membership::add_learner(*id, address))
             }
-            MemberChange::Remove { ids } => {
-                membership::check_remove(&self.conf_state, ids).map(|()| membership::remove(ids))
-            }
+            MemberChange::Remove { ids, force } => membership::check_remove(&self.conf_state, ids)
+                .and_then(|()| match self.stalls_without(ids) {
+                    Some(reason) if !force => Err(reason),
+                    _ => Ok(membership::remove(ids)),
+                }),
         };
         let change_v2 = match checked {
             Ok(cc) => cc,
@@ -563,11 +596,11 @@ impl<S: StateMachine> Node<S> {
                 return;
             }
         };
-        if matches!(&change, MemberChange::Remove { ids } if ids.contains(&self.raw.raft.id)) {
+        if matches!(&change, MemberChange::Remove { ids, .. } if ids.contains(&self.raw.raft.id)) {
             // A leader does not remove itself: it hands leadership to a member that stays,
             // and the new leader is asked.
             let handed_over = match &change {
-                MemberChange::Remove { ids } => self.step_down_avoiding(ids),
+                MemberChange::Remove { ids, .. } => self.step_down_avoiding(ids),
                 MemberChange::Add { .. } => false,
             };
             let _ = reply.send(Err(if handed_over {

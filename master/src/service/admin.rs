@@ -136,11 +136,11 @@ impl Admin for AdminService {
         request: Request<v1::RemoveMemberRequest>,
     ) -> Result<Response<v1::ListMembersResponse>, Status> {
         auth::require(&request, auth::ADMIN_ROLES, "a membership change")?;
-        let ids = request.into_inner().ids;
-        tracing::info!(?ids, "removing members");
+        let v1::RemoveMemberRequest { ids, force } = request.into_inner();
+        tracing::info!(?ids, force, "removing members");
         members::change(
             self.scheduler.raft(),
-            crate::raft::MemberChange::Remove { ids },
+            crate::raft::MemberChange::Remove { ids, force },
         )
         .await
         .map(Response::new)

@@ -38,10 +38,13 @@ pub async fn run(args: MembersArgs) -> anyhow::Result<()> {
                 None => added,
             }
         }
-        Some(MembersChange::Remove { ids }) => {
+        Some(MembersChange::Remove { ids, force }) => {
             let removed = client
                 .on_leader(|channel| {
-                    let request = api::RemoveMemberRequest { ids: ids.clone() };
+                    let request = api::RemoveMemberRequest {
+                        ids: ids.clone(),
+                        force: *force,
+                    };
                     async move {
                         AdminClient::new(channel)
                             .remove_member(request)
