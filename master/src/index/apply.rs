@@ -8,9 +8,10 @@
 //! - `Complete` from any attempt completes a job that is not finished: the first completion
 //!   wins, later ones are ignored, so racing workers complete a job once; it adds the job to its
 //!   crash group. From version 6, a `Complete` naming another revision than the job's
-//!   (`Complete.revision`) is stale and ignored: a late duplicate of a finished revision never
-//!   completes the next one.
-//! - `Fail` fails a job that is not finished.
+//!   (`Complete.revision`; a record's 0 is revision 1) is stale and ignored: a late duplicate
+//!   of a finished revision never completes the next one.
+//! - `Fail` fails a job that is not finished; from version 6, only one naming the job's
+//!   revision (`Fail.revision`), as `Complete`.
 //! - `Complete` and `Fail` record the files the job lacked ([`super::missing`]); such a job keeps
 //!   its spec, so that it can run again.
 //! - `Resymbolicate` puts a finished job that lacked a file (and kept its spec) back in the
@@ -185,7 +186,10 @@ impl<'t> Applier<'t> {
                 let revision = (command.version >= 6 && c.revision != 0).then_some(c.revision);
                 self.complete(c, revision, command.version >= 5)
             }
-            Kind::Fail(c) => self.fail(c, command.version >= 5),
+            Kind::Fail(c) => {
+                let revision = (command.version >= 6 && c.revision != 0).then_some(c.revision);
+                self.fail(c, revision, command.version >= 5)
+            }
             Kind::Purge(c) => self.purge(c.finished_before_ms, c.max_jobs, command.version),
             Kind::Resymbolicate(c) => self.resymbolicate(c, command.version),
             Kind::MembersSeen(c) => {
@@ -304,14 +308,23 @@ impl<'t> Applier<'t> {
         Ok(applied)
     }
 
-    fn fail(&mut self, c: &pb::Fail, bounded: bool) -> Result<Applied, IndexError> {
+    /// `revision`: as [`Applier::complete`]'s.
+    fn fail(
+        &mut self,
+        c: &pb::Fail,
+        revision: Option<u32>,
+        bounded: bool,
+    ) -> Result<Applied, IndexError> {
         // A re-run (for a file that arrived) that fails keeps the result it had: the job is
         // COMPLETED again, as it was, with the re-run's error; its group, missing files and
         // spec stay, so the next arrival can run it again.
         let had_result = self.results.get(c.job_id.as_str()).map_err(db)?.is_some();
         if had_result {
             return self.update(&c.job_id, true, |job| {
-                if is_terminal(job_state(job)) || job.revision <= 1 {
+                if is_terminal(job_state(job))
+                    || job.revision <= 1
+                    || revision.is_some_and(|r| r != job.revision.max(1))
+                {
                     return false;
                 }
                 job.state = JobState::Completed as i32;
@@ -322,7 +335,7 @@ impl<'t> Applier<'t> {
         let (applied, before) = self.finish(
             &c.job_id,
             c.keep_spec || !c.missing.is_empty(),
-            None,
+            revision,
             |job| {
                 job.state = JobState::Failed as i32;
                 job.finished_at_ms = c.at_ms;
@@ -351,7 +364,9 @@ impl<'t> Applier<'t> {
     ) -> Result<(Applied, Previous), IndexError> {
         let mut before = Previous::default();
         let applied = self.update(job_id, keep_spec, |job| {
-            if is_terminal(job_state(job)) || revision.is_some_and(|r| r != job.revision) {
+            // A record's revision 0 (written before revisions) is revision 1, as
+            // `JobSummary::of` reads it, and as the leader stamps it.
+            if is_terminal(job_state(job)) || revision.is_some_and(|r| r != job.revision.max(1)) {
                 return false;
             }
             before = Previous::take(job);
@@ -930,7 +945,7 @@ mod tests {
             c
         };
         for (version, want) in [(6, JobState::Running), (5, JobState::Completed)] {
-            let (_dir, index) = index();
+            let (_dir, index) = self::index();
             let applied = apply_all(
                 &index,
                 &[
@@ -960,8 +975,61 @@ mod tests {
                 "version {version}"
             );
         }
+        // A failure of revision 1 committed while revision 2 runs is stale too.
+        let (_dir, index) = self::index();
+        let applied = apply_all(
+            &index,
+            &[
+                command::submit("a", v1::JobKind::Native, vec![7], "k", 1),
+                command::lease("a", "w", "", 1, 2),
+                command::with_revision(
+                    command::with_missing(
+                        command::complete("a", 1, "w", b"{}".to_vec(), Some(group("g0")), 3),
+                        vec![lacking("dbg-1")],
+                    ),
+                    1,
+                ),
+                command::resymbolicate("a", "dbg-1 arrived", 4),
+                command::lease("a", "w", "", 2, 5),
+                command::with_revision(command::fail("a", 1, "no such image", 6), 1),
+            ],
+        );
+        assert_eq!(applied[5], Applied::Ignored);
+        let job = index.job("a", true).unwrap().unwrap();
+        assert_eq!((job.state(), job.record.revision), (JobState::Running, 2));
+
+        // A record written before revisions (revision 0) is revision 1: the leader's
+        // completion, stamped 1, completes it.
+        let (_dir, index) = self::index();
+        apply_all(
+            &index,
+            &[
+                command::submit("a", v1::JobKind::Native, vec![7], "k", 1),
+                command::lease("a", "w", "", 1, 2),
+            ],
+        );
+        {
+            let txn = index.database().begin_write().unwrap();
+            {
+                let mut jobs = txn.open_table(JOBS).unwrap();
+                let stored = jobs.get("a").unwrap().unwrap().value().to_vec();
+                let mut record = decode_record("a", &stored).unwrap();
+                record.revision = 0;
+                jobs.insert("a", record.encode_to_vec().as_slice()).unwrap();
+            }
+            txn.commit().unwrap();
+        }
+        let applied = apply_all(
+            &index,
+            &[command::with_revision(
+                command::complete("a", 1, "w", b"{}".to_vec(), Some(group("g0")), 3),
+                1,
+            )],
+        );
+        assert!(matches!(applied[0], Applied::Changed { .. }));
+
         // A completion naming the revision that runs is taken.
-        let (_dir, index) = index();
+        let (_dir, index) = self::index();
         let applied = apply_all(
             &index,
             &[

@@ -147,6 +147,7 @@ pub fn fail(job_id: &str, attempt: u32, error: &str, at_ms: u64) -> Command {
         at_ms,
         missing: Vec::new(),
         keep_spec: true,
+        revision: 0,
     }))
 }
 
@@ -161,12 +162,14 @@ pub fn with_missing(mut command: Command, missing: Vec<v1::MissingFile>) -> Comm
     command
 }
 
-/// `command` (a `Complete`) naming the job's `revision` whose attempt made the result: a
-/// completion of another revision is stale when it applies (`index/apply.rs`). Other commands
-/// are returned as they are.
+/// `command` (a `Complete` or `Fail`) naming the job's `revision` whose attempt it ends: one
+/// of another revision is stale when it applies (`index/apply.rs`). Other commands are
+/// returned as they are.
 pub fn with_revision(mut command: Command, revision: u32) -> Command {
-    if let Some(pb::command::Kind::Complete(c)) = &mut command.kind {
-        c.revision = revision;
+    match &mut command.kind {
+        Some(pb::command::Kind::Complete(c)) => c.revision = revision,
+        Some(pb::command::Kind::Fail(c)) => c.revision = revision,
+        _ => {}
     }
     command
 }

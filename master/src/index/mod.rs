@@ -70,7 +70,8 @@ pub const CACHE_BYTES: usize = 64 << 20;
 /// adds `Resymbolicate`; version 4 gives a job's new revision the whole attempt budget
 /// (`JobRecord.uncounted_attempts`, set by a version-4 `Resymbolicate` only, so that an older
 /// entry replays as it applied then) and adds `Requeue.unstarted`; version 5's `Purge` takes
-/// the jobs it deletes out of their crash groups (a group left with no job is deleted). Every
+/// the jobs it deletes out of their crash groups (a group left with no job is deleted); version
+/// 6's `Complete` and `Fail` name the revision they end and are ignored on another. Every
 /// version's group call trees are bounded ([`tree::MAX_GROUP_TREE_NODES`]) and stored apart
 /// from the group records ([`groups`], moved once when an older index opens).
 pub const SCHEMA_VERSION: u32 = 6;

@@ -2,8 +2,8 @@
 
 use super::segment_log::LogError;
 
-/// An error a state machine reports to Raft ([`super::StateMachine`]): Raft stops replicating
-/// on it, and shows its message.
+/// An error a state machine reports to Raft ([`super::StateMachine`]): the node stops on it
+/// and the master exits with its message ([`super::node::STORAGE_FAILED_EXIT`]).
 pub type StateMachineError = Box<dyn std::error::Error + Send + Sync + 'static>;
 
 /// Why Raft cannot go on (open, append, apply, restore, start).

@@ -3,9 +3,9 @@
 //!
 //! **Who may end an attempt** is decided here, in one place ([`Scheduler::holds_lease`]): the
 //! worker that holds the job's current lease, for that attempt. What the log then does with the
-//! command is the index's rule (`index/apply.rs`: the first completion of an unfinished job
-//! wins, a `Requeue` or `Fail` must name the current attempt), applied alike on every master
-//! and on replay.
+//! command is the index's rule (`index/apply.rs`: the first completion of an unfinished job's
+//! revision wins, a `Requeue` must name the current attempt, a `Complete` or `Fail` the
+//! current revision), applied alike on every master and on replay.
 
 use std::collections::HashSet;
 
@@ -106,9 +106,12 @@ impl Scheduler {
                 return Ok(false);
             }
             core.pending.insert(job_id.to_owned());
-            let uncounted = core.projection.open.get(job_id).map_or(0, |j| j.uncounted);
+            let open = core.projection.open.get(job_id);
+            let (uncounted, revision) = open.map_or((0, 0), |j| (j.uncounted, j.revision));
             let end = self.end_attempt(job_id, attempt, uncounted, error, retryable);
-            command::with_missing(end, missing)
+            // A `Fail` names the revision it ends, as a completion does (a `Requeue` names the
+            // attempt, which is the current one only while its revision runs).
+            command::with_revision(command::with_missing(end, missing), revision)
         };
         let applied = self.raft.propose(command).await;
         if applied.is_err() {
@@ -255,19 +258,24 @@ impl Scheduler {
         if !core.is_leader {
             return 0;
         }
-        let expired: Vec<(String, LeaseInfo, u32)> = core
+        let expired: Vec<(String, LeaseInfo, u32, u32)> = core
             .projection
             .open
             .iter()
             .filter(|(id, _)| !core.pending.contains(*id))
-            .filter_map(|(id, j)| j.lease.clone().map(|l| (id.clone(), l, j.uncounted)))
-            .filter(|(_, l, _)| l.deadline_ms <= now)
+            .filter_map(|(id, j)| {
+                j.lease
+                    .clone()
+                    .map(|l| (id.clone(), l, j.uncounted, j.revision))
+            })
+            .filter(|(_, l, _, _)| l.deadline_ms <= now)
             .collect();
-        for (job_id, lease, uncounted) in &expired {
+        for (job_id, lease, uncounted, revision) in &expired {
             core.pending.insert(job_id.clone());
             let reason = format!("lease expired on worker {}", lease.worker_id);
             let end = self.end_attempt(job_id, lease.attempt, *uncounted, &reason, true);
-            self.raft.propose_nowait(end);
+            self.raft
+                .propose_nowait(command::with_revision(end, *revision));
         }
         expired.len()
     }
