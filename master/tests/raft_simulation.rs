@@ -765,6 +765,30 @@ fn a_change_asked_of_a_leader_just_elected_is_made_once_its_term_begins() {
     assert_eq!(sim.voters(), want);
 }
 
+/// Whether `leader` counts member `id` up ([`mraft::node::Node::is_up`]).
+fn is_up(sim: &Sim, leader: u64, id: u64) -> bool {
+    sim.members
+        .iter()
+        .find(|m| m.id == leader)
+        .and_then(|m| m.running.as_ref())
+        .is_some_and(|r| r.node.is_up(id))
+}
+
+/// Turns with ticks, every message to or from `down` dropped, until `leader` no longer counts
+/// it up (an election timeout of ticks, and of time since it last heard from it; at most 30 s).
+fn cut_until_down(sim: &mut Sim, leader: u64, down: u64) {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    while is_up(sim, leader, down) {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "member {down} still counts as up"
+        );
+        for i in 0..sim.members.len() {
+            one_turn(sim, i, true, down);
+        }
+    }
+}
+
 /// Issue 54, item 5: with one follower down, removing the only other member that is up would
 /// leave a configuration whose quorum cannot be reached (the group stalls in the joint
 /// configuration, committing nothing). The leader refuses it and says which members are up;
@@ -775,26 +799,8 @@ fn a_removal_that_leaves_no_quorum_up_is_refused_unless_forced() {
     let leader = elect(&mut sim);
     let followers: Vec<u64> = (1..=3).filter(|id| *id != leader).collect();
     let (up, down) = (followers[0], followers[1]);
-    // `down` is cut off until the leader no longer counts it up (an election timeout of ticks
-    // and of time since it was last heard from).
-    let is_up = |sim: &Sim, id: u64| {
-        sim.members
-            .iter()
-            .find(|m| m.id == leader)
-            .and_then(|m| m.running.as_ref())
-            .is_some_and(|r| r.node.is_up(id))
-    };
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
-    while is_up(&sim, down) {
-        assert!(
-            std::time::Instant::now() < deadline,
-            "member {down} still counts as up"
-        );
-        for i in 0..sim.members.len() {
-            one_turn(&mut sim, i, true, down);
-        }
-    }
-    assert!(is_up(&sim, up) && sim.leader() == Some(leader));
+    cut_until_down(&mut sim, leader, down);
+    assert!(is_up(&sim, leader, up) && sim.leader() == Some(leader));
 
     let ask = |sim: &mut Sim, ids: Vec<u64>, force: bool| {
         let (reply, answer) = oneshot::channel();
@@ -853,23 +859,7 @@ fn removing_the_member_that_is_down_is_made() {
     let mut sim = Sim::new(23);
     let leader = elect(&mut sim);
     let down = (1..=3).find(|id| *id != leader).unwrap();
-    let is_up = |sim: &Sim, id: u64| {
-        sim.members
-            .iter()
-            .find(|m| m.id == leader)
-            .and_then(|m| m.running.as_ref())
-            .is_some_and(|r| r.node.is_up(id))
-    };
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
-    while is_up(&sim, down) {
-        assert!(
-            std::time::Instant::now() < deadline,
-            "member {down} still counts as up"
-        );
-        for i in 0..sim.members.len() {
-            one_turn(&mut sim, i, true, down);
-        }
-    }
+    cut_until_down(&mut sim, leader, down);
     let (reply, mut answer) = oneshot::channel();
     sim.member(leader).unwrap().deliver(Input::ChangeMembers {
         change: MemberChange::Remove {

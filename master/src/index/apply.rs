@@ -183,11 +183,11 @@ impl<'t> Applier<'t> {
                 true
             }),
             Kind::Complete(c) => {
-                let revision = (command.version >= 6 && c.revision != 0).then_some(c.revision);
+                let revision = named_revision(command.version, c.revision);
                 self.complete(c, revision, command.version >= 5)
             }
             Kind::Fail(c) => {
-                let revision = (command.version >= 6 && c.revision != 0).then_some(c.revision);
+                let revision = named_revision(command.version, c.revision);
                 self.fail(c, revision, command.version >= 5)
             }
             Kind::Purge(c) => self.purge(c.finished_before_ms, c.max_jobs, command.version),
@@ -321,10 +321,7 @@ impl<'t> Applier<'t> {
         let had_result = self.results.get(c.job_id.as_str()).map_err(db)?.is_some();
         if had_result {
             return self.update(&c.job_id, true, |job| {
-                if is_terminal(job_state(job))
-                    || job.revision <= 1
-                    || revision.is_some_and(|r| r != job.revision.max(1))
-                {
+                if is_terminal(job_state(job)) || job.revision <= 1 || stale(job, revision) {
                     return false;
                 }
                 job.state = JobState::Completed as i32;
@@ -364,9 +361,7 @@ impl<'t> Applier<'t> {
     ) -> Result<(Applied, Previous), IndexError> {
         let mut before = Previous::default();
         let applied = self.update(job_id, keep_spec, |job| {
-            // A record's revision 0 (written before revisions) is revision 1, as
-            // `JobSummary::of` reads it, and as the leader stamps it.
-            if is_terminal(job_state(job)) || revision.is_some_and(|r| r != job.revision.max(1)) {
+            if is_terminal(job_state(job)) || stale(job, revision) {
                 return false;
             }
             before = Previous::take(job);
@@ -518,6 +513,18 @@ impl Previous {
             call_tree: std::mem::take(&mut job.call_tree),
         }
     }
+}
+
+/// The revision a `Complete` or `Fail` ends (its `revision` field), from version 6 on; `None`
+/// for older entries (and a 0), which end whatever revision runs, as they applied then.
+fn named_revision(version: u32, revision: u32) -> Option<u32> {
+    (version >= 6 && revision != 0).then_some(revision)
+}
+
+/// Whether a command that ends `revision` is stale for `job`. A record's revision 0 (written
+/// before revisions) is revision 1, as `JobSummary::of` reads it and the leader stamps it.
+fn stale(job: &pb::JobRecord, revision: Option<u32>) -> bool {
+    revision.is_some_and(|r| r != job.revision.max(1))
 }
 
 fn job_state(job: &pb::JobRecord) -> JobState {
@@ -931,12 +938,30 @@ mod tests {
         assert_eq!(index.spec("a").unwrap(), Some(Vec::new()));
     }
 
+    /// Job `a`: revision 1 completed lacking `dbg-1` (its completion naming revision 1), the
+    /// file arrived, revision 2 leased (attempt 2) and running.
+    fn revision_2_running() -> Vec<pb::Command> {
+        vec![
+            command::submit("a", v1::JobKind::Native, vec![7], "k", 1),
+            command::lease("a", "w", "", 1, 2),
+            command::with_revision(
+                command::with_missing(
+                    command::complete("a", 1, "w", b"{}".to_vec(), Some(group("g0")), 3),
+                    vec![lacking("dbg-1")],
+                ),
+                1,
+            ),
+            command::resymbolicate("a", "dbg-1 arrived", 4),
+            command::lease("a", "w", "", 2, 5),
+        ]
+    }
+
     /// From version 6 a completion names its revision: one of revision 1 committed while the
     /// job runs revision 2 is ignored; the same command written by an older leader (version 5,
     /// no revision) replays as it applied then, completing whatever revision runs.
     #[test]
     fn a_completion_of_another_revision_is_stale_from_version_6() {
-        let stale = |version: u32| {
+        let late = |version: u32| {
             let mut c = command::with_revision(
                 command::complete("a", 1, "w", b"{\"r\":1}".to_vec(), Some(group("g1")), 30),
                 1,
@@ -946,23 +971,9 @@ mod tests {
         };
         for (version, want) in [(6, JobState::Running), (5, JobState::Completed)] {
             let (_dir, index) = self::index();
-            let applied = apply_all(
-                &index,
-                &[
-                    command::submit("a", v1::JobKind::Native, vec![7], "k", 1),
-                    command::lease("a", "w", "", 1, 2),
-                    command::with_revision(
-                        command::with_missing(
-                            command::complete("a", 1, "w", b"{}".to_vec(), Some(group("g0")), 3),
-                            vec![lacking("dbg-1")],
-                        ),
-                        1,
-                    ),
-                    command::resymbolicate("a", "dbg-1 arrived", 4),
-                    command::lease("a", "w", "", 2, 5),
-                    stale(version),
-                ],
-            );
+            let mut commands = revision_2_running();
+            commands.push(late(version));
+            let applied = apply_all(&index, &commands);
             let job = index.job("a", true).unwrap().unwrap();
             assert_eq!(
                 (job.state(), job.record.revision),
@@ -977,23 +988,12 @@ mod tests {
         }
         // A failure of revision 1 committed while revision 2 runs is stale too.
         let (_dir, index) = self::index();
-        let applied = apply_all(
-            &index,
-            &[
-                command::submit("a", v1::JobKind::Native, vec![7], "k", 1),
-                command::lease("a", "w", "", 1, 2),
-                command::with_revision(
-                    command::with_missing(
-                        command::complete("a", 1, "w", b"{}".to_vec(), Some(group("g0")), 3),
-                        vec![lacking("dbg-1")],
-                    ),
-                    1,
-                ),
-                command::resymbolicate("a", "dbg-1 arrived", 4),
-                command::lease("a", "w", "", 2, 5),
-                command::with_revision(command::fail("a", 1, "no such image", 6), 1),
-            ],
-        );
+        let mut commands = revision_2_running();
+        commands.push(command::with_revision(
+            command::fail("a", 1, "no such image", 6),
+            1,
+        ));
+        let applied = apply_all(&index, &commands);
         assert_eq!(applied[5], Applied::Ignored);
         let job = index.job("a", true).unwrap().unwrap();
         assert_eq!((job.state(), job.record.revision), (JobState::Running, 2));
