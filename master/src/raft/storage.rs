@@ -122,11 +122,21 @@ impl RaftStorage {
         };
         let mut at: VecDeque<EntryAt> = replayed.entries.into_values().collect();
         let last = compacted.index + at.len() as u64;
-        if applied > last {
-            // Only a snapshot puts the index ahead of the log: a crash came between its
-            // durable restore and the log's reset. Finish the reset now.
+        // The log holds the index's last applied entry unless a snapshot was restored and a
+        // crash came before the log's reset: the index is then ahead of the log, or the log
+        // runs past the snapshot with an entry of another (older, never committed) term at its
+        // index, which raft-rs would find in conflict with the leader's committed one. Log
+        // Matching (Raft, section 5.3): an entry of the same index and term means the same
+        // log up to it. `applied_term` 0 is an index from before terms were kept.
+        let stale_at_applied = applied > compacted.index
+            && applied <= last
+            && applied_term != 0
+            && at[(applied - compacted.index - 1) as usize].term != applied_term;
+        if applied > last || stale_at_applied {
+            // Finish the snapshot's reset now.
             tracing::warn!(
                 applied,
+                applied_term,
                 last,
                 "the index holds a snapshot the raft log does not know yet; the log starts after it"
             );
@@ -837,6 +847,63 @@ mod tests {
         // The reset is on disk: the next open needs no repair.
         drop(storage);
         assert_eq!(open(dir.path()).first_index().unwrap(), 91);
+    }
+
+    #[test]
+    fn a_crash_between_a_snapshot_restore_and_the_log_reset_drops_a_longer_stale_log() {
+        // Issue 54, item 2: the follower's log ran past the snapshot's index, with entries of
+        // an older term (never committed) at and after it. The index was restored to the
+        // snapshot at 90 of term 3, then the crash came before the log's reset.
+        let dir = tempfile::tempdir().unwrap();
+        let state = Arc::new(TestState::default());
+        let open = |dir: &Path| open_with(dir, &state);
+        {
+            let mut storage = open(dir.path());
+            let stale: Vec<Entry> = (1..=100).map(|i| entry(i, 1)).collect();
+            storage.append(&stale);
+            storage.persist(true).unwrap();
+            set_applied(&state, 90, 3);
+        }
+        let storage = open(dir.path());
+        // Kept, entry 90 of term 1 would conflict with the leader's committed entry 90 of
+        // term 3, and raft-rs panics on a conflict at or below the commit index.
+        assert_eq!(
+            (
+                storage.first_index().unwrap(),
+                storage.last_index().unwrap(),
+                storage.term(90).unwrap()
+            ),
+            (91, 90, 3)
+        );
+        let state = storage.initial_state().unwrap();
+        assert_eq!((state.hard_state.commit, state.hard_state.term), (90, 3));
+        drop(storage);
+        assert_eq!(open(dir.path()).last_index().unwrap(), 90);
+    }
+
+    #[test]
+    fn a_log_that_holds_the_applied_entry_of_its_term_is_kept_whole() {
+        let dir = tempfile::tempdir().unwrap();
+        let state = Arc::new(TestState::default());
+        let open = |dir: &Path| open_with(dir, &state);
+        {
+            let mut storage = open(dir.path());
+            let entries: Vec<Entry> = (1..=100)
+                .map(|i| entry(i, if i < 50 { 1 } else { 2 }))
+                .collect();
+            storage.append(&entries);
+            storage.persist(true).unwrap();
+            set_applied(&state, 90, 2);
+        }
+        let storage = open(dir.path());
+        assert_eq!(
+            (
+                storage.first_index().unwrap(),
+                storage.last_index().unwrap(),
+                storage.term(100).unwrap()
+            ),
+            (1, 100, 2)
+        );
     }
 
     #[test]
