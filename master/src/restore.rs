@@ -31,10 +31,8 @@ pub fn seed(index: &Index, data_dir: &Path, file: &Path) -> anyhow::Result<(u64,
     let input = File::open(file)
         .map_err(|e| anyhow::anyhow!("cannot read the backup {}: {e}", file.display()))?;
     let (index_at, term) = index
-        .restore_from(&mut BufReader::with_capacity(1 << 20, input))
+        .restore_backup_from(&mut BufReader::with_capacity(1 << 20, input))
         .map_err(|e| anyhow::anyhow!("the backup {} does not restore: {e}", file.display()))?;
-    // The new group's membership is its own (`--peers`), not the backed-up group's.
-    index.clear_membership()?;
     tracing::info!(
         file = %file.display(),
         applied_index = index_at,

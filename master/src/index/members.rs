@@ -85,14 +85,6 @@ impl Index {
         txn.commit().map_err(db)?;
         Ok(written)
     }
-
-    /// Forgets the membership (a backup restored into a new group takes that group's).
-    pub fn clear_membership(&self) -> Result<(), IndexError> {
-        let txn = self.db.begin_write().map_err(db)?;
-        clear(&txn)?;
-        txn.commit().map_err(db)?;
-        Ok(())
-    }
 }
 
 /// Deletes the membership in `txn`.
@@ -135,8 +127,6 @@ mod tests {
         };
         assert!(!index.seed_membership(&second).unwrap());
         assert_eq!(index.membership().unwrap(), Some(first));
-        index.clear_membership().unwrap();
-        assert_eq!(index.membership().unwrap(), None);
     }
 
     #[test]

@@ -197,6 +197,16 @@ fn read_record(input: &mut impl BufRead, buf: &mut Vec<u8>) -> Result<Option<Rec
         .ok_or_else(|| IndexError::Corrupt("an empty snapshot record".into()))
 }
 
+/// What a restore does with the membership the index holds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Membership {
+    /// Takes the snapshot's (a snapshot without one, from before membership changes, leaves
+    /// the index's as it is).
+    FromSnapshot,
+    /// Deletes it: a backup seeding a new group.
+    Clear,
+}
+
 impl Index {
     /// The index as it is now, held by a read transaction until the source is dropped (pages
     /// the writer frees meanwhile are reused only after that).
@@ -223,6 +233,22 @@ impl Index {
     /// corrupt stream, counts that do not match its end record) the index is left as it was.
     /// Returns the log index and term the snapshot reflects.
     pub fn restore_from(&self, input: &mut impl BufRead) -> Result<(u64, u64), IndexError> {
+        self.restore_stream(input, Membership::FromSnapshot)
+    }
+
+    /// As [`Index::restore_from`], for a backup seeding a new group (`--restore`): the
+    /// backed-up group's membership is deleted in the same durable transaction, since the new
+    /// group's is its own (`--peers`). A crash leaves the old index or the restored one without
+    /// a membership, never the backup's jobs under the old group's members.
+    pub fn restore_backup_from(&self, input: &mut impl BufRead) -> Result<(u64, u64), IndexError> {
+        self.restore_stream(input, Membership::Clear)
+    }
+
+    fn restore_stream(
+        &self,
+        input: &mut impl BufRead,
+        membership: Membership,
+    ) -> Result<(u64, u64), IndexError> {
         let mut buf = Vec::new();
         let header = match read_record(input, &mut buf)? {
             Some(Record::Header(header)) => header,
@@ -233,7 +259,7 @@ impl Index {
             }
         };
         let mut end = None;
-        self.restore_records(&header, || {
+        self.restore_records(&header, membership, || {
             if end.is_some() {
                 return Ok(None);
             }
@@ -284,7 +310,7 @@ impl Index {
             .into_iter()
             .map(Record::Job)
             .chain(snapshot.groups.into_iter().map(Record::Group));
-        self.restore_records(&header, || Ok(records.next()))?;
+        self.restore_records(&header, Membership::FromSnapshot, || Ok(records.next()))?;
         Ok(())
     }
 
@@ -293,6 +319,7 @@ impl Index {
     fn restore_records(
         &self,
         header: &pb::SnapshotHeader,
+        membership: Membership,
         mut next: impl FnMut() -> Result<Option<Record>, IndexError>,
     ) -> Result<SnapshotCounts, IndexError> {
         let txn = self.db.begin_write().map_err(db)?;
@@ -319,7 +346,9 @@ impl Index {
         txn.delete_table(OPEN).map_err(db)?;
         txn.delete_table(META).map_err(db)?;
         // A snapshot from a master before membership changes leaves the membership as it is.
-        if let Some(membership) = &header.membership {
+        if membership == Membership::Clear {
+            members::clear(&txn)?;
+        } else if let Some(membership) = &header.membership {
             let mut table = txn.open_table(members::MEMBERSHIP).map_err(db)?;
             members::write(&mut table, membership)?;
         }
@@ -528,6 +557,48 @@ mod tests {
             .unwrap();
         assert_eq!(restored, (4, 2));
         assert_same(&one, &two);
+    }
+
+    #[test]
+    fn a_backup_restores_without_its_group_in_one_transaction() {
+        let dir = tempfile::tempdir().unwrap();
+        let one = sample(&dir.path().join("1.redb"));
+        let old_group = pb::Membership {
+            members: vec![pb::MemberRecord {
+                id: 7,
+                address: "http://10.0.0.7:7000".into(),
+                learner: false,
+                seen: true,
+            }],
+            conf_state: vec![7],
+        };
+        assert!(one.seed_membership(&old_group).unwrap());
+        let stream = stream_of(&one);
+        let two = Index::open_file(&dir.path().join("2.redb")).unwrap();
+        let own_group = pb::Membership {
+            members: Vec::new(),
+            conf_state: vec![1, 2, 3],
+        };
+        assert!(two.seed_membership(&own_group).unwrap());
+        // A cut backup changes nothing, the membership included.
+        let cut = &stream[..stream.len() - 3];
+        assert!(two.restore_backup_from(&mut BufReader::new(cut)).is_err());
+        assert_eq!(two.membership().unwrap(), Some(own_group));
+        // A whole one holds the backed-up jobs and no membership: never the old group's.
+        let restored = two
+            .restore_backup_from(&mut BufReader::new(stream.as_slice()))
+            .unwrap();
+        assert_eq!(restored, (4, 2));
+        assert_eq!(two.membership().unwrap(), None);
+        assert_eq!(two.job("a", true).unwrap(), one.job("a", true).unwrap());
+        assert!(two.job("a", true).unwrap().is_some());
+        assert_eq!(two.counts().unwrap(), one.counts().unwrap());
+        // A snapshot between members of one group keeps the group's.
+        let three = Index::open_file(&dir.path().join("3.redb")).unwrap();
+        three
+            .restore_from(&mut BufReader::new(stream.as_slice()))
+            .unwrap();
+        assert_eq!(three.membership().unwrap(), Some(old_group));
     }
 
     #[test]
