@@ -199,7 +199,7 @@ fn read_record(input: &mut impl BufRead, buf: &mut Vec<u8>) -> Result<Option<Rec
 
 /// What a restore does with the membership the index holds.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Membership {
+enum MembershipOnRestore {
     /// Takes the snapshot's (a snapshot without one, from before membership changes, leaves
     /// the index's as it is).
     FromSnapshot,
@@ -233,7 +233,7 @@ impl Index {
     /// corrupt stream, counts that do not match its end record) the index is left as it was.
     /// Returns the log index and term the snapshot reflects.
     pub fn restore_from(&self, input: &mut impl BufRead) -> Result<(u64, u64), IndexError> {
-        self.restore_stream(input, Membership::FromSnapshot)
+        self.restore_stream(input, MembershipOnRestore::FromSnapshot)
     }
 
     /// As [`Index::restore_from`], for a backup seeding a new group (`--restore`): the
@@ -241,13 +241,13 @@ impl Index {
     /// group's is its own (`--peers`). A crash leaves the old index or the restored one without
     /// a membership, never the backup's jobs under the old group's members.
     pub fn restore_backup_from(&self, input: &mut impl BufRead) -> Result<(u64, u64), IndexError> {
-        self.restore_stream(input, Membership::Clear)
+        self.restore_stream(input, MembershipOnRestore::Clear)
     }
 
     fn restore_stream(
         &self,
         input: &mut impl BufRead,
-        membership: Membership,
+        membership: MembershipOnRestore,
     ) -> Result<(u64, u64), IndexError> {
         let mut buf = Vec::new();
         let header = match read_record(input, &mut buf)? {
@@ -310,7 +310,9 @@ impl Index {
             .into_iter()
             .map(Record::Job)
             .chain(snapshot.groups.into_iter().map(Record::Group));
-        self.restore_records(&header, Membership::FromSnapshot, || Ok(records.next()))?;
+        self.restore_records(&header, MembershipOnRestore::FromSnapshot, || {
+            Ok(records.next())
+        })?;
         Ok(())
     }
 
@@ -319,7 +321,7 @@ impl Index {
     fn restore_records(
         &self,
         header: &pb::SnapshotHeader,
-        membership: Membership,
+        membership: MembershipOnRestore,
         mut next: impl FnMut() -> Result<Option<Record>, IndexError>,
     ) -> Result<SnapshotCounts, IndexError> {
         let txn = self.db.begin_write().map_err(db)?;
@@ -345,10 +347,10 @@ impl Index {
         txn.delete_table(BY_SEQUENCE).map_err(db)?;
         txn.delete_table(OPEN).map_err(db)?;
         txn.delete_table(META).map_err(db)?;
-        // A snapshot from a master before membership changes leaves the membership as it is.
-        if membership == Membership::Clear {
+        if membership == MembershipOnRestore::Clear {
             members::clear(&txn)?;
         } else if let Some(membership) = &header.membership {
+            // (A snapshot from a master before membership changes has none: the index's stays.)
             let mut table = txn.open_table(members::MEMBERSHIP).map_err(db)?;
             members::write(&mut table, membership)?;
         }
