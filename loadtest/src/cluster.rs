@@ -477,6 +477,20 @@ impl Cluster {
     /// Starts Garage, `options.masters` masters and `workers` workers (2 slots each), and waits
     /// until a leader is elected and the workers are connected.
     pub async fn start(workers: usize, options: MasterOptions) -> Self {
+        let mut cluster = Cluster::prepare(options);
+        for id in 1..=cluster.masters.len() as u64 {
+            cluster.start_master(id);
+        }
+        cluster.wait_for_leader().await;
+        for _ in 0..workers {
+            cluster.add_worker(2).await;
+        }
+        cluster
+    }
+
+    /// Garage and the masters' ports and data directories of `options`, no master started:
+    /// for a test that starts each itself ([`Self::start_master_with`]), in its own order.
+    pub fn prepare(options: MasterOptions) -> Self {
         let dir = tempfile::tempdir().expect("temp dir");
         let garage = Garage::start(&dir.path().join("garage"));
         let scheme = if options.tls.is_some() {
@@ -509,13 +523,6 @@ impl Cluster {
                 cluster.small_disks.push(disk);
             }
         }
-        for id in 1..=cluster.masters.len() as u64 {
-            cluster.start_master(id);
-        }
-        cluster.wait_for_leader().await;
-        for _ in 0..workers {
-            cluster.add_worker(2).await;
-        }
         cluster
     }
 
@@ -531,6 +538,12 @@ impl Cluster {
 
     /// Starts master `id` (again) on its data directory and ports.
     pub fn start_master(&mut self, id: u64) {
+        self.start_master_with(id, &[]);
+    }
+
+    /// [`Self::start_master`] with more flags for this start only (after
+    /// [`MasterOptions::args`]), e.g. `--restore FILE`.
+    pub fn start_master_with(&mut self, id: u64, args: &[String]) {
         let peers = self.peers();
         let m = &self.masters[id as usize - 1];
         let log = self.master_log_path(id);
@@ -584,6 +597,7 @@ impl Cluster {
             .envs(self.garage.env.iter().cloned())
             .args(["--missing-check-interval", &every])
             .args(&self.options.args)
+            .args(args)
             .envs(self.options.env.iter().cloned());
         let child = command
             .stdout(Stdio::null())
@@ -601,15 +615,21 @@ impl Cluster {
     /// it to the clients' endpoints; returns its id. The group takes it in once an operator
     /// runs `symctl admin members add` ([`Self::member_address`]).
     pub fn join_master(&mut self) -> u64 {
-        self.new_master(true)
+        self.new_master(true, &[])
     }
 
     /// [`Self::join_master`] without `--join` (a mistake: it must be refused).
     pub fn join_master_without_join_flag(&mut self) -> u64 {
-        self.new_master(false)
+        self.new_master(false, &[])
     }
 
-    fn new_master(&mut self, join: bool) -> u64 {
+    /// A new master (the next id, new ports, an empty data dir) started without `--join` and
+    /// with `args` (e.g. `--restore FILE`); returns its id.
+    pub fn new_master_with(&mut self, args: &[String]) -> u64 {
+        self.new_master(false, args)
+    }
+
+    fn new_master(&mut self, join: bool, args: &[String]) -> u64 {
         let id = self.masters.len() as u64 + 1;
         let scheme = self.masters[0].scheme;
         let host = self.options.master_host(id);
@@ -619,7 +639,7 @@ impl Cluster {
             self.endpoint,
             self.masters[id as usize - 1].endpoint()
         );
-        self.start_master(id);
+        self.start_master_with(id, args);
         id
     }
 
@@ -676,6 +696,23 @@ impl Cluster {
     pub fn kill_master(&mut self, id: u64) {
         if let Some(mut proc) = self.masters[id as usize - 1].proc.take() {
             proc.kill();
+        }
+    }
+
+    /// Freezes master `id` (SIGSTOP): its connections stay open and nothing answers, as with
+    /// a process that stalls. [`Self::resume_master`] continues it; dropped, it is killed.
+    pub fn pause_master(&self, id: u64) {
+        if let Some(pid) = self.masters[id as usize - 1].pid() {
+            // SAFETY: kill(2) on our own child's pid, which is reaped only when it is killed.
+            unsafe { libc::kill(pid as libc::pid_t, libc::SIGSTOP) };
+        }
+    }
+
+    /// Continues master `id` after [`Self::pause_master`] (SIGCONT).
+    pub fn resume_master(&self, id: u64) {
+        if let Some(pid) = self.masters[id as usize - 1].pid() {
+            // SAFETY: as in `pause_master`.
+            unsafe { libc::kill(pid as libc::pid_t, libc::SIGCONT) };
         }
     }
 

@@ -4,8 +4,9 @@
 //! loopback) for the end-to-end tests in `tests/integration` and for the `symcluster-loadtest`
 //! binary, which measures throughput, latency and CPU per job of each process ([`procstat`])
 //! through the whole path, what a worker starting cold on a big dSYM pays
-//! ([`cold_start`]), and what keeping job bodies in the object store would cost
-//! ([`body_store`]).
+//! ([`cold_start`]), what keeping job bodies in the object store would cost
+//! ([`body_store`]), and whether the replicated index keeps its promises under faults
+//! ([`nemesis`]: random client calls, injected faults, the history checked).
 
 #![deny(missing_docs)]
 
@@ -16,5 +17,6 @@ pub mod cluster;
 pub mod cold_start;
 pub mod images;
 pub mod kafka;
+pub mod nemesis;
 pub mod procstat;
 pub mod small_disk;

@@ -24,7 +24,7 @@ use hdrhistogram::Histogram;
 use symcluster_client::{Client, api};
 use symcluster_engine::reports::routing::routing_image;
 use symcluster_loadtest::cluster::{Cluster, MasterOptions, WorkerOptions, repo};
-use symcluster_loadtest::{body_store, builds, cold_start, images, procstat};
+use symcluster_loadtest::{body_store, builds, cold_start, images, nemesis, procstat};
 use symcluster_sources::layout;
 use tokio::sync::{Mutex, Semaphore};
 
@@ -154,6 +154,32 @@ enum Mode {
         #[arg(long, default_value_t = 3_000)]
         result_bytes: usize,
     },
+    /// Random client calls (submits, repeated submits, reads) while faults are injected into
+    /// the masters, every call recorded and the history checked for what a linearizable job
+    /// index must never show: lost or doubly created jobs, stale reads, finished jobs that go
+    /// back, wrong results, replicas that differ (`symcluster_loadtest::nemesis`). Prints the
+    /// faults and every anomaly; exits 1 when there is one.
+    Nemesis {
+        /// Masters in the group.
+        #[arg(long, default_value_t = 3)]
+        masters: usize,
+        /// Workers (0: only unreadable reports, stored FAILED at once, are submitted).
+        #[arg(long, default_value_t = 1)]
+        workers: usize,
+        /// How long the clients and the nemesis run, seconds.
+        #[arg(long, default_value_t = 60)]
+        seconds: u64,
+        /// Faults to choose from, one at a time: `kill` (SIGKILL a master, start it again),
+        /// `pause` (SIGSTOP, then SIGCONT); `none` for a run without faults.
+        #[arg(long, value_delimiter = ',', default_values = ["kill", "pause"])]
+        faults: Vec<String>,
+        /// Seeds every choice of the clients and the nemesis.
+        #[arg(long, default_value_t = 1)]
+        seed: u64,
+        /// Clients calling at once.
+        #[arg(long, default_value_t = 8)]
+        clients: usize,
+    },
 }
 
 #[tokio::main]
@@ -170,6 +196,39 @@ async fn main() -> anyhow::Result<()> {
                 std::process::exit(130);
             }
         };
+    }
+    if let Some(Mode::Nemesis {
+        masters,
+        workers,
+        seconds,
+        faults,
+        seed,
+        clients,
+    }) = &args.mode
+    {
+        let faults = faults
+            .iter()
+            .filter(|f| f.as_str() != "none")
+            .map(|f| f.parse())
+            .collect::<Result<Vec<nemesis::faults::Fault>, String>>()
+            .map_err(anyhow::Error::msg)?;
+        let options = nemesis::Options {
+            masters: *masters,
+            workers: *workers,
+            duration: Duration::from_secs(*seconds),
+            faults,
+            seed: *seed,
+            clients: *clients,
+        };
+        let report = tokio::select! {
+            report = nemesis::run(&options) => report?,
+            signal = interrupted() => {
+                eprintln!("{signal}: cluster stopped, data directory removed");
+                std::process::exit(130);
+            }
+        };
+        print!("{report}");
+        std::process::exit(i32::from(!report.anomalies.is_empty()));
     }
     let crashprobe = args.fixtures.join("crashprobe");
     if let Some(Mode::BodyStore { result_bytes }) = &args.mode {

@@ -87,15 +87,29 @@ pub async fn run(
     // lost its disk): see `raft::join`.
     let empty =
         !config.data_dir.join("master.redb").exists() && !config.data_dir.join("raft-log").exists();
-    if empty && config.restore.is_none() && members.len() > 1 {
-        raft::join::check_empty_start(config.id, config.join, &members, &config.token, &tls)
-            .await
-            .map_err(anyhow::Error::msg)?;
+    // A master to be restored from a backup asks too: the others must hold the same backup or
+    // nothing yet. Nothing is written into the data dir before these checks pass.
+    let backup = match &config.restore {
+        Some(file) => Some((file, restore::sha256(file)?)),
+        None => None,
+    };
+    if empty && members.len() > 1 {
+        let checked = match &backup {
+            None => {
+                raft::join::check_empty_start(config.id, config.join, &members, &config.token, &tls)
+                    .await
+            }
+            Some((_, sha256)) => {
+                raft::join::check_restore_start(config.id, sha256, &members, &config.token, &tls)
+                    .await
+            }
+        };
+        checked.map_err(anyhow::Error::msg)?;
     }
     std::fs::create_dir_all(&config.data_dir)?;
     let index = Index::open_file(&config.data_dir.join("master.redb"))?;
-    if let Some(backup) = &config.restore {
-        restore::seed(&index, &config.data_dir, backup)?;
+    if let Some((file, sha256)) = &backup {
+        restore::seed(&index, &config.data_dir, file, sha256)?;
     }
     let raft_config = RaftConfig {
         id: config.id,

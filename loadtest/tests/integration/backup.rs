@@ -1,9 +1,12 @@
 //! Backups and restores with real processes: `symctl admin backup` from a group under load,
 //! `symcluster-master --restore` seeding a new group from the file.
 
+use std::path::Path;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
-use std::time::Duration;
+use std::time::{Duration, Instant};
+
+use sha2::{Digest, Sha256};
 
 use symcluster_loadtest::cluster::{Cluster, MasterOptions, TOKEN, bin, free_port};
 
@@ -102,14 +105,8 @@ async fn a_backup_taken_under_load_restores_to_the_index_it_copied() {
         },
     )
     .await;
-    let answer = admin(&restored.masters[0].endpoint())
-        .await
-        .unwrap()
-        .index_digest(symcluster_client::api::IndexDigestRequest {})
-        .await
-        .unwrap()
-        .into_inner();
-    let hex: String = answer.sha256.iter().map(|b| format!("{b:02x}")).collect();
+    let answer = index_digest(&restored.masters[0].endpoint()).await;
+    let hex = hex::encode(&answer.sha256);
     assert_eq!((hex.as_str(), answer.jobs), (digest.as_str(), jobs));
     assert!(answer.applied_index >= applied);
     // It takes submits.
@@ -141,4 +138,95 @@ async fn a_backup_taken_under_load_restores_to_the_index_it_copied() {
         stderr.contains("--restore seeds a new master") && stderr.contains("already holds"),
         "{stderr}"
     );
+
+    a_group_of_three_is_restored_only_from_one_backup(&file, &digest, jobs).await;
+
+    // A master restored beside a group that was not restored from this backup (the one it was
+    // taken from) is refused before it writes anything.
+    let restore = vec!["--restore".to_owned(), file.display().to_string()];
+    let mut cluster = cluster;
+    let beside = cluster.new_master_with(&restore);
+    let status = cluster
+        .wait_master_exit(beside, Duration::from_secs(20))
+        .await;
+    let log = std::fs::read_to_string(cluster.master_log_path(beside)).unwrap_or_default();
+    assert!(status.is_some_and(|s| !s.success()), "{status:?}\n{log}");
+    assert!(
+        log.contains("holds a group that was not restored from it"),
+        "{log}"
+    );
+    assert!(!cluster.master_data_dir(beside).join("master.redb").exists());
+    cluster.forget_master(beside);
+}
+
+/// Restoring one master of three and starting the other two empty used to let those two elect
+/// each other and overwrite the backup's jobs: they are refused, naming the backup, and
+/// restored from the same file they form the group with it, each holding the backup's index.
+async fn a_group_of_three_is_restored_only_from_one_backup(file: &Path, digest: &str, jobs: u64) {
+    let sha256 = hex::encode(Sha256::digest(std::fs::read(file).unwrap()));
+    let restore = vec!["--restore".to_owned(), file.display().to_string()];
+    let mut group = Cluster::prepare(MasterOptions {
+        masters: 3,
+        ..MasterOptions::default()
+    });
+    group.start_master_with(1, &restore);
+    // Alone it has no quorum; it answers ListMembers once its index is seeded.
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let restored_from = loop {
+        if let Some(mut admin) = admin(&group.member_address(1)).await
+            && let Ok(answer) = admin
+                .list_members(symcluster_client::api::ListMembersRequest {})
+                .await
+        {
+            break answer.into_inner().restored_from;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "restored master 1 does not answer\n{}",
+            group.master_logs()
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+    assert_eq!(
+        restored_from.map(|r| hex::encode(r.sha256)),
+        Some(sha256.clone())
+    );
+    for id in [2, 3] {
+        group.start_master(id);
+    }
+    for id in [2, 3] {
+        let status = group.wait_master_exit(id, Duration::from_secs(20)).await;
+        let log = std::fs::read_to_string(group.master_log_path(id)).unwrap_or_default();
+        assert!(
+            status.is_some_and(|s| !s.success()),
+            "master {id} started empty beside a restored one: {status:?}\n{log}"
+        );
+        assert!(
+            log.contains("master 1 at ")
+                && log.contains(&format!("was restored from a backup (SHA-256 {sha256}"))
+                && log.contains("--restore of the same backup"),
+            "{log}"
+        );
+        assert!(!group.master_data_dir(id).join("master.redb").exists());
+    }
+    for id in [2, 3] {
+        group.start_master_with(id, &restore);
+    }
+    group.wait_for_leader().await;
+    for id in 1..=3 {
+        let answer = index_digest(&group.member_address(id)).await;
+        let hex = hex::encode(&answer.sha256);
+        assert_eq!((id, hex.as_str(), answer.jobs), (id, digest, jobs));
+    }
+}
+
+/// `Admin/IndexDigest` of the master at `endpoint`.
+async fn index_digest(endpoint: &str) -> symcluster_client::api::IndexDigestResponse {
+    admin(endpoint)
+        .await
+        .unwrap()
+        .index_digest(symcluster_client::api::IndexDigestRequest {})
+        .await
+        .unwrap()
+        .into_inner()
 }

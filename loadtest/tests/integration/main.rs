@@ -22,6 +22,7 @@ mod logs;
 mod membership;
 mod minidump;
 mod modules;
+mod nemesis;
 mod partition;
 mod projects;
 mod replication;

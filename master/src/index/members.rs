@@ -8,16 +8,23 @@
 //! the membership of the entry they reflect. A new group writes its first membership from
 //! `--peers` ([`Index::seed_membership`]); a master joining a group (`--join`) has none until
 //! the leader's snapshot brings it.
+//!
+//! The same table holds, under `restored_from`, the backup a master's index was seeded from
+//! (`--restore`, [`Index::restore_backup_from`]): this master's own, not replicated (no log
+//! entry writes it, snapshots do not carry it, [`super::digest`] leaves the table out).
 
 use prost::Message;
 use redb::{ReadableDatabase, ReadableTable, Table, TableDefinition, WriteTransaction};
 use symcluster_proto::cluster::v1 as pb;
+use symcluster_proto::v1;
 
 use super::{Index, IndexError, db};
 
-/// `"membership"` → the encoded `Membership`.
+/// `"membership"` → the encoded `Membership`; `"restored_from"` → the encoded
+/// `symcluster.v1.RestoredFrom`.
 pub(crate) const MEMBERSHIP: TableDefinition<&str, &[u8]> = TableDefinition::new("membership");
 const KEY: &str = "membership";
+const RESTORED_FROM: &str = "restored_from";
 
 /// Reads the membership from `table`; `None` when none was written.
 pub(crate) fn read(
@@ -69,6 +76,25 @@ impl Index {
         }
     }
 
+    /// The backup this master's index was seeded from (`--restore`); `None` when it was not.
+    pub fn restored_from(&self) -> Result<Option<v1::RestoredFrom>, IndexError> {
+        let read_txn = self.db.begin_read().map_err(db)?;
+        let table = match read_txn.open_table(MEMBERSHIP) {
+            Ok(table) => table,
+            Err(redb::TableError::TableDoesNotExist(_)) => return Ok(None),
+            Err(e) => return Err(db(e)),
+        };
+        let Some(bytes) = table.get(RESTORED_FROM).map_err(db)? else {
+            return Ok(None);
+        };
+        v1::RestoredFrom::decode(bytes.value())
+            .map(Some)
+            .map_err(|source| IndexError::Decode {
+                what: "restored_from".into(),
+                source,
+            })
+    }
+
     /// Writes `membership` durably when the index holds none yet (a new group, from
     /// `--peers`; an index from before membership changes); whether it was written.
     pub fn seed_membership(&self, membership: &pb::Membership) -> Result<bool, IndexError> {
@@ -87,9 +113,17 @@ impl Index {
     }
 }
 
-/// Deletes the membership in `txn`.
-pub(crate) fn clear(txn: &WriteTransaction) -> Result<(), IndexError> {
+/// Deletes the membership in `txn` and records that the index is seeded from the backup
+/// `restored_from` describes (a new group's membership is its own, from `--peers`).
+pub(crate) fn clear_for_backup(
+    txn: &WriteTransaction,
+    restored_from: &v1::RestoredFrom,
+) -> Result<(), IndexError> {
     txn.delete_table(MEMBERSHIP).map_err(db)?;
+    let mut table = txn.open_table(MEMBERSHIP).map_err(db)?;
+    table
+        .insert(RESTORED_FROM, restored_from.encode_to_vec().as_slice())
+        .map_err(db)?;
     Ok(())
 }
 

@@ -198,13 +198,17 @@ fn read_record(input: &mut impl BufRead, buf: &mut Vec<u8>) -> Result<Option<Rec
 }
 
 /// What a restore does with the membership the index holds.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 enum MembershipOnRestore {
     /// Takes the snapshot's (a snapshot without one, from before membership changes, leaves
     /// the index's as it is).
     FromSnapshot,
-    /// Deletes it: a backup seeding a new group.
-    Clear,
+    /// Deletes it and records the backup, of this SHA-256, that seeds a new group
+    /// ([`members::clear_for_backup`]).
+    ClearForBackup {
+        /// SHA-256 of the backup file.
+        sha256: Vec<u8>,
+    },
 }
 
 impl Index {
@@ -238,10 +242,21 @@ impl Index {
 
     /// As [`Index::restore_from`], for a backup seeding a new group (`--restore`): the
     /// backed-up group's membership is deleted in the same durable transaction, since the new
-    /// group's is its own (`--peers`). A crash leaves the old index or the restored one without
-    /// a membership, never the backup's jobs under the old group's members.
-    pub fn restore_backup_from(&self, input: &mut impl BufRead) -> Result<(u64, u64), IndexError> {
-        self.restore_stream(input, MembershipOnRestore::Clear)
+    /// group's is its own (`--peers`), and the backup is recorded ([`Index::restored_from`]:
+    /// `sha256`, the SHA-256 of the backup file, 32 bytes, and the header's applied index and
+    /// term). A crash leaves the old index or the restored one without a membership, never the
+    /// backup's jobs under the old group's members.
+    pub fn restore_backup_from(
+        &self,
+        input: &mut impl BufRead,
+        sha256: &[u8],
+    ) -> Result<(u64, u64), IndexError> {
+        self.restore_stream(
+            input,
+            MembershipOnRestore::ClearForBackup {
+                sha256: sha256.to_vec(),
+            },
+        )
     }
 
     fn restore_stream(
@@ -347,12 +362,21 @@ impl Index {
         txn.delete_table(BY_SEQUENCE).map_err(db)?;
         txn.delete_table(OPEN).map_err(db)?;
         txn.delete_table(META).map_err(db)?;
-        if membership == MembershipOnRestore::Clear {
-            members::clear(&txn)?;
-        } else if let Some(membership) = &header.membership {
-            // (A snapshot from a master before membership changes has none: the index's stays.)
-            let mut table = txn.open_table(members::MEMBERSHIP).map_err(db)?;
-            members::write(&mut table, membership)?;
+        match (membership, &header.membership) {
+            (MembershipOnRestore::ClearForBackup { sha256 }, _) => {
+                let restored_from = v1::RestoredFrom {
+                    sha256,
+                    applied_index: header.applied_index,
+                    applied_term: header.applied_term,
+                };
+                members::clear_for_backup(&txn, &restored_from)?;
+            }
+            (MembershipOnRestore::FromSnapshot, Some(membership)) => {
+                let mut table = txn.open_table(members::MEMBERSHIP).map_err(db)?;
+                members::write(&mut table, membership)?;
+            }
+            // A snapshot from a master before membership changes has none: the index's stays.
+            (MembershipOnRestore::FromSnapshot, None) => {}
         }
         let mut counts = SnapshotCounts::default();
         {
@@ -584,14 +608,28 @@ mod tests {
         assert!(two.seed_membership(&own_group).unwrap());
         // A cut backup changes nothing, the membership included.
         let cut = &stream[..stream.len() - 3];
-        assert!(two.restore_backup_from(&mut BufReader::new(cut)).is_err());
+        let sha256 = [7u8; 32];
+        assert!(
+            two.restore_backup_from(&mut BufReader::new(cut), &sha256)
+                .is_err()
+        );
         assert_eq!(two.membership().unwrap(), Some(own_group));
-        // A whole one holds the backed-up jobs and no membership: never the old group's.
+        assert_eq!(two.restored_from().unwrap(), None);
+        // A whole one holds the backed-up jobs and no membership: never the old group's; and
+        // it says which backup seeded it.
         let restored = two
-            .restore_backup_from(&mut BufReader::new(stream.as_slice()))
+            .restore_backup_from(&mut BufReader::new(stream.as_slice()), &sha256)
             .unwrap();
         assert_eq!(restored, (4, 2));
         assert_eq!(two.membership().unwrap(), None);
+        assert_eq!(
+            two.restored_from().unwrap(),
+            Some(v1::RestoredFrom {
+                sha256: sha256.to_vec(),
+                applied_index: 4,
+                applied_term: 2,
+            })
+        );
         assert_eq!(two.job("a", true).unwrap(), one.job("a", true).unwrap());
         assert!(two.job("a", true).unwrap().is_some());
         assert_eq!(two.counts().unwrap(), one.counts().unwrap());
@@ -600,7 +638,14 @@ mod tests {
         three
             .restore_from(&mut BufReader::new(stream.as_slice()))
             .unwrap();
-        assert_eq!(three.membership().unwrap(), Some(old_group));
+        assert_eq!(three.membership().unwrap(), Some(old_group.clone()));
+        assert_eq!(three.restored_from().unwrap(), None);
+        // A snapshot installed on a restored master keeps its record of the backup (its own,
+        // not the group's) and takes the group's membership.
+        two.restore_from(&mut BufReader::new(stream.as_slice()))
+            .unwrap();
+        assert_eq!(two.membership().unwrap(), Some(old_group));
+        assert_eq!(two.restored_from().unwrap().unwrap().applied_index, 4);
     }
 
     #[test]

@@ -111,7 +111,13 @@ impl Admin for AdminService {
         request: Request<v1::ListMembersRequest>,
     ) -> Result<Response<v1::ListMembersResponse>, Status> {
         auth::require(&request, auth::ADMIN_ROLES, "the group's members")?;
-        Ok(Response::new(members::list(self.scheduler.raft())))
+        let mut answer = members::list(self.scheduler.raft());
+        answer.restored_from = self
+            .scheduler
+            .index()
+            .restored_from()
+            .map_err(index_status)?;
+        Ok(Response::new(answer))
     }
 
     async fn add_member(

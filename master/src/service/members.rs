@@ -83,6 +83,7 @@ fn view(status: &RaftStatus, raft: &RaftHandle) -> v1::ListMembersResponse {
         commit_index: status.commit,
         answered_by: status.id,
         changing: status.changing,
+        restored_from: None,
     }
 }
 

@@ -72,11 +72,7 @@ pub async fn run(args: BackupArgs) -> anyhow::Result<()> {
             args.file.display()
         )
     })?;
-    let hex: String = last
-        .index_sha256
-        .iter()
-        .map(|b| format!("{b:02x}"))
-        .collect();
+    let hex = hex::encode(&last.index_sha256);
     println!(
         "{}: {bytes} bytes, {} jobs, applied index {} (term {}), index digest {hex}",
         args.file.display(),

@@ -234,15 +234,11 @@ async fn find(
         if found.sha256.is_empty() {
             String::new()
         } else {
-            format!(", SHA-256 {}", hex_string(&found.sha256))
+            format!(", SHA-256 {}", hex::encode(&found.sha256))
         },
         if found.shared { ", shared" } else { "" }
     );
     Ok(())
-}
-
-fn hex_string(bytes: &[u8]) -> String {
-    bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
 
 /// Runs `symctl debug-files`.

@@ -122,6 +122,11 @@ fn print(members: &api::ListMembersResponse, output: Output) -> anyhow::Result<(
             "commit_index": members.commit_index,
             "answered_by": members.answered_by,
             "changing": members.changing,
+            "restored_from": members.restored_from.as_ref().map(|r| serde_json::json!({
+                "sha256": hex::encode(&r.sha256),
+                "applied_index": r.applied_index,
+                "applied_term": r.applied_term,
+            })),
         }));
     }
     let mut rows = table(&[
@@ -157,5 +162,14 @@ fn print(members: &api::ListMembersResponse, output: Output) -> anyhow::Result<(
             ""
         }
     );
+    if let Some(restored) = &members.restored_from {
+        println!(
+            "master {} was restored from the backup of SHA-256 {} (applied index {}, term {})",
+            members.answered_by,
+            hex::encode(&restored.sha256),
+            restored.applied_index,
+            restored.applied_term
+        );
+    }
     Ok(())
 }
