@@ -21,6 +21,7 @@ pub mod connections;
 pub mod index;
 pub mod metrics;
 pub mod missing_check;
+pub mod open_files;
 pub mod raft;
 pub mod replica;
 pub mod restore;

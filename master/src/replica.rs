@@ -7,6 +7,7 @@
 //!   changed, in log order, with the records after each change.
 //! - [`RaftHandle`] is Raft's handle with the index's commands in and [`Applied`] out.
 
+use std::collections::BTreeSet;
 use std::io::{BufRead, Write};
 use std::sync::Arc;
 
@@ -15,9 +16,11 @@ use symcluster_proto::cluster::v1 as pb;
 use symcluster_proto::cluster::v1::command::Kind;
 
 use crate::index::apply::{Applied, Applier};
+use crate::index::bodies::InLog;
 use crate::index::body_tables;
 use crate::index::snapshot::SnapshotSource;
 use crate::index::{Command, Index, IndexError, command, db};
+use crate::open_files::OpenFiles;
 use crate::raft::ProposeError;
 use crate::raft::error::StateMachineError;
 use crate::raft::state_machine::{Applying, Batch, Outcome, SnapshotData, StateMachine, StateView};
@@ -67,6 +70,14 @@ impl StateView for Index {
     fn snapshot(&self) -> Result<Box<dyn SnapshotData>, StateMachineError> {
         Ok(Box::new(self.snapshot_source().map_err(boxed)?))
     }
+
+    fn attach_log(&self, files: OpenFiles) {
+        self.bodies().attach_log(files);
+    }
+
+    fn log_segments_in_use(&self) -> Result<BTreeSet<u64>, StateMachineError> {
+        Index::log_segments_in_use(self).map_err(boxed)
+    }
 }
 
 impl SnapshotData for SnapshotSource {
@@ -100,6 +111,14 @@ impl StateView for IndexMachine {
 
     fn snapshot(&self) -> Result<Box<dyn SnapshotData>, StateMachineError> {
         StateView::snapshot(&self.index)
+    }
+
+    fn attach_log(&self, files: OpenFiles) {
+        StateView::attach_log(&self.index, files);
+    }
+
+    fn log_segments_in_use(&self) -> Result<BTreeSet<u64>, StateMachineError> {
+        StateView::log_segments_in_use(&self.index)
     }
 }
 
@@ -189,10 +208,15 @@ impl IndexMachine {
             let mut applier = Applier::new(&txn, bodies)?.with_lease_specs(batch.is_leader);
             for entry in batch.entries {
                 match entry {
-                    Applying::Command { index, data } => match command::decode(data) {
+                    Applying::Command { index, data, place } => match command::decode(data) {
                         Ok(cmd) => {
                             membership_changed |= matches!(cmd.kind, Some(Kind::MembersSeen(_)));
-                            let applied = applier.apply(&cmd)?;
+                            let entry = place.map(|(segment, offset)| InLog {
+                                data,
+                                segment,
+                                offset,
+                            });
+                            let applied = applier.apply_from(&cmd, entry)?;
                             positions.push(outputs.len());
                             outputs.push(None);
                             changes.push((cmd, applied));

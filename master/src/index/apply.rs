@@ -29,7 +29,7 @@ use redb::{ReadableTable, Table, WriteTransaction};
 use symcluster_proto::cluster::v1 as pb;
 use symcluster_proto::v1;
 
-use super::bodies::Bodies;
+use super::bodies::{Bodies, InLog};
 use super::body_tables::BodyWriter;
 use super::{
     BY_SEQUENCE, IndexError, JOBS, JobState, JobSummary, META, OPEN, RESULTS, SPECS, compress, db,
@@ -144,6 +144,17 @@ impl<'t> Applier<'t> {
     /// Applies `command`. Errors are storage errors only; a command that does not fit the
     /// job's state is [`Applied::Ignored`].
     pub fn apply(&mut self, command: &pb::Command) -> Result<Applied, IndexError> {
+        self.apply_from(command, None)
+    }
+
+    /// [`Applier::apply`] of a command decoded from log entry `entry`: the bodies it brings
+    /// (a submit's report, a completion's result) are referenced there rather than written
+    /// again ([`BodyWriter::put_from`]).
+    pub fn apply_from(
+        &mut self,
+        command: &pb::Command,
+        entry: Option<InLog<'_>>,
+    ) -> Result<Applied, IndexError> {
         use pb::command::Kind;
         let upgraded = keys::upgrade(command);
         let command = upgraded.as_ref().unwrap_or(command);
@@ -151,7 +162,7 @@ impl<'t> Applier<'t> {
             return Ok(Applied::Ignored);
         };
         match kind {
-            Kind::Submit(c) => self.submit(c),
+            Kind::Submit(c) => self.submit(c, entry),
             Kind::Lease(c) => {
                 let mut applied = self.update(&c.job_id, true, |job| {
                     if job.state != JobState::Queued as i32 || c.attempt != job.attempts + 1 {
@@ -184,7 +195,7 @@ impl<'t> Applier<'t> {
             }),
             Kind::Complete(c) => {
                 let revision = named_revision(command.version, c.revision);
-                self.complete(c, revision, command.version >= 5)
+                self.complete(c, revision, command.version >= 5, entry)
             }
             Kind::Fail(c) => {
                 let revision = named_revision(command.version, c.revision);
@@ -203,7 +214,7 @@ impl<'t> Applier<'t> {
         }
     }
 
-    fn submit(&mut self, c: &pb::Submit) -> Result<Applied, IndexError> {
+    fn submit(&mut self, c: &pb::Submit, entry: Option<InLog<'_>>) -> Result<Applied, IndexError> {
         if self.jobs.get(c.job_id.as_str()).map_err(db)?.is_some() {
             return Ok(Applied::Ignored);
         }
@@ -242,7 +253,7 @@ impl<'t> Applier<'t> {
             .map_err(db)?;
         self.by_sequence.insert(sequence, id).map_err(db)?;
         if !is_terminal(state) {
-            self.bodies.put(&mut self.specs, id, &c.spec)?;
+            self.bodies.put_from(&mut self.specs, id, &c.spec, entry)?;
             self.open.insert(sequence, id).map_err(db)?;
         }
         if let Some(key) = state_key(state) {
@@ -262,6 +273,7 @@ impl<'t> Applier<'t> {
         c: &pb::Complete,
         revision: Option<u32>,
         bounded: bool,
+        entry: Option<InLog<'_>>,
     ) -> Result<Applied, IndexError> {
         let group = c.group.as_ref().filter(|g| !g.fingerprint.is_empty());
         let keep_spec = c.keep_spec || !c.missing.is_empty();
@@ -275,15 +287,18 @@ impl<'t> Applier<'t> {
             job.call_tree = c.call_tree.clone();
         })?;
         if let Applied::Changed { .. } = applied {
-            let compressed;
-            let blob = if c.result_zstd.is_empty() {
-                compressed = compress(&c.result_json);
-                &compressed
+            if c.result_zstd.is_empty() {
+                let compressed = compress(&c.result_json);
+                self.bodies
+                    .put(&mut self.results, c.job_id.as_str(), &compressed)?;
             } else {
-                &c.result_zstd
-            };
-            self.bodies
-                .put(&mut self.results, c.job_id.as_str(), blob)?;
+                self.bodies.put_from(
+                    &mut self.results,
+                    c.job_id.as_str(),
+                    &c.result_zstd,
+                    entry,
+                )?;
+            }
             let Previous {
                 fingerprint: old_fingerprint,
                 missing: old_missing,

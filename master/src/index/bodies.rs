@@ -16,23 +16,41 @@
 //! the index in the same transaction); a file with no live bytes is retired and deleted once a
 //! durable commit holds that ([`Bodies::retire`], [`Bodies::delete_retired`]). Readers hold the files they may read open
 //! ([`Bodies::reader`]), so a deletion after a read transaction began does not cut its reads.
+//!
+//! A body can also live in the Raft log, where the entry that brought it holds its bytes
+//! ([`Home::Log`]): a master whose index is Raft's state machine writes a job's report and
+//! result once, in the log, instead of once there and again here. The log's segment files
+//! are attached when the log opens ([`Bodies::attach_log`]); the log keeps a segment while
+//! the index references bodies in it (`log_bodies`, `raft/segment_log.rs`).
 
 use std::collections::HashMap;
 use std::fs::File;
 use std::io;
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
+
+use crate::open_files::{FileSet, OpenFiles};
 
 /// Bytes a body file takes before the next body opens a new one.
 pub const FILE_BYTES: u64 = 64 << 20;
 
+/// The file a body is in.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Home {
+    /// A body file of the index (its number).
+    File(u32),
+    /// A segment of the Raft log (its sequence number), inside the record of the entry that
+    /// brought the body.
+    Log(u64),
+}
+
 /// Where one body is: its file, byte offset and length, and the CRC-32 (IEEE, `crc32fast`)
-/// of its bytes. Stored as 20 bytes ([`BodyRef::encode`]).
+/// of its bytes. Stored as 20 bytes in a body file, 24 in the log ([`BodyRef::encode`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct BodyRef {
-    /// The file's number.
-    pub file: u32,
+    /// The file.
+    pub home: Home,
     /// Byte offset in the file.
     pub offset: u64,
     /// Length, bytes.
@@ -41,31 +59,58 @@ pub struct BodyRef {
     pub crc: u32,
 }
 
-/// Bytes of an encoded [`BodyRef`].
+/// Bytes of an encoded [`BodyRef`] to a body file.
 pub const REF_BYTES: usize = 20;
+/// Bytes of an encoded [`BodyRef`] into the log.
+pub const LOG_REF_BYTES: usize = 24;
 
 impl BodyRef {
-    /// Little-endian: file (4 bytes), offset (8), length (4), CRC (4).
-    pub fn encode(&self) -> [u8; REF_BYTES] {
-        let mut out = [0u8; REF_BYTES];
-        out[..4].copy_from_slice(&self.file.to_le_bytes());
-        out[4..12].copy_from_slice(&self.offset.to_le_bytes());
-        out[12..16].copy_from_slice(&self.len.to_le_bytes());
-        out[16..].copy_from_slice(&self.crc.to_le_bytes());
+    /// Little-endian: the body file's number (4 bytes) or the log segment's sequence number
+    /// (8), then offset (8), length (4), CRC (4); the length of the whole tells them apart.
+    pub fn encode(&self) -> Vec<u8> {
+        let mut out = Vec::with_capacity(LOG_REF_BYTES);
+        match self.home {
+            Home::File(file) => out.extend_from_slice(&file.to_le_bytes()),
+            Home::Log(segment) => out.extend_from_slice(&segment.to_le_bytes()),
+        }
+        out.extend_from_slice(&self.offset.to_le_bytes());
+        out.extend_from_slice(&self.len.to_le_bytes());
+        out.extend_from_slice(&self.crc.to_le_bytes());
         out
     }
 
     /// The reference [`BodyRef::encode`] wrote; `None` for bytes of another length.
     pub fn decode(bytes: &[u8]) -> Option<BodyRef> {
-        let bytes: &[u8; REF_BYTES] = bytes.try_into().ok()?;
-        let u32_at = |i: usize| u32::from_le_bytes(bytes[i..i + 4].try_into().expect("4 bytes"));
+        let (home, rest) = match bytes.len() {
+            REF_BYTES => (
+                Home::File(u32::from_le_bytes(bytes[..4].try_into().ok()?)),
+                &bytes[4..],
+            ),
+            LOG_REF_BYTES => (
+                Home::Log(u64::from_le_bytes(bytes[..8].try_into().ok()?)),
+                &bytes[8..],
+            ),
+            _ => return None,
+        };
         Some(BodyRef {
-            file: u32_at(0),
-            offset: u64::from_le_bytes(bytes[4..12].try_into().expect("8 bytes")),
-            len: u32_at(12),
-            crc: u32_at(16),
+            home,
+            offset: u64::from_le_bytes(rest[..8].try_into().ok()?),
+            len: u32::from_le_bytes(rest[8..12].try_into().ok()?),
+            crc: u32::from_le_bytes(rest[12..16].try_into().ok()?),
         })
     }
+}
+
+/// A command's bytes as its Raft log entry holds them, durably: a body found among them is
+/// referenced there ([`Bodies::locate`]) rather than written again.
+#[derive(Debug, Clone, Copy)]
+pub struct InLog<'a> {
+    /// The entry's data (the encoded command).
+    pub data: &'a [u8],
+    /// The segment's sequence number.
+    pub segment: u64,
+    /// Where `data` starts in the segment, bytes.
+    pub offset: u64,
 }
 
 /// The active file and the end of what is written in it.
@@ -95,6 +140,8 @@ struct Active {
 pub struct Bodies {
     dir: PathBuf,
     active: Mutex<Active>,
+    /// The Raft log's segments, once attached ([`Bodies::attach_log`]).
+    log: OnceLock<OpenFiles>,
 }
 
 fn file_name(number: u32) -> String {
@@ -183,6 +230,32 @@ impl Bodies {
                 open: Arc::new(open),
                 retired: Vec::new(),
             }),
+            log: OnceLock::new(),
+        })
+    }
+
+    /// Reads bodies in the Raft log through `files` (its segments) from now on, and lets
+    /// [`Bodies::locate`] reference bodies there. A second call changes nothing.
+    pub fn attach_log(&self, files: OpenFiles) {
+        let _ = self.log.set(files);
+    }
+
+    /// Where `bytes` are in the log entry `entry` (`None`: no log attached, or not found in
+    /// it; the body then goes to a body file). Found by substring search (`memchr::memmem`),
+    /// so a command's encoding need not be known: any place holding the same bytes will do.
+    pub fn locate(&self, bytes: &[u8], entry: Option<InLog<'_>>) -> Option<BodyRef> {
+        let entry = entry?;
+        self.log.get()?;
+        let len = u32::try_from(bytes.len()).ok()?;
+        if len == 0 {
+            return None;
+        }
+        let at = memchr::memmem::find(entry.data, bytes)?;
+        Some(BodyRef {
+            home: Home::Log(entry.segment),
+            offset: entry.offset + at as u64,
+            len,
+            crc: crc32fast::hash(bytes),
         })
     }
 
@@ -217,7 +290,7 @@ impl Bodies {
             active.unsynced.push(file);
         }
         Ok(BodyRef {
-            file: active.position.file,
+            home: Home::File(active.position.file),
             offset,
             len,
             crc: crc32fast::hash(bytes),
@@ -305,6 +378,7 @@ impl Bodies {
         BodyReader {
             dir: self.dir.clone(),
             open: self.lock().open.clone(),
+            log: self.log.get().map(OpenFiles::current),
         }
     }
 
@@ -319,23 +393,40 @@ impl Bodies {
 pub struct BodyReader {
     dir: PathBuf,
     open: Arc<HashMap<u32, Arc<File>>>,
+    /// The log's segments as they were (`None`: no log attached).
+    log: Option<FileSet>,
 }
 
 impl BodyReader {
     /// The bytes `body` refers to. Errors: the file system's (a file that is gone is
-    /// `NotFound`), and bytes whose CRC differs from the reference's (`InvalidData`).
+    /// `NotFound`, a log segment too, and a body in the log of an index whose log is not
+    /// open), and bytes whose CRC differs from the reference's (`InvalidData`).
     pub fn read(&self, body: BodyRef) -> io::Result<Vec<u8>> {
         if body.len == 0 {
             // An empty body is in no file (and keeps none alive).
             return Ok(Vec::new());
         }
         let opened;
-        let file = match self.open.get(&body.file) {
-            Some(file) => file,
-            // Created after this reader was taken.
-            None => {
-                opened = File::open(self.dir.join(file_name(body.file)))?;
-                &opened
+        let (file, name) = match body.home {
+            Home::File(number) => match self.open.get(&number) {
+                Some(file) => (&**file, file_name(number)),
+                // Created after this reader was taken.
+                None => {
+                    opened = File::open(self.dir.join(file_name(number)))?;
+                    (&opened, file_name(number))
+                }
+            },
+            Home::Log(segment) => {
+                let file = self.log.as_ref().and_then(|log| log.get(&segment));
+                let Some(file) = file else {
+                    return Err(io::Error::new(
+                        io::ErrorKind::NotFound,
+                        format!(
+                            "raft log segment {segment}: not open, but the index references a body in it"
+                        ),
+                    ));
+                };
+                (&**file, format!("raft log segment {segment}"))
             }
         };
         let mut bytes = vec![0u8; body.len as usize];
@@ -344,10 +435,8 @@ impl BodyReader {
             return Err(io::Error::new(
                 io::ErrorKind::InvalidData,
                 format!(
-                    "body file {}: {} bytes at {} do not match their CRC",
-                    file_name(body.file),
-                    body.len,
-                    body.offset
+                    "body file {name}: {} bytes at {} do not match their CRC",
+                    body.len, body.offset
                 ),
             ));
         }
@@ -374,10 +463,16 @@ mod tests {
         let bodies = Bodies::open(dir.path(), Position::default(), &[]).unwrap();
         let a = bodies.append(b"first body").unwrap();
         let b = bodies.append(b"second").unwrap();
-        assert_eq!((a.file, a.offset, a.len), (0, 0, 10));
-        assert_eq!((b.file, b.offset, b.len), (0, 10, 6));
+        assert_eq!((a.home, a.offset, a.len), (Home::File(0), 0, 10));
+        assert_eq!((b.home, b.offset, b.len), (Home::File(0), 10, 6));
         assert_eq!(BodyRef::decode(&b.encode()), Some(b));
         assert_eq!(BodyRef::decode(&b.encode()[..19]), None);
+        let in_log = BodyRef {
+            home: Home::Log(7),
+            ..b
+        };
+        assert_eq!(in_log.encode().len(), LOG_REF_BYTES);
+        assert_eq!(BodyRef::decode(&in_log.encode()), Some(in_log));
         assert_eq!(bodies.read(a).unwrap(), b"first body");
         assert_eq!(bodies.reader().read(b).unwrap(), b"second");
         assert_eq!(bodies.position(), Position { file: 0, end: 16 });
@@ -414,13 +509,16 @@ mod tests {
         let bodies = Bodies::open(dir.path(), Position::default(), &[]).unwrap();
         let a = bodies.append(&big).unwrap();
         let b = bodies.append(&big).unwrap();
-        assert_eq!((a.file, b.file, b.offset), (0, 1, 0));
+        assert_eq!(
+            (a.home, b.home, b.offset),
+            (Home::File(0), Home::File(1), 0)
+        );
         let committed = bodies.position();
         bodies.sync().unwrap();
         // Written after the commit: cut on open.
         let c = bodies.append(b"not committed").unwrap();
         let d = bodies.append(&big).unwrap();
-        assert_eq!((c.file, d.file), (1, 2));
+        assert_eq!((c.home, d.home), (Home::File(1), Home::File(2)));
         drop(bodies);
         let bodies = Bodies::open(dir.path(), committed, &[0, 1]).unwrap();
         assert_eq!(files(dir.path()), ["0000000000.body", "0000000001.body"]);

@@ -1,15 +1,21 @@
 //! The index's side of [`super::bodies`]: the `spec_refs` and `result_refs` tables hold a
-//! [`BodyRef`] per job, `body_files` each file's live bytes, and `index_meta` the active file
-//! and its end as of each commit ([`BodyWriter::finish`]). An index from before body files
+//! [`BodyRef`] per job, `body_files` each file's live bytes, `log_bodies` the live bytes the
+//! index references in each Raft log segment, and `index_meta` the active file and its end as
+//! of each commit ([`BodyWriter::record`]). An index from before body files
 //! held the bytes in `specs` and `results`; [`move_inline`] moves them out once, when it opens.
+
+use std::collections::BTreeSet;
 
 use redb::{ReadableTable, Table, TableDefinition, WriteTransaction};
 
-use super::bodies::{Bodies, BodyReader, BodyRef, Position};
+use super::bodies::{Bodies, BodyReader, BodyRef, Home, InLog, Position};
 use super::{IndexError, META, RESULTS, SPECS, db};
 
 /// File number → live bytes (bodies some reference still names).
 pub(crate) const BODY_FILES: TableDefinition<u32, u64> = TableDefinition::new("body_files");
+/// Raft log segment (sequence number) → live bytes the index references in it: the log keeps
+/// a segment while it has a row here (`raft/segment_log.rs`).
+pub(crate) const LOG_BODIES: TableDefinition<u64, u64> = TableDefinition::new("log_bodies");
 /// Before body files: job key → the encoded `JobSpec`.
 pub(crate) const INLINE_SPECS: TableDefinition<&str, &[u8]> = TableDefinition::new("specs");
 /// Before body files: job key → the zstd-compressed result.
@@ -80,10 +86,23 @@ pub(crate) fn recorded(txn: &WriteTransaction) -> Result<(Position, Vec<u32>), I
     Ok((position, files))
 }
 
-/// Writes and frees bodies within one write transaction, keeping `body_files` in step.
+/// The log segments `txn`'s database references bodies in, as of its last commit.
+pub(crate) fn log_segments_in_use(
+    table: &impl ReadableTable<u64, u64>,
+) -> Result<BTreeSet<u64>, IndexError> {
+    let mut segments = BTreeSet::new();
+    for row in table.iter().map_err(db)? {
+        segments.insert(row.map_err(db)?.0.value());
+    }
+    Ok(segments)
+}
+
+/// Writes and frees bodies within one write transaction, keeping `body_files` and
+/// `log_bodies` in step.
 pub(crate) struct BodyWriter<'t> {
     bodies: &'t Bodies,
     live: Table<'t, u32, u64>,
+    log_live: Table<'t, u64, u64>,
     /// Files whose last live body went in this transaction (not the active one).
     retired: Vec<u32>,
 }
@@ -94,14 +113,38 @@ impl<'t> BodyWriter<'t> {
         Ok(BodyWriter {
             bodies,
             live: txn.open_table(BODY_FILES).map_err(db)?,
+            log_live: txn.open_table(LOG_BODIES).map_err(db)?,
             retired: Vec::new(),
         })
     }
 
-    fn add_live(&mut self, file: u32, delta: i64) -> Result<(), IndexError> {
+    fn add_live(&mut self, home: Home, delta: i64) -> Result<(), IndexError> {
         if delta == 0 {
             return Ok(());
         }
+        let file = match home {
+            Home::File(file) => file,
+            Home::Log(segment) => {
+                // The log decides when a segment goes, from these rows at a durable commit.
+                let now = self
+                    .log_live
+                    .get(segment)
+                    .map_err(db)?
+                    .map_or(0, |v| v.value());
+                let after = now.checked_add_signed(delta).ok_or_else(|| {
+                    IndexError::Corrupt(format!(
+                        "raft log segment {segment}: {now} live bytes, and a body of {} removed",
+                        -delta
+                    ))
+                })?;
+                if after == 0 {
+                    self.log_live.remove(segment).map_err(db)?;
+                } else {
+                    self.log_live.insert(segment, after).map_err(db)?;
+                }
+                return Ok(());
+            }
+        };
         let now = self.live.get(file).map_err(db)?.map_or(0, |v| v.value());
         let after = now.checked_add_signed(delta).ok_or_else(|| {
             IndexError::Corrupt(format!(
@@ -127,18 +170,34 @@ impl<'t> BodyWriter<'t> {
         key: &str,
         bytes: &[u8],
     ) -> Result<(), IndexError> {
+        self.put_from(refs, key, bytes, None)
+    }
+
+    /// [`BodyWriter::put`] of a body that came in log entry `entry`: referenced where the
+    /// entry holds it, when it can be ([`Bodies::locate`]), else written to a body file.
+    pub(crate) fn put_from(
+        &mut self,
+        refs: &mut Table<'_, &'static str, &'static [u8]>,
+        key: &str,
+        bytes: &[u8],
+        entry: Option<InLog<'_>>,
+    ) -> Result<(), IndexError> {
         self.remove(refs, key)?;
+        if let Some(body) = self.bodies.locate(bytes, entry) {
+            refs.insert(key, body.encode().as_slice()).map_err(db)?;
+            return self.add_live(body.home, i64::from(body.len));
+        }
         let before = self.bodies.position().file;
         let body = self
             .bodies
             .append(bytes)
             .map_err(|e| body_error(&format!("writing the body of {key}"), e))?;
-        if body.file != before && self.live.get(before).map_err(db)?.is_none() {
+        if body.home != Home::File(before) && self.live.get(before).map_err(db)?.is_none() {
             // The file it filled has no live body left.
             self.retired.push(before);
         }
         refs.insert(key, body.encode().as_slice()).map_err(db)?;
-        self.add_live(body.file, i64::from(body.len))
+        self.add_live(body.home, i64::from(body.len))
     }
 
     /// Removes `key`'s body from `refs` (nothing when it has none).
@@ -151,7 +210,7 @@ impl<'t> BodyWriter<'t> {
             return Ok(());
         };
         let old = decode_ref(key, old.value())?;
-        self.add_live(old.file, -i64::from(old.len))
+        self.add_live(old.home, -i64::from(old.len))
     }
 
     /// The body of `key` in `refs` (read under the writer: no file is deleted meanwhile).
@@ -182,8 +241,9 @@ impl<'t> BodyWriter<'t> {
     }
 
     /// Forgets every file's live bytes (a restore replaces every body): the files that were
-    /// live are retired.
+    /// live are retired, and no log segment is referenced any more.
     pub(crate) fn clear(&mut self) -> Result<(), IndexError> {
+        self.log_live.retain(|_, _| false).map_err(db)?;
         let mut files = Vec::new();
         for row in self.live.iter().map_err(db)? {
             files.push(row.map_err(db)?.0.value());
@@ -231,7 +291,7 @@ mod tests {
     use symcluster_proto::v1;
 
     use super::super::apply::Applier;
-    use super::super::bodies::FILE_BYTES;
+    use super::super::bodies::{FILE_BYTES, Home, InLog};
     use super::super::{Index, command};
     use super::*;
 
@@ -408,6 +468,124 @@ mod tests {
         assert!(
             read.open_table(INLINE_SPECS).is_err(),
             "the old table is gone"
+        );
+    }
+
+    /// Writes each command's encoding into `segment` (a stand-in for a Raft log segment, file
+    /// number `sequence`) as the log would, and applies it from there in one durable
+    /// transaction.
+    fn apply_from_log(
+        index: &Index,
+        segment: &std::fs::File,
+        sequence: u64,
+        commands: &[pb::Command],
+        at: u64,
+    ) {
+        use std::os::unix::fs::FileExt;
+        let txn = index.database().begin_write().unwrap();
+        {
+            let mut applier = Applier::new(&txn, index.bodies()).unwrap();
+            for c in commands {
+                let data = command::encode(c);
+                let offset = segment.metadata().unwrap().len() + 9;
+                segment.write_all_at(&[0; 9], offset - 9).unwrap();
+                segment.write_all_at(&data, offset).unwrap();
+                let entry = InLog {
+                    data: &data,
+                    segment: sequence,
+                    offset,
+                };
+                applier.apply_from(c, Some(entry)).unwrap();
+            }
+            applier.set_applied(at, 1).unwrap();
+        }
+        index.bodies().sync().unwrap();
+        txn.commit().unwrap();
+    }
+
+    #[test]
+    fn bodies_in_the_log_are_read_from_it_and_hash_as_bodies_in_files_do() {
+        let dir = tempfile::tempdir().unwrap();
+        let report = vec![5u8; 20_000];
+        let commands = [
+            command::submit("p/a", v1::JobKind::Native, report.clone(), "k", 1),
+            command::lease("p/a", "w", "", 1, 2),
+            command::complete("p/a", 1, "w", b"{\"frames\":[]}".to_vec(), None, 3),
+        ];
+        let in_files = Index::open_file(&dir.path().join("files.redb")).unwrap();
+        apply(&in_files, &commands, 3);
+
+        let path = dir.path().join("log.redb");
+        let segment_path = dir.path().join("00000000000000000009.log");
+        let segment = std::sync::Arc::new(std::fs::File::create_new(&segment_path).unwrap());
+        let files = crate::open_files::OpenFiles::default();
+        files.insert(
+            9,
+            std::sync::Arc::new(std::fs::File::open(&segment_path).unwrap()),
+        );
+        let in_log = Index::open_file(&path).unwrap();
+        in_log.bodies().attach_log(files.clone());
+        apply_from_log(&in_log, &segment, 9, &commands, 3);
+
+        // Both bodies are in the log, none in a body file; they read back as submitted.
+        let read = in_log.database().begin_read().unwrap();
+        for refs in [SPECS, RESULTS] {
+            let table = read.open_table(refs).unwrap();
+            let row = table.get("p/a").unwrap().unwrap();
+            assert_eq!(decode_ref("p/a", row.value()).unwrap().home, Home::Log(9));
+        }
+        drop(read);
+        assert_eq!(in_log.bodies().position().end, 0);
+        assert_eq!(in_log.spec("p/a").unwrap().unwrap(), report);
+        assert_eq!(
+            in_log
+                .job("p/a", true)
+                .unwrap()
+                .unwrap()
+                .result_json
+                .as_deref(),
+            Some(&b"{\"frames\":[]}"[..])
+        );
+        assert_eq!(in_log.log_segments_in_use().unwrap(), [9].into());
+        // The same index, whatever holds its bodies: masters compare digests.
+        assert_eq!(in_log.digest().unwrap(), in_files.digest().unwrap());
+
+        // A snapshot of it restores with every body in the restored index's own files.
+        let mut stream = Vec::new();
+        in_log
+            .snapshot_source()
+            .unwrap()
+            .write_to(&mut stream)
+            .unwrap();
+        let restored = Index::open_file(&dir.path().join("restored.redb")).unwrap();
+        restored.restore_from(&mut stream.as_slice()).unwrap();
+        assert_eq!(restored.digest().unwrap(), in_files.digest().unwrap());
+        assert!(restored.log_segments_in_use().unwrap().is_empty());
+
+        // Purged, it references nothing in the log any more: the log may delete the segment.
+        apply_from_log(&in_log, &segment, 9, &[command::purge(5, 5, 0)], 4);
+        assert_eq!(in_log.job("p/a", false).unwrap(), None);
+        assert!(in_log.log_segments_in_use().unwrap().is_empty());
+
+        // A body in a segment the log no longer holds is an error naming it, not a panic.
+        apply_from_log(
+            &in_log,
+            &segment,
+            9,
+            &[command::submit(
+                "p/b",
+                v1::JobKind::Native,
+                report.clone(),
+                "k",
+                6,
+            )],
+            5,
+        );
+        files.remove(9);
+        let error = in_log.spec("p/b").unwrap_err().to_string();
+        assert!(
+            error.contains("raft log segment 9: not open, but the index references a body in it"),
+            "{error}"
         );
     }
 }

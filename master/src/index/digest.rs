@@ -21,7 +21,7 @@ pub struct IndexDigest {
     /// its length (u64 little-endian), in key order. The applied index and term are left out,
     /// and so are counts of 0 in `index_meta` (as if absent). Specs and results are hashed as
     /// their bytes under the names they had before body files (`specs`, `results`), not as
-    /// the references, which differ between masters; `body_files` and the body files'
+    /// the references, which differ between masters; `body_files`, `log_bodies` and the body files'
     /// position in `index_meta` are left out.
     pub sha256: [u8; 32],
     /// The log entry the index reflects.

@@ -9,9 +9,10 @@
 //! | table | key → value |
 //! |---|---|
 //! | `jobs` | job key (`<project>/<job id>`, [`keys`]) → `JobRecord` (prost) |
-//! | `spec_refs` | job key → where its encoded `symcluster.v1.JobSpec` is in the body files ([`bodies`]) |
-//! | `result_refs` | job key → where its result JSON, zstd-compressed, is in the body files |
+//! | `spec_refs` | job key → where its encoded `symcluster.v1.JobSpec` is: the Raft log or the body files ([`bodies`]) |
+//! | `result_refs` | job key → where its result JSON, zstd-compressed, is: the Raft log or the body files |
 //! | `body_files` | body file number → its live bytes ([`body_tables`]) |
+//! | `log_bodies` | Raft log segment → the live bytes referenced in it |
 //! | `by_sequence` | submission sequence (1-based) → job key |
 //! | `open` | submission sequence → job key, for queued and running jobs only |
 //! | `groups` | `<project>/<fingerprint>` → `symcluster.v1.CrashGroup` (prost), without its call tree |
@@ -20,8 +21,9 @@
 //! | `index_meta` | `applied_index`, `applied_term`, `next_sequence`, per-state counts, the active body file and its end → u64 |
 //! | `membership` | `membership` → the master group's members and raft-rs's `ConfState` ([`members`]) |
 //!
-//! A job's bodies (its spec and result) are kept out of `redb`, in append-only body files in
-//! `bodies/` beside it ([`bodies`]): the tables hold 20-byte references.
+//! A job's bodies (its spec and result) are kept out of `redb`: in the Raft log entry that
+//! brought them, or in append-only body files in `bodies/` beside it ([`bodies`]): the tables
+//! hold 20- or 24-byte references.
 //!
 //! Reads open their own read transaction and never wait for the writer (redb is MVCC).
 //! [`snapshot`] writes the tables as a stream of records and restores them from one;
@@ -246,6 +248,7 @@ impl Index {
         txn.open_table(OPEN).map_err(db)?;
         txn.open_table(META).map_err(db)?;
         txn.open_table(body_tables::BODY_FILES).map_err(db)?;
+        txn.open_table(body_tables::LOG_BODIES).map_err(db)?;
         txn.open_table(members::MEMBERSHIP).map_err(db)?;
         missing::MissingTables::open(&txn)?;
         txn.commit().map_err(db)?;
@@ -282,6 +285,14 @@ impl Index {
     /// The body files.
     pub fn bodies(&self) -> &Arc<bodies::Bodies> {
         &self.bodies
+    }
+
+    /// The Raft log segments (sequence numbers) the last commit references bodies in.
+    /// Errors: the store's.
+    pub fn log_segments_in_use(&self) -> Result<std::collections::BTreeSet<u64>, IndexError> {
+        let read = self.db.begin_read().map_err(db)?;
+        let table = read.open_table(body_tables::LOG_BODIES).map_err(db)?;
+        body_tables::log_segments_in_use(&table)
     }
 
     /// Opens (or creates) the master's database file at `path`.

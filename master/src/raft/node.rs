@@ -939,6 +939,7 @@ impl<S: StateMachine> Node<S> {
                     entries.push(Applying::Command {
                         index: entry.index,
                         data: &entry.data[..],
+                        place: self.raw.store().data_place(entry.index),
                     });
                     contexts.push(Some(&entry.context[..]));
                 }
@@ -1016,9 +1017,11 @@ impl<S: StateMachine> Node<S> {
             .map(|(_, p)| p.pending_snapshot)
             .min()
             .unwrap_or(u64::MAX);
-        self.raw
-            .mut_store()
-            .maybe_compact(self.applied, self.durable_applied.min(sending))?;
+        self.raw.mut_store().maybe_compact(
+            self.applied,
+            self.durable_applied.min(sending),
+            checkpoint,
+        )?;
         for (context, output) in contexts.into_iter().zip(outcome.outputs) {
             let Some(id) = context.and_then(|c| self.proposal_id(c)) else {
                 continue;

@@ -26,14 +26,25 @@
 //! corruption, reported, never cut.
 //! The layout follows the write-ahead logs of etcd's `wal` package and tikv's raft-engine,
 //! reduced to one Raft group.
+//!
+//! The log is also the home of the job bodies its entries carry (a report in a submit, a
+//! result in a completion): the index references their bytes where the entry's record holds
+//! them ([`EntryAt::data`]) instead of writing them a second time (`index/bodies.rs`). Every
+//! segment is held open for those reads ([`SegmentLog::files`]). A segment that compaction
+//! passed while the index still references bodies in it is not deleted but renamed
+//! `<sequence>.bodies` ([`SegmentLog::remove_through`]): it is never replayed again, only read,
+//! and goes once the index references nothing in it ([`SegmentLog::drop_unreferenced`]).
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::fs::{self, File, OpenOptions};
 use std::io::{self, Read, Write};
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use prost011::Message as _;
 use raft::prelude::{Entry, HardState, SnapshotMetadata};
+
+use crate::open_files::OpenFiles;
 
 /// A segment is closed and the next one started once it holds this many bytes.
 pub const SEGMENT_BYTES: u64 = 64 << 20;
@@ -93,6 +104,9 @@ pub struct EntryAt {
     pub offset: u64,
     /// The record's length (header included), bytes.
     pub len: u32,
+    /// Where the entry's `data` (the command's bytes) starts, bytes from the record's start;
+    /// 0 for an entry without data.
+    pub data: u32,
 }
 
 /// What replaying the segments found.
@@ -125,10 +139,59 @@ pub struct SegmentLog {
     /// Records not yet written.
     buffer: Vec<u8>,
     buffered_max_index: u64,
+    /// Every segment, opened for reading (the kept ones too), for the index's body reads.
+    files: OpenFiles,
+    /// Segments compaction passed that hold bodies the index references: `.bodies` files.
+    kept: BTreeSet<u64>,
 }
 
 fn segment_path(dir: &Path, sequence: u64) -> PathBuf {
     dir.join(format!("{sequence:020}.log"))
+}
+
+fn kept_path(dir: &Path, sequence: u64) -> PathBuf {
+    dir.join(format!("{sequence:020}.bodies"))
+}
+
+/// Where `entry`'s data starts in `payload`, its encoding (0 when it has none). prost writes
+/// `data` (field 4) after `entry_type`, `term` and `index` and before `sync_log` (5) and
+/// `context` (6), whatever the order the two take: the data ends where those two fields'
+/// bytes begin. Checked against the bytes; a mismatch (an encoder that differs) is 0, and the
+/// index then writes the bodies of the entry to its own files.
+fn data_offset(entry: &Entry, payload: &[u8]) -> usize {
+    if entry.data.is_empty() {
+        return 0;
+    }
+    let varint_len = |n: usize| prost011::encoding::encoded_len_varint(n as u64);
+    let context = if entry.context.is_empty() {
+        0
+    } else {
+        1 + varint_len(entry.context.len()) + entry.context.len()
+    };
+    let sync_log = if entry.sync_log { 2 } else { 0 };
+    let Some(start) = payload
+        .len()
+        .checked_sub(context + sync_log + entry.data.len())
+    else {
+        return 0;
+    };
+    if payload[start..start + entry.data.len()] == entry.data[..] {
+        start
+    } else {
+        0
+    }
+}
+
+/// [`data_offset`] from the record's start (0: no data).
+fn data_at(entry: &Entry, payload: &[u8]) -> u32 {
+    match data_offset(entry, payload) {
+        0 => 0,
+        at => (HEADER_BYTES + 1 + at) as u32,
+    }
+}
+
+fn open_read(path: &Path) -> Result<Arc<File>, LogError> {
+    File::open(path).map(Arc::new).map_err(io_err(path))
 }
 
 /// fsyncs directory `dir` (its entries: files created, renamed or deleted in it).
@@ -150,17 +213,25 @@ impl SegmentLog {
             }
         }
         let mut sequences = Vec::new();
+        let files = OpenFiles::default();
+        let mut kept = BTreeSet::new();
         for entry in fs::read_dir(dir).map_err(io_err(dir))? {
             let entry = entry.map_err(io_err(dir))?;
             let name = entry.file_name();
-            let Some(sequence) = name
-                .to_str()
-                .and_then(|n| n.strip_suffix(".log"))
-                .and_then(|n| n.parse::<u64>().ok())
-            else {
+            let Some(name) = name.to_str() else {
                 continue;
             };
-            sequences.push(sequence);
+            let number = |suffix| {
+                name.strip_suffix(suffix)
+                    .and_then(|n| n.parse::<u64>().ok())
+            };
+            if let Some(sequence) = number(".log") {
+                sequences.push(sequence);
+            } else if let Some(sequence) = number(".bodies") {
+                // Kept for its bodies only: read, never replayed.
+                files.insert(sequence, open_read(&entry.path())?);
+                kept.insert(sequence);
+            }
         }
         sequences.sort_unstable();
         let mut replayed = Replayed::default();
@@ -169,6 +240,7 @@ impl SegmentLog {
         for (i, sequence) in sequences.into_iter().enumerate() {
             let path = segment_path(dir, sequence);
             let max_index = replay_segment(&path, sequence, i + 1 == count, &mut replayed)?;
+            files.insert(sequence, open_read(&path)?);
             closed.push(Segment {
                 sequence,
                 path,
@@ -200,11 +272,14 @@ impl SegmentLog {
                 (last, file, bytes)
             }
             None => {
-                let path = segment_path(dir, 1);
+                // After the kept segments: a sequence number is never used twice.
+                let sequence = kept.last().map_or(1, |k| k + 1);
+                let path = segment_path(dir, sequence);
                 let file = create_segment(dir, &path)?;
+                files.insert(sequence, open_read(&path)?);
                 (
                     Segment {
-                        sequence: 1,
+                        sequence,
                         path,
                         max_index: 0,
                     },
@@ -222,9 +297,17 @@ impl SegmentLog {
                 bytes,
                 buffer: Vec::new(),
                 buffered_max_index: 0,
+                files,
+                kept,
             },
             replayed,
         ))
+    }
+
+    /// Every segment, open for reading, as it changes: the index reads the bodies it
+    /// references through it.
+    pub fn files(&self) -> OpenFiles {
+        self.files.clone()
     }
 
     /// Queues a record; returns where it will start in the active segment and its length.
@@ -245,13 +328,16 @@ impl SegmentLog {
 
     /// Queues `entry` for the next [`Self::flush`]; returns where its record will be.
     pub fn push_entry(&mut self, entry: &Entry) -> EntryAt {
+        let start = self.buffer.len();
         let (offset, len) = self.push(KIND_ENTRY, entry);
         self.buffered_max_index = self.buffered_max_index.max(entry.index);
+        let payload = &self.buffer[start + HEADER_BYTES + 1..];
         EntryAt {
             term: entry.term,
             segment: self.active.sequence,
             offset,
             len,
+            data: data_at(entry, payload),
         }
     }
 
@@ -347,6 +433,7 @@ impl SegmentLog {
         let sequence = self.active.sequence + 1;
         let path = segment_path(&self.dir, sequence);
         let file = create_segment(&self.dir, &path)?;
+        self.files.insert(sequence, open_read(&path)?);
         let old = std::mem::replace(
             &mut self.active,
             Segment {
@@ -364,17 +451,26 @@ impl SegmentLog {
     }
 
     /// Deletes the oldest closed segments while their entries are all at or below `index` (the
-    /// compaction point, already written and fsynced). Stops at the first one still needed:
-    /// a newer segment may have rewritten an older one's tail, and deleting it alone would
-    /// bring that tail back at replay.
-    pub fn remove_through(&mut self, index: u64) -> Result<(), LogError> {
+    /// compaction point, already written and fsynced); one that holds bodies the index
+    /// references (`in_use`, by sequence, as of a durable commit of the index) is renamed
+    /// `.bodies` instead and kept for reads. Stops at the first one still needed: a newer
+    /// segment may have rewritten an older one's tail, and deleting it alone would bring that
+    /// tail back at replay (a kept segment is not replayed).
+    pub fn remove_through(&mut self, index: u64, in_use: &BTreeSet<u64>) -> Result<(), LogError> {
         let passed = self
             .closed
             .iter()
             .take_while(|segment| segment.max_index <= index)
             .count();
         for segment in self.closed.drain(..passed) {
-            fs::remove_file(&segment.path).map_err(io_err(&segment.path))?;
+            if in_use.contains(&segment.sequence) {
+                let kept = kept_path(&self.dir, segment.sequence);
+                fs::rename(&segment.path, &kept).map_err(io_err(&segment.path))?;
+                self.kept.insert(segment.sequence);
+            } else {
+                fs::remove_file(&segment.path).map_err(io_err(&segment.path))?;
+                self.files.remove(segment.sequence);
+            }
         }
         if passed > 0 {
             sync_dir(&self.dir)?;
@@ -382,9 +478,34 @@ impl SegmentLog {
         Ok(())
     }
 
+    /// Deletes the kept segments (`.bodies`) the index no longer references (`in_use`, as of
+    /// a durable commit of the index).
+    pub fn drop_unreferenced(&mut self, in_use: &BTreeSet<u64>) -> Result<(), LogError> {
+        let gone: Vec<u64> = self.kept.difference(in_use).copied().collect();
+        for sequence in &gone {
+            let path = kept_path(&self.dir, *sequence);
+            match fs::remove_file(&path) {
+                Err(e) if e.kind() != io::ErrorKind::NotFound => return Err(io_err(&path)(e)),
+                _ => {}
+            }
+            self.kept.remove(sequence);
+            self.files.remove(*sequence);
+        }
+        if !gone.is_empty() {
+            sync_dir(&self.dir)?;
+        }
+        Ok(())
+    }
+
+    /// Segments kept for their bodies only (`.bodies`).
+    pub fn kept(&self) -> usize {
+        self.kept.len()
+    }
+
     /// Starts over from an installed snapshot: a new segment holding `hard_state` and a reset
     /// to `meta` (which drops every earlier entry at replay, so that segments a crash leaves
-    /// undeleted change nothing), fsynced, then every older segment deleted.
+    /// undeleted change nothing), fsynced, then every older segment deleted, the kept ones too
+    /// (the index restored before it holds every body in its own files).
     pub fn reset(
         &mut self,
         hard_state: &HardState,
@@ -393,7 +514,8 @@ impl SegmentLog {
         self.buffer.clear();
         self.buffered_max_index = 0;
         self.start_segment(hard_state, KIND_RESET, meta)?;
-        self.remove_through(u64::MAX)
+        self.remove_through(u64::MAX, &BTreeSet::new())?;
+        self.drop_unreferenced(&BTreeSet::new())
     }
 
     /// Segment files on disk (the active one included).
@@ -449,6 +571,7 @@ fn replay_segment(
                                 segment: sequence,
                                 offset: offset as u64,
                                 len: used as u32,
+                                data: data_at(&entry, payload),
                             },
                         );
                     }
@@ -733,9 +856,9 @@ pub(super) mod tests {
         log.push_entry(&entry(4, 2));
         log.flush(true).unwrap();
         // Compaction to 3 has passed segment 2 but not segment 1: neither may go alone.
-        log.remove_through(3).unwrap();
+        log.remove_through(3, &BTreeSet::new()).unwrap();
         assert_eq!(log.segments(), 3);
-        log.remove_through(5).unwrap();
+        log.remove_through(5, &BTreeSet::new()).unwrap();
         assert_eq!(log.segments(), 1);
     }
 
@@ -785,7 +908,7 @@ pub(super) mod tests {
             };
             log.push_compacted(&meta);
             log.flush(true).unwrap();
-            log.remove_through(4).unwrap();
+            log.remove_through(4, &BTreeSet::new()).unwrap();
             assert_eq!(log.segments(), 1);
         }
         let (log, replayed) = SegmentLog::open(dir.path()).unwrap();
@@ -827,5 +950,98 @@ pub(super) mod tests {
         assert_eq!(replayed.compacted.as_ref().unwrap().index, 90);
         assert_eq!(replayed.hard_state.as_ref().unwrap().commit, 90);
         assert_eq!(indexes(&replayed), [(91, 3)]);
+    }
+
+    /// The bytes at `at`'s data, read through the log's open files.
+    fn data_read(log: &SegmentLog, at: &EntryAt, len: usize) -> Vec<u8> {
+        use std::os::unix::fs::FileExt;
+        let mut bytes = vec![0u8; len];
+        log.files().current()[&at.segment]
+            .read_exact_at(&mut bytes, at.offset + u64::from(at.data))
+            .unwrap();
+        bytes
+    }
+
+    #[test]
+    fn an_entrys_data_is_found_where_the_record_holds_it_when_written_and_replayed() {
+        let dir = tempfile::tempdir().unwrap();
+        let with_context = Entry {
+            context: b"proposal 7".to_vec(),
+            sync_log: true,
+            ..entry(2, 1)
+        };
+        let (written, empty) = {
+            let (mut log, _) = SegmentLog::open(dir.path()).unwrap();
+            let a = log.push_entry(&entry(1, 1));
+            let b = log.push_entry(&with_context);
+            let empty = log.push_entry(&Entry {
+                index: 3,
+                term: 1,
+                ..Entry::default()
+            });
+            log.flush(true).unwrap();
+            assert_eq!(data_read(&log, &a, 100), entry(1, 1).data);
+            assert_eq!(data_read(&log, &b, 100), with_context.data);
+            ([a, b], empty)
+        };
+        assert_eq!(empty.data, 0, "no data, no place");
+        let (log, replayed) = SegmentLog::open(dir.path()).unwrap();
+        assert_eq!(replayed.entries[&1], written[0]);
+        assert_eq!(replayed.entries[&2], written[1]);
+        assert_eq!(replayed.entries[&3].data, 0);
+        assert_eq!(
+            data_read(&log, &replayed.entries[&2], 100),
+            with_context.data
+        );
+    }
+
+    #[test]
+    fn a_passed_segment_with_bodies_in_use_is_kept_unreplayed_until_they_go() {
+        let dir = tempfile::tempdir().unwrap();
+        let first_entry = {
+            let (mut log, _) = SegmentLog::open(dir.path()).unwrap();
+            let at = log.push_entry(&entry(1, 1));
+            log.push_entry(&entry(2, 1));
+            log.rotate(&HardState::default(), &SnapshotMetadata::default())
+                .unwrap();
+            log.push_entry(&entry(3, 1));
+            log.push_compacted(&SnapshotMetadata {
+                index: 2,
+                term: 1,
+                ..SnapshotMetadata::default()
+            });
+            log.flush(true).unwrap();
+            let held = log.files().current();
+            log.remove_through(2, &BTreeSet::from([1])).unwrap();
+            assert_eq!((log.segments(), log.kept()), (1, 1));
+            assert!(kept_path(dir.path(), 1).exists() && !segment_path(dir.path(), 1).exists());
+            assert_eq!(data_read(&log, &at, 100), entry(1, 1).data);
+            assert!(Arc::ptr_eq(&held[&1], &log.files().current()[&1]));
+            at
+        };
+        // Reopened: the kept segment is read, not replayed (its entries are compacted).
+        let (mut log, replayed) = SegmentLog::open(dir.path()).unwrap();
+        assert_eq!(indexes(&replayed), [(3, 1)]);
+        assert_eq!((log.segments(), log.kept()), (1, 1));
+        assert_eq!(data_read(&log, &first_entry, 100), entry(1, 1).data);
+        // Still in use: kept; then no longer: deleted, while a reader that took it reads on.
+        log.drop_unreferenced(&BTreeSet::from([1])).unwrap();
+        assert_eq!(log.kept(), 1);
+        let reader = log.files().current();
+        log.drop_unreferenced(&BTreeSet::new()).unwrap();
+        assert_eq!(log.kept(), 0);
+        assert!(!kept_path(dir.path(), 1).exists());
+        assert!(!log.files().current().contains_key(&1));
+        assert!(reader.contains_key(&1));
+        // A segment passed with no bodies in use is deleted as before.
+        log.rotate(&HardState::default(), &SnapshotMetadata::default())
+            .unwrap();
+        log.remove_through(3, &BTreeSet::new()).unwrap();
+        let mut names: Vec<String> = fs::read_dir(dir.path())
+            .unwrap()
+            .map(|e| e.unwrap().file_name().into_string().unwrap())
+            .collect();
+        names.sort();
+        assert_eq!(names, ["00000000000000000003.log"]);
     }
 }

@@ -3,11 +3,13 @@
 //! ([`SnapshotData`]). The master's index implements it (`replica.rs`); the simulation
 //! test (`master/tests/raft_simulation.rs`) drives the real node over that same index.
 
+use std::collections::BTreeSet;
 use std::io::{BufRead, Write};
 
 use symcluster_proto::cluster::v1 as pb;
 
 use super::error::StateMachineError;
+use crate::open_files::OpenFiles;
 
 /// Makes the group's membership after a change from the one before it (`None`: none stored).
 pub type MembershipChange = Box<dyn FnOnce(Option<pb::Membership>) -> pb::Membership + Send>;
@@ -20,6 +22,10 @@ pub enum Applying<'a> {
         index: u64,
         /// The command.
         data: &'a [u8],
+        /// Where `data` is in the log, durably written: the segment's sequence number and the
+        /// byte offset in it (`None`: not known). The state machine may reference bytes of it
+        /// there instead of copying them ([`StateView::log_segments_in_use`]).
+        place: Option<(u64, u64)>,
     },
     /// A membership change raft-rs applied: `change` makes the group's membership after it
     /// from the stored one before it (as the batch's earlier entries left it), to be stored in
@@ -78,6 +84,16 @@ pub trait StateView: Send + Sync + 'static {
     fn membership(&self) -> Result<Option<pb::Membership>, StateMachineError>;
     /// A consistent copy of the state now.
     fn snapshot(&self) -> Result<Box<dyn SnapshotData>, StateMachineError>;
+    /// The log's segment files, open for reading: where the bytes that
+    /// [`Applying::Command::place`] names can be read. Called once, when the log opens.
+    fn attach_log(&self, files: OpenFiles) {
+        let _ = files;
+    }
+    /// The log segments (sequence numbers) holding bytes the state machine references, as of
+    /// its last commit: the log keeps them until they are not (none by default).
+    fn log_segments_in_use(&self) -> Result<BTreeSet<u64>, StateMachineError> {
+        Ok(BTreeSet::new())
+    }
 }
 
 /// The replicated state. Every member applies the same committed entries in the same order

@@ -21,7 +21,7 @@
 //! log is still in the `redb` tables of earlier versions (`raft_log`, `raft_state`) moves it
 //! into segments when it opens ([`RaftStorage::open`]).
 
-use std::collections::VecDeque;
+use std::collections::{BTreeSet, VecDeque};
 use std::path::Path;
 
 use prost011::Message as _;
@@ -75,6 +75,10 @@ pub struct RaftStorage {
     outbox: Outbox,
 }
 
+fn log_segments_in_use(state: &dyn StateView) -> Result<BTreeSet<u64>, RaftError> {
+    state.log_segments_in_use().map_err(RaftError::StateMachine)
+}
+
 fn decode_err(what: &'static str, source: prost011::DecodeError) -> RaftError {
     RaftError::Decode { what, source }
 }
@@ -101,6 +105,10 @@ impl RaftStorage {
         bootstrap: &ConfState,
     ) -> Result<Self, RaftError> {
         let (mut log, replayed) = SegmentLog::open(dir)?;
+        // The index reads the bodies it references in the log through the log's open files;
+        // kept segments it no longer references (a crash before their deletion) go now.
+        state.attach_log(log.files());
+        log.drop_unreferenced(&log_segments_in_use(&*state)?)?;
         let mut hard_state = replayed.hard_state.unwrap_or_default();
         // Entries are applied only once committed: the commit index is written only with a
         // new term, vote or entries (a commit alone stays in memory), so the stored one may be
@@ -209,6 +217,13 @@ impl RaftStorage {
         self.last() + 1 - self.tail.len() as u64
     }
 
+    /// Where the data of entry `index` is in the log: its segment and byte offset in it
+    /// (`None`: compacted, not in the log yet, or without data).
+    pub fn data_place(&self, index: u64) -> Option<(u64, u64)> {
+        let at = self.at.get(index.checked_sub(self.first())? as usize)?;
+        (at.data != 0).then(|| (at.segment, at.offset + u64::from(at.data)))
+    }
+
     /// Entries held (since the last compaction).
     pub fn len(&self) -> usize {
         self.at.len()
@@ -281,14 +296,30 @@ impl RaftStorage {
     /// Once the log holds more than its retention (bytes, or [`MAX_RETAINED_ENTRIES`]), drops
     /// its oldest entries down to three quarters of it, never past `applied -
     /// KEEP_AFTER_COMPACTION` nor `durable` (the index's last durable applied index: a restart
-    /// replays from there); deletes the segments it passed. Returns whether it compacted.
+    /// replays from there); deletes the segments it passed, but keeps those that hold bodies
+    /// the index references (`.bodies`, [`SegmentLog::remove_through`]) and deletes the kept
+    /// ones it no longer does. Called after each apply; does anything only when `checkpoint`
+    /// (the index has just committed durably, so that what it references is what a restart
+    /// will find). Returns whether it compacted.
     ///
     /// The group's first entry is dropped as soon as the index holds it durably, whatever the
     /// retention: a member whose log is empty (a new member, `--join`) then always starts from
     /// a snapshot, which carries the group's membership, rather than from entry 1, which would
     /// replay the membership changes without the first membership (it came from `--peers`,
     /// not from the log).
-    pub fn maybe_compact(&mut self, applied: u64, durable: u64) -> Result<bool, RaftError> {
+    pub fn maybe_compact(
+        &mut self,
+        applied: u64,
+        durable: u64,
+        checkpoint: bool,
+    ) -> Result<bool, RaftError> {
+        if !checkpoint {
+            return Ok(false);
+        }
+        if self.log.kept() > 0 {
+            self.log
+                .drop_unreferenced(&log_segments_in_use(&*self.state)?)?;
+        }
         let first_entry = self.compacted.index == 0 && durable >= 1 && self.last() >= 1;
         if !first_entry
             && self.retained_bytes <= self.retain_bytes
@@ -337,7 +368,8 @@ impl RaftStorage {
         self.compacted.set_conf_state(self.conf_state.clone());
         self.log.push_compacted(&self.compacted);
         self.log.flush(true)?;
-        self.log.remove_through(to)?;
+        self.log
+            .remove_through(to, &log_segments_in_use(&*self.state)?)?;
         Ok(true)
     }
 
@@ -659,7 +691,7 @@ mod tests {
             storage.persist(true).unwrap();
             // Applied everywhere, but durable in the index only up to 500.
             set_applied(&state, 500, 1);
-            assert!(storage.maybe_compact(last, 500).unwrap());
+            assert!(storage.maybe_compact(last, 500, true).unwrap());
             assert_eq!(storage.first_index().unwrap(), 501);
         }
         let storage = open(dir.path());
@@ -712,10 +744,10 @@ mod tests {
             assert_eq!(all(&storage, 3001, None), want(1..3001));
             set_applied(&state, 3000, 1);
             // Under the retention nothing is dropped; past it, the oldest go down to 3/4 of it.
-            assert!(storage.maybe_compact(3000, 3000).unwrap());
+            assert!(storage.maybe_compact(3000, 3000, true).unwrap());
             let kept = storage.retained_bytes();
             assert!(kept <= retain / 4 * 3 && kept > retain / 2, "{kept}");
-            assert!(!storage.maybe_compact(3000, 3000).unwrap());
+            assert!(!storage.maybe_compact(3000, 3000, true).unwrap());
             let first = storage.first_index().unwrap();
             assert_eq!(all(&storage, 3001, None), want(first..3001));
             storage.append(&want(3001..3101));
@@ -771,11 +803,11 @@ mod tests {
         storage.append(&[entry(1, 1), entry(2, 1), entry(3, 1)]);
         storage.persist(true).unwrap();
         // Nothing durable in the index yet: the log keeps entry 1.
-        assert!(!storage.maybe_compact(3, 0).unwrap());
+        assert!(!storage.maybe_compact(3, 0, true).unwrap());
         assert_eq!(storage.first_index().unwrap(), 1);
         // Entry 1 durable: it goes, whatever the retention, and only it.
         set_applied(&state, 3, 1);
-        assert!(storage.maybe_compact(3, 3).unwrap());
+        assert!(storage.maybe_compact(3, 3, true).unwrap());
         assert_eq!(
             (
                 storage.first_index().unwrap(),
@@ -787,7 +819,7 @@ mod tests {
             storage.entries(1, 4, None, GetEntriesContext::empty(false)),
             Err(raft::Error::Store(StorageError::Compacted))
         );
-        assert!(!storage.maybe_compact(3, 3).unwrap());
+        assert!(!storage.maybe_compact(3, 3, true).unwrap());
     }
 
     #[test]

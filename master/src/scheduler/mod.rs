@@ -543,7 +543,11 @@ mod tests {
             .iter()
             .map(|data| {
                 *last += 1;
-                Applying::Command { index: *last, data }
+                Applying::Command {
+                    index: *last,
+                    data,
+                    place: None,
+                }
             })
             .collect();
         machine
