@@ -97,6 +97,19 @@ pub(crate) fn log_segments_in_use(
     Ok(segments)
 }
 
+/// A file's live bytes after `delta` (`now`: its row, `None` for none). Errors: more removed
+/// than it holds (a corrupt index; `what` names the file).
+fn live_after(now: Option<u64>, delta: i64, what: impl Fn() -> String) -> Result<u64, IndexError> {
+    let now = now.unwrap_or(0);
+    now.checked_add_signed(delta).ok_or_else(|| {
+        IndexError::Corrupt(format!(
+            "{}: {now} live bytes, and a body of {} removed",
+            what(),
+            -delta
+        ))
+    })
+}
+
 /// Writes and frees bodies within one write transaction, keeping `body_files` and
 /// `log_bodies` in step.
 pub(crate) struct BodyWriter<'t> {
@@ -122,45 +135,32 @@ impl<'t> BodyWriter<'t> {
         if delta == 0 {
             return Ok(());
         }
-        let file = match home {
-            Home::File(file) => file,
+        match home {
             Home::Log(segment) => {
                 // The log decides when a segment goes, from these rows at a durable commit.
-                let now = self
-                    .log_live
-                    .get(segment)
-                    .map_err(db)?
-                    .map_or(0, |v| v.value());
-                let after = now.checked_add_signed(delta).ok_or_else(|| {
-                    IndexError::Corrupt(format!(
-                        "raft log segment {segment}: {now} live bytes, and a body of {} removed",
-                        -delta
-                    ))
-                })?;
-                if after == 0 {
-                    self.log_live.remove(segment).map_err(db)?;
-                } else {
-                    self.log_live.insert(segment, after).map_err(db)?;
+                let now = self.log_live.get(segment).map_err(db)?.map(|v| v.value());
+                match live_after(now, delta, || format!("raft log segment {segment}"))? {
+                    0 => self.log_live.remove(segment).map(drop),
+                    after => self.log_live.insert(segment, after).map(drop),
                 }
-                return Ok(());
+                .map_err(db)
             }
-        };
-        let now = self.live.get(file).map_err(db)?.map_or(0, |v| v.value());
-        let after = now.checked_add_signed(delta).ok_or_else(|| {
-            IndexError::Corrupt(format!(
-                "body file {file}: {now} live bytes, and a body of {} removed",
-                -delta
-            ))
-        })?;
-        if after == 0 {
-            self.live.remove(file).map_err(db)?;
-            if file != self.bodies.position().file {
-                self.retired.push(file);
+            Home::File(file) => {
+                let now = self.live.get(file).map_err(db)?.map(|v| v.value());
+                match live_after(now, delta, || format!("body file {file}"))? {
+                    0 => {
+                        self.live.remove(file).map_err(db)?;
+                        if file != self.bodies.position().file {
+                            self.retired.push(file);
+                        }
+                    }
+                    after => {
+                        self.live.insert(file, after).map_err(db)?;
+                    }
+                }
+                Ok(())
             }
-        } else {
-            self.live.insert(file, after).map_err(db)?;
         }
-        Ok(())
     }
 
     /// Stores `bytes` as `key`'s body in `refs`, freeing the body it replaces.
