@@ -67,16 +67,26 @@ pub const LOG_REF_BYTES: usize = 24;
 impl BodyRef {
     /// Little-endian: the body file's number (4 bytes) or the log segment's sequence number
     /// (8), then offset (8), length (4), CRC (4); the length of the whole tells them apart.
-    pub fn encode(&self) -> Vec<u8> {
-        let mut out = Vec::with_capacity(LOG_REF_BYTES);
-        match self.home {
-            Home::File(file) => out.extend_from_slice(&file.to_le_bytes()),
-            Home::Log(segment) => out.extend_from_slice(&segment.to_le_bytes()),
+    /// On the stack: a reference is encoded for every body applied.
+    pub fn encode(&self) -> EncodedRef {
+        let mut bytes = [0u8; LOG_REF_BYTES];
+        let start = match self.home {
+            Home::File(file) => {
+                bytes[..4].copy_from_slice(&file.to_le_bytes());
+                4
+            }
+            Home::Log(segment) => {
+                bytes[..8].copy_from_slice(&segment.to_le_bytes());
+                8
+            }
+        };
+        bytes[start..start + 8].copy_from_slice(&self.offset.to_le_bytes());
+        bytes[start + 8..start + 12].copy_from_slice(&self.len.to_le_bytes());
+        bytes[start + 12..start + 16].copy_from_slice(&self.crc.to_le_bytes());
+        EncodedRef {
+            bytes,
+            len: start + 16,
         }
-        out.extend_from_slice(&self.offset.to_le_bytes());
-        out.extend_from_slice(&self.len.to_le_bytes());
-        out.extend_from_slice(&self.crc.to_le_bytes());
-        out
     }
 
     /// The reference [`BodyRef::encode`] wrote; `None` for bytes of another length.
@@ -98,6 +108,19 @@ impl BodyRef {
             len: u32::from_le_bytes(rest[8..12].try_into().ok()?),
             crc: u32::from_le_bytes(rest[12..16].try_into().ok()?),
         })
+    }
+}
+
+/// An encoded [`BodyRef`]: [`REF_BYTES`] or [`LOG_REF_BYTES`] bytes.
+pub struct EncodedRef {
+    bytes: [u8; LOG_REF_BYTES],
+    len: usize,
+}
+
+impl EncodedRef {
+    /// The encoded bytes.
+    pub fn as_slice(&self) -> &[u8] {
+        &self.bytes[..self.len]
     }
 }
 
@@ -465,14 +488,15 @@ mod tests {
         let b = bodies.append(b"second").unwrap();
         assert_eq!((a.home, a.offset, a.len), (Home::File(0), 0, 10));
         assert_eq!((b.home, b.offset, b.len), (Home::File(0), 10, 6));
-        assert_eq!(BodyRef::decode(&b.encode()), Some(b));
-        assert_eq!(BodyRef::decode(&b.encode()[..19]), None);
+        assert_eq!(b.encode().as_slice().len(), REF_BYTES);
+        assert_eq!(BodyRef::decode(b.encode().as_slice()), Some(b));
+        assert_eq!(BodyRef::decode(&b.encode().as_slice()[..19]), None);
         let in_log = BodyRef {
             home: Home::Log(7),
             ..b
         };
-        assert_eq!(in_log.encode().len(), LOG_REF_BYTES);
-        assert_eq!(BodyRef::decode(&in_log.encode()), Some(in_log));
+        assert_eq!(in_log.encode().as_slice().len(), LOG_REF_BYTES);
+        assert_eq!(BodyRef::decode(in_log.encode().as_slice()), Some(in_log));
         assert_eq!(bodies.read(a).unwrap(), b"first body");
         assert_eq!(bodies.reader().read(b).unwrap(), b"second");
         assert_eq!(bodies.position(), Position { file: 0, end: 16 });
