@@ -6,7 +6,8 @@
 //! through the whole path, what a worker starting cold on a big dSYM pays
 //! ([`cold_start`]), what keeping job bodies in the object store would cost
 //! ([`body_store`]), and whether the replicated index keeps its promises under faults
-//! ([`nemesis`]: random client calls, injected faults, the history checked).
+//! ([`nemesis`]: random client calls, injected faults, the history checked), and what a run
+//! measured against its targets ([`targets`]).
 
 #![deny(missing_docs)]
 
@@ -20,3 +21,4 @@ pub mod kafka;
 pub mod nemesis;
 pub mod procstat;
 pub mod small_disk;
+pub mod targets;

@@ -24,7 +24,7 @@ use hdrhistogram::Histogram;
 use symcluster_client::{Client, api};
 use symcluster_engine::reports::routing::routing_image;
 use symcluster_loadtest::cluster::{Cluster, MasterOptions, WorkerOptions, repo};
-use symcluster_loadtest::{body_store, builds, cold_start, images, nemesis, procstat};
+use symcluster_loadtest::{body_store, builds, cold_start, images, nemesis, procstat, targets};
 use symcluster_sources::layout;
 use tokio::sync::{Mutex, Semaphore};
 
@@ -835,17 +835,19 @@ async fn run(
     let (redb, bodies, log) = (
         procstat::disk_bytes(&data_dir.join("master.redb")),
         procstat::disk_bytes(&data_dir.join("master.bodies")),
-        procstat::disk_bytes(&data_dir.join("raft-log")),
+        procstat::log_disk(&data_dir.join("raft-log")),
     );
     eprintln!(
         "index on disk (leader): master.redb {:.1} MiB ({:.0} bytes per job), master.bodies \
-         {:.1} MiB ({:.0} bytes per job), raft-log {:.1} MiB ({:.0} bytes per job)",
+         {:.1} MiB ({:.0} bytes per job), raft-log {:.1} MiB ({:.0} bytes per job) and {:.1} MiB \
+         of zeros made ahead",
         mib(redb),
         redb as f64 / args.jobs as f64,
         mib(bodies),
         bodies as f64 / args.jobs as f64,
-        mib(log),
-        log as f64 / args.jobs as f64,
+        mib(log.records),
+        log.records as f64 / args.jobs as f64,
+        mib(log.ahead),
     );
     let jobs = args.jobs as f64;
     let per_job = |before: u64, after: u64| (after.saturating_sub(before)) as f64 / jobs;
@@ -925,6 +927,25 @@ async fn run(
         / f64::from(1 << 20);
     let cmds_per_fsync =
         (fsync_after.0 - fsync_before.0) / (fsync_after.1 - fsync_before.1).max(1.0);
+    let measured = targets::Measured {
+        masters,
+        reports_per_s: jobs / elapsed.as_secs_f64(),
+        p99_ms: latency.value_at_quantile(0.99) as f64 / 1000.0,
+        cpu_all_ms: (masters_cpu + cpu_after.2.saturating_sub(cpu_before.2)) as f64 / jobs,
+        leader_ms: master_cpu,
+        follower_ms: (!live_followers.is_empty()).then(|| {
+            let before: u64 = live_followers
+                .iter()
+                .map(|id| master_cpu_before[*id as usize - 1])
+                .sum();
+            per_job(before, cpu_after.1) / live_followers.len() as f64
+        }),
+        worker_ms: per_job(cpu_before.2, cpu_after.2),
+        disk_bytes_per_job: (redb + bodies + log.records) as f64 / jobs,
+    };
+    for line in targets::lines(&measured) {
+        eprintln!("{line}");
+    }
     Ok(format!(
         "| {masters} | {workers} | {routing} | {:.1} | {:.1} | {:.1} | {rss:.0} | {master_cpu:.2} | {follower_cpu} | {:.2} | {:.2} | {:.2} | {:.2} | {cmds_per_fsync:.1} | {kill_columns} | {failover} | {:.1}% | {:.0}% | {conversions} | {snapshot_mib:.1} |",
         jobs / elapsed.as_secs_f64(),

@@ -197,3 +197,51 @@ pub fn disk_bytes(path: &std::path::Path) -> u64 {
         .unwrap_or(0);
     own + children
 }
+
+/// A master's Raft log directory on disk: what its records take, and what is made ahead.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct LogDisk {
+    /// Bytes of the segments up to their last record: the active segment (the highest
+    /// `.log`) up to its last non-zero byte, rounded up to 4 KiB; every other file as
+    /// [`disk_bytes`] counts it.
+    pub records: u64,
+    /// Bytes written ahead as zeros: the next segment (`next.tmp`) and the active segment
+    /// past its last record.
+    pub ahead: u64,
+}
+
+/// [`LogDisk`] of the Raft log directory `dir` (zero for what cannot be read).
+pub fn log_disk(dir: &std::path::Path) -> LogDisk {
+    let mut out = LogDisk::default();
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return out;
+    };
+    let mut active: Option<(String, std::path::PathBuf)> = None;
+    for entry in entries.filter_map(Result::ok) {
+        let name = entry.file_name().to_string_lossy().into_owned();
+        let path = entry.path();
+        if name == "next.tmp" {
+            out.ahead += disk_bytes(&path);
+            continue;
+        }
+        if name.ends_with(".log") && active.as_ref().is_none_or(|(a, _)| name > *a) {
+            if let Some((_, previous)) = active.replace((name, path)) {
+                out.records += disk_bytes(&previous);
+            }
+            continue;
+        }
+        out.records += disk_bytes(&path);
+    }
+    if let Some((_, path)) = active {
+        let allocated = disk_bytes(&path);
+        let used = std::fs::read(&path).map_or(0, |bytes| {
+            bytes
+                .iter()
+                .rposition(|b| *b != 0)
+                .map_or(0, |last| (last as u64 + 1).next_multiple_of(4096))
+        });
+        out.records += used.min(allocated);
+        out.ahead += allocated.saturating_sub(used);
+    }
+    out
+}

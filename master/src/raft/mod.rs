@@ -22,6 +22,7 @@ pub mod error;
 pub mod join;
 pub mod logger;
 pub mod membership;
+pub mod next_segment;
 pub mod node;
 pub mod peer_identity;
 pub mod segment_log;

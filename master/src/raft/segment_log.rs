@@ -13,7 +13,18 @@
 //!
 //! One Ready is one `write` of its records, fsynced (`fdatasync`) when raft-rs asks
 //! ([`SegmentLog::flush`]): appending costs what the bytes cost, where a B-tree table rewrote
-//! pages for each entry and again to remove it at compaction. A segment grows to
+//! pages for each entry and again to remove it at compaction.
+//!
+//! Writes: the active segment is written with direct I/O (`O_DIRECT`), in whole 4 KiB blocks
+//! from an in-memory copy of the segment ([`crate::open_files::Written`], which also serves
+//! every read of it), so no page of the page cache is filled, copied or written back for an
+//! append; the last block, part data and part zeros, is written again with the next Ready's
+//! records (the same bytes where data was: a sector a crash tears holds either copy). A
+//! segment made ahead ([`super::next_segment`]) is zeros to its end, so such a write changes
+//! no size and allocates no block: replay ends a segment at zeros that run to the end of its
+//! file, and a closed segment is cut to its last record before the next one starts. A
+//! file system that refuses direct I/O gets the same writes through the page cache. A segment
+//! grows to
 //! [`SEGMENT_BYTES`], then the next one starts with the current HardState and compaction point
 //! ([`SegmentLog::rotate`]); whole segments are deleted once compaction has passed all their
 //! entries ([`SegmentLog::remove_through`], oldest first, so that a crash between two deletions
@@ -37,13 +48,16 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::fs::{self, File, OpenOptions};
-use std::io::{self, Read, Write};
+use std::io::{self, Read};
+use std::os::unix::fs::FileExt;
+use std::os::unix::io::AsRawFd;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use prost011::Message as _;
 use raft::prelude::{Entry, HardState, SnapshotMetadata};
 
+use super::next_segment::{self, NextSegment};
 use crate::open_files::OpenFiles;
 
 /// A segment is closed and the next one started once it holds this many bytes.
@@ -134,8 +148,11 @@ pub struct SegmentLog {
     /// Closed segments, oldest first.
     closed: Vec<Segment>,
     active: Segment,
-    file: File,
+    /// The active segment, open for writes.
+    file: SegmentFile,
+    /// Where the active segment's last record ends (its file may go on in zeros).
     bytes: u64,
+    next: NextSegment,
     /// Records not yet written.
     buffer: Vec<u8>,
     buffered_max_index: u64,
@@ -143,6 +160,60 @@ pub struct SegmentLog {
     files: OpenFiles,
     /// Segments compaction passed that hold bodies the index references: `.bodies` files.
     kept: BTreeSet<u64>,
+}
+
+/// The active segment's file, opened for direct writes where the file system takes them.
+struct SegmentFile {
+    file: File,
+    path: PathBuf,
+    direct: bool,
+}
+
+impl SegmentFile {
+    /// Opens `path` (created when `create`, failing if it exists) for writes: direct I/O, or
+    /// the page cache where the file system refuses it.
+    fn open(path: &Path, create: bool) -> Result<Self, LogError> {
+        if create {
+            OpenOptions::new()
+                .create_new(true)
+                .write(true)
+                .open(path)
+                .map_err(io_err(path))?;
+        }
+        let direct = next_segment::open_direct(path, false).map_err(io_err(path))?;
+        let (file, direct) = match direct {
+            Some(file) => (file, true),
+            None => (Self::buffered(path)?, false),
+        };
+        Ok(SegmentFile {
+            file,
+            path: path.to_path_buf(),
+            direct,
+        })
+    }
+
+    fn buffered(path: &Path) -> Result<File, LogError> {
+        OpenOptions::new()
+            .write(true)
+            .open(path)
+            .map_err(io_err(path))
+    }
+
+    /// Writes `blocks` at `offset`; a direct write the file system refuses (`EINVAL`: an
+    /// alignment it wants larger) is made through the page cache, and so is every later one.
+    fn write_at(&mut self, blocks: &[u8], offset: u64) -> Result<(), LogError> {
+        match self.file.write_all_at(blocks, offset) {
+            Err(e) if self.direct && e.raw_os_error() == Some(libc::EINVAL) => {
+                tracing::warn!(path = %self.path.display(), error = %e, "the raft log's direct writes are refused; written through the page cache");
+                self.file = Self::buffered(&self.path)?;
+                self.direct = false;
+                self.file
+                    .write_all_at(blocks, offset)
+                    .map_err(io_err(&self.path))
+            }
+            other => other.map_err(io_err(&self.path)),
+        }
+    }
 }
 
 fn segment_path(dir: &Path, sequence: u64) -> PathBuf {
@@ -237,9 +308,12 @@ impl SegmentLog {
         let mut replayed = Replayed::default();
         let mut closed = Vec::new();
         let count = sequences.len();
+        let mut last_bytes = Vec::new();
         for (i, sequence) in sequences.into_iter().enumerate() {
             let path = segment_path(dir, sequence);
-            let max_index = replay_segment(&path, sequence, i + 1 == count, &mut replayed)?;
+            let (max_index, bytes) =
+                replay_segment(&path, sequence, i + 1 == count, &mut replayed)?;
+            last_bytes = bytes;
             files.insert(sequence, open_read(&path)?);
             closed.push(Segment {
                 sequence,
@@ -262,14 +336,15 @@ impl SegmentLog {
                 });
             }
         }
-        let (active, file, bytes) = match closed.pop() {
+        let (active, file) = match closed.pop() {
             Some(last) => {
-                let file = OpenOptions::new()
-                    .append(true)
-                    .open(&last.path)
-                    .map_err(io_err(&last.path))?;
-                let bytes = file.metadata().map_err(io_err(&last.path))?.len();
-                (last, file, bytes)
+                let file = SegmentFile::open(&last.path, false)?;
+                // Replay read it through the page cache; from now on it is read from memory.
+                // SAFETY: a valid descriptor; advice only.
+                unsafe {
+                    libc::posix_fadvise(file.file.as_raw_fd(), 0, 0, libc::POSIX_FADV_DONTNEED)
+                };
+                (last, file)
             }
             None => {
                 // After the kept segments: a sequence number is never used twice.
@@ -284,10 +359,16 @@ impl SegmentLog {
                         max_index: 0,
                     },
                     file,
-                    0,
                 )
             }
         };
+        let bytes = last_bytes.len() as u64;
+        files.written().start(active.sequence, &last_bytes);
+        drop(last_bytes);
+        let next = NextSegment::start(dir, SEGMENT_BYTES);
+        if bytes >= next_segment::WANT_AFTER {
+            next.want();
+        }
         Ok((
             SegmentLog {
                 dir: dir.to_path_buf(),
@@ -295,6 +376,7 @@ impl SegmentLog {
                 active,
                 file,
                 bytes,
+                next,
                 buffer: Vec::new(),
                 buffered_max_index: 0,
                 files,
@@ -342,26 +424,18 @@ impl SegmentLog {
     }
 
     /// Reads the entries whose records are at `at` (written, flushed, in segments not deleted),
-    /// in order; one open file per segment met. Errors: the file system's, and
+    /// in order: the active segment's from memory, the others' from their files. Errors: the file system's, and
     /// [`LogError::Corrupt`] for a record that does not check or decode.
     pub fn read_entries(&self, at: &[EntryAt]) -> Result<Vec<Entry>, LogError> {
-        use std::os::unix::fs::FileExt;
         let mut out = Vec::with_capacity(at.len());
-        let mut open: Option<(u64, File, PathBuf)> = None;
+        let files = self.files.current();
         let mut bytes = Vec::new();
         for place in at {
-            if open
-                .as_ref()
-                .is_none_or(|(sequence, _, _)| *sequence != place.segment)
-            {
-                let path = segment_path(&self.dir, place.segment);
-                let file = File::open(&path).map_err(io_err(&path))?;
-                open = Some((place.segment, file, path));
-            }
-            let (_, file, path) = open.as_ref().expect("opened above");
+            let path = segment_path(&self.dir, place.segment);
             bytes.resize(place.len as usize, 0);
-            file.read_exact_at(&mut bytes, place.offset)
-                .map_err(io_err(path))?;
+            files
+                .read_exact_at(place.segment, &mut bytes, place.offset)
+                .map_err(io_err(&path))?;
             let bad = |what: String| LogError::Corrupt {
                 path: path.clone(),
                 offset: place.offset,
@@ -388,14 +462,19 @@ impl SegmentLog {
         self.push(KIND_COMPACTED, meta);
     }
 
-    /// Writes what was queued in one `write`, then `fdatasync`s when `sync`. Errors: the file
+    /// Writes what was queued in one `write` (whole blocks from the last one the segment's
+    /// records reach into, zeros after them), then `fdatasync`s when `sync`. Errors: the file
     /// system's; the log must not be used after one (the node stops).
     pub fn flush(&mut self, sync: bool) -> Result<(), LogError> {
         if !self.buffer.is_empty() {
-            self.file
-                .write_all(&self.buffer)
-                .map_err(io_err(&self.active.path))?;
+            let written = self.files.written();
+            written.append(&self.buffer);
+            let file = &mut self.file;
+            written.write_blocks(self.bytes, |offset, blocks| file.write_at(blocks, offset))?;
             self.bytes += self.buffer.len() as u64;
+            if self.bytes >= next_segment::WANT_AFTER {
+                self.next.want();
+            }
             self.buffer.clear();
             // One Ready of large entries must not keep its buffer's memory for good.
             self.buffer.shrink_to(RETAINED_BUFFER_BYTES);
@@ -403,7 +482,10 @@ impl SegmentLog {
             self.buffered_max_index = 0;
         }
         if sync {
-            self.file.sync_data().map_err(io_err(&self.active.path))?;
+            self.file
+                .file
+                .sync_data()
+                .map_err(io_err(&self.active.path))?;
         }
         Ok(())
     }
@@ -430,10 +512,38 @@ impl SegmentLog {
         compacted: &SnapshotMetadata,
     ) -> Result<(), LogError> {
         self.flush(true)?;
+        // A closed segment ends at its last record, not in zeros (replay takes zeros for the
+        // end of the last segment only).
+        let len = self
+            .file
+            .file
+            .metadata()
+            .map_err(io_err(&self.active.path))?
+            .len();
+        if len > self.bytes {
+            self.file
+                .file
+                .set_len(self.bytes)
+                .and_then(|()| self.file.file.sync_all())
+                .map_err(io_err(&self.active.path))?;
+        }
         let sequence = self.active.sequence + 1;
         let path = segment_path(&self.dir, sequence);
-        let file = create_segment(&self.dir, &path)?;
+        let file = match self.next.take() {
+            Some(file) => {
+                let made = self.dir.join(next_segment::FILE_NAME);
+                fs::rename(&made, &path).map_err(io_err(&made))?;
+                sync_dir(&self.dir)?;
+                SegmentFile {
+                    file,
+                    path: path.clone(),
+                    direct: true,
+                }
+            }
+            None => create_segment(&self.dir, &path)?,
+        };
         self.files.insert(sequence, open_read(&path)?);
+        self.files.written().start(sequence, &[]);
         let old = std::mem::replace(
             &mut self.active,
             Segment {
@@ -524,25 +634,22 @@ impl SegmentLog {
     }
 }
 
-fn create_segment(dir: &Path, path: &Path) -> Result<File, LogError> {
-    let file = OpenOptions::new()
-        .create_new(true)
-        .append(true)
-        .open(path)
-        .map_err(io_err(path))?;
+fn create_segment(dir: &Path, path: &Path) -> Result<SegmentFile, LogError> {
+    let file = SegmentFile::open(path, true)?;
     sync_dir(dir)?;
     Ok(file)
 }
 
-/// Replays one segment (number `sequence`) into `into`; returns its highest entry index. A torn
-/// or corrupt record ends the last segment (`is_last`: the file is cut there) and is an error
-/// elsewhere.
+/// Replays one segment (number `sequence`) into `into`; returns its highest entry index and
+/// its bytes up to its last record. Zeros to the end of the file end any segment (the rest of
+/// the last block written, or of a segment made ahead). A torn or corrupt record ends the last
+/// segment (`is_last`: the file is cut there) and is an error elsewhere.
 fn replay_segment(
     path: &Path,
     sequence: u64,
     is_last: bool,
     into: &mut Replayed,
-) -> Result<u64, LogError> {
+) -> Result<(u64, Vec<u8>), LogError> {
     let mut bytes = Vec::new();
     File::open(path)
         .and_then(|mut f| f.read_to_end(&mut bytes))
@@ -598,6 +705,9 @@ fn replay_segment(
                 }
                 offset += used;
             }
+            // Zeros to the end: the rest of a direct write's last block, or of a segment made
+            // ahead.
+            Err(_) if bytes[offset..].iter().all(|b| *b == 0) => break,
             Err(what) if is_last && is_torn_tail(&bytes, offset) => {
                 tracing::warn!(
                     path = %path.display(),
@@ -622,7 +732,8 @@ fn replay_segment(
             }
         }
     }
-    Ok(max_index)
+    bytes.truncate(offset);
+    Ok((max_index, bytes))
 }
 
 /// The unit a disk writes whole or not at all, bytes (a page that a power loss did not write
@@ -630,10 +741,12 @@ fn replay_segment(
 const SECTOR_BYTES: usize = 512;
 
 /// Whether a record that does not read at `offset` of the segment `bytes` is what a crash
-/// during an append leaves: a record reaching the end of the file, zeros to the end (space the
-/// file system allocated before the data), a header in zeros to the end of its sector, or a
-/// record that holds a zeroed sector (a page of the write lost in a power loss while later
-/// pages reached the disk). A whole record with a bad checksum and no zeroed sector is not.
+/// during an append leaves: a record reaching the end of the file or followed by zeros only
+/// (the rest of the block or of a segment made ahead: nothing was written after it), zeros to
+/// the end (space the file system allocated before the data), a header in zeros to the end of
+/// its sector, or a record that holds a zeroed sector (a page of the write lost in a power
+/// loss while later pages reached the disk). A whole record with a bad checksum, no zeroed
+/// sector and data after it is not.
 fn is_torn_tail(bytes: &[u8], offset: usize) -> bool {
     let rest = &bytes[offset..];
     if rest.len() < HEADER_BYTES + 1 {
@@ -647,7 +760,7 @@ fn is_torn_tail(bytes: &[u8], offset: usize) -> bool {
         return rest.iter().all(|b| *b == 0) || bytes[offset..sector_end].iter().all(|b| *b == 0);
     }
     let end = offset + HEADER_BYTES + len as usize;
-    end >= bytes.len() || has_zeroed_sector(bytes, offset, end)
+    end >= bytes.len() || bytes[end..].iter().all(|b| *b == 0) || has_zeroed_sector(bytes, offset, end)
 }
 
 /// Whether a whole sector (aligned to the file's start) of `bytes[from..to]` is all zeros.
@@ -685,6 +798,7 @@ fn read_record(bytes: &[u8]) -> Result<(u8, &[u8], usize), &'static str> {
 
 #[cfg(test)]
 pub(super) mod tests {
+
     use super::*;
 
     /// A log entry of 100 bytes of data.
@@ -751,15 +865,20 @@ pub(super) mod tests {
             log.push_entry(&entry(2, 1));
             log.flush(true).unwrap();
         }
-        // A crash in the middle of the third record's write.
+        // A crash in the middle of the third record's write, where the second one ends (the
+        // file goes on in zeros to the end of its last block).
         let path = segment_path(dir.path(), 1);
-        let whole = fs::metadata(&path).unwrap().len();
+        let whole = {
+            let (log, _) = SegmentLog::open(dir.path()).unwrap();
+            log.bytes
+        };
+        assert!(fs::metadata(&path).unwrap().len() > whole);
         let mut record = Vec::new();
         let (mut scratch, _) = SegmentLog::open(tempfile::tempdir().unwrap().path()).unwrap();
         scratch.push_entry(&entry(3, 1));
         record.extend_from_slice(&scratch.buffer);
-        let mut file = OpenOptions::new().append(true).open(&path).unwrap();
-        file.write_all(&record[..record.len() / 2]).unwrap();
+        let file = OpenOptions::new().write(true).open(&path).unwrap();
+        file.write_all_at(&record[..record.len() / 2], whole).unwrap();
         drop(file);
         {
             let (mut log, replayed) = SegmentLog::open(dir.path()).unwrap();
@@ -952,13 +1071,23 @@ pub(super) mod tests {
         assert_eq!(indexes(&replayed), [(91, 3)]);
     }
 
-    /// The bytes at `at`'s data, read through the log's open files.
+    /// The bytes at `at`'s data, read through the log's open files (the active segment's
+    /// from memory), and checked against the segment's file.
     fn data_read(log: &SegmentLog, at: &EntryAt, len: usize) -> Vec<u8> {
-        use std::os::unix::fs::FileExt;
         let mut bytes = vec![0u8; len];
-        log.files().current()[&at.segment]
-            .read_exact_at(&mut bytes, at.offset + u64::from(at.data))
+        let offset = at.offset + u64::from(at.data);
+        log.files()
+            .current()
+            .read_exact_at(at.segment, &mut bytes, offset)
             .unwrap();
+        let mut on_disk = vec![0u8; len];
+        log.files()
+            .current()
+            .file(at.segment)
+            .unwrap()
+            .read_exact_at(&mut on_disk, offset)
+            .unwrap();
+        assert_eq!(bytes, on_disk, "memory and the file agree");
         bytes
     }
 
@@ -1016,7 +1145,10 @@ pub(super) mod tests {
             assert_eq!((log.segments(), log.kept()), (1, 1));
             assert!(kept_path(dir.path(), 1).exists() && !segment_path(dir.path(), 1).exists());
             assert_eq!(data_read(&log, &at, 100), entry(1, 1).data);
-            assert!(Arc::ptr_eq(&held[&1], &log.files().current()[&1]));
+            assert!(Arc::ptr_eq(
+                held.file(1).unwrap(),
+                log.files().current().file(1).unwrap()
+            ));
             at
         };
         // Reopened: the kept segment is read, not replayed (its entries are compacted).
@@ -1031,8 +1163,8 @@ pub(super) mod tests {
         log.drop_unreferenced(&BTreeSet::new()).unwrap();
         assert_eq!(log.kept(), 0);
         assert!(!kept_path(dir.path(), 1).exists());
-        assert!(!log.files().current().contains_key(&1));
-        assert!(reader.contains_key(&1));
+        assert!(log.files().current().file(1).is_none());
+        assert!(reader.file(1).is_some());
         // A segment passed with no bodies in use is deleted as before.
         log.rotate(&HardState::default(), &SnapshotMetadata::default())
             .unwrap();
@@ -1043,5 +1175,110 @@ pub(super) mod tests {
             .collect();
         names.sort();
         assert_eq!(names, ["00000000000000000003.log"]);
+    }
+
+    /// An entry of `len` bytes of data.
+    fn big(index: u64, len: usize) -> Entry {
+        Entry {
+            index,
+            term: 1,
+            data: vec![(index % 251) as u8; len],
+            ..Entry::default()
+        }
+    }
+
+    /// Made ahead once the active segment passed `WANT_AFTER`: waits for the file (a
+    /// condition, not a sleep).
+    fn wait_for_next(dir: &Path) {
+        let made = dir.join(next_segment::FILE_NAME);
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+        while fs::metadata(&made).map_or(0, |m| m.len()) < SEGMENT_BYTES {
+            assert!(std::time::Instant::now() < deadline, "no next segment made");
+            std::thread::yield_now();
+        }
+    }
+
+    /// A segment made ahead becomes the next one at a rotation: its records are written over
+    /// its zeros (the file keeps its length), replay ends at the last record and appends go on
+    /// there; the closed segment was cut to its last record; every entry reads back the same
+    /// from memory, from the files, and after reopening.
+    #[test]
+    fn a_segment_made_ahead_is_written_over_its_zeros_and_replayed_to_its_last_record() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut places = Vec::new();
+        let first_end;
+        {
+            let (mut log, _) = SegmentLog::open(dir.path()).unwrap();
+            for index in 1..=12 {
+                places.push(log.push_entry(&big(index, 100_000)));
+            }
+            log.flush(true).unwrap();
+            first_end = log.bytes;
+            assert!(first_end > next_segment::WANT_AFTER);
+            wait_for_next(dir.path());
+            log.rotate(&HardState::default(), &SnapshotMetadata::default())
+                .unwrap();
+            assert!(!dir.path().join(next_segment::FILE_NAME).exists(), "taken");
+            for index in 13..=15 {
+                places.push(log.push_entry(&big(index, 100_000)));
+            }
+            log.flush(true).unwrap();
+            for (at, index) in places.iter().zip(1..) {
+                assert_eq!(
+                    data_read(&log, at, 100_000),
+                    big(index, 1).data.repeat(100_000)
+                );
+            }
+        }
+        assert_eq!(
+            fs::metadata(segment_path(dir.path(), 1)).unwrap().len(),
+            first_end,
+            "the closed segment is cut to its last record"
+        );
+        assert_eq!(
+            fs::metadata(segment_path(dir.path(), 2)).unwrap().len(),
+            SEGMENT_BYTES,
+            "the made-ahead segment keeps its length"
+        );
+        let (mut log, replayed) = SegmentLog::open(dir.path()).unwrap();
+        let at: Vec<EntryAt> = replayed.entries.values().copied().collect();
+        assert_eq!(at, places);
+        log.push_entry(&big(16, 10));
+        log.flush(true).unwrap();
+        drop(log);
+        let (log, replayed) = SegmentLog::open(dir.path()).unwrap();
+        let at: Vec<EntryAt> = replayed.entries.values().copied().collect();
+        let read = log.read_entries(&at).unwrap();
+        assert_eq!(read.len(), 16);
+        assert_eq!(read[15], big(16, 10));
+        assert_eq!(read[0], big(1, 100_000));
+    }
+
+    /// A last segment that ends off a block boundary with no zeros after it (as a log written
+    /// before direct writes left it) takes appends: its last block is written again whole.
+    #[test]
+    fn appends_go_on_after_a_segment_that_ends_inside_a_block() {
+        let dir = tempfile::tempdir().unwrap();
+        let end = {
+            let (mut log, _) = SegmentLog::open(dir.path()).unwrap();
+            log.push_entry(&big(1, 777));
+            log.flush(true).unwrap();
+            log.bytes
+        };
+        assert_ne!(end % crate::open_files::BLOCK as u64, 0);
+        let path = segment_path(dir.path(), 1);
+        let file = OpenOptions::new().write(true).open(&path).unwrap();
+        file.set_len(end).unwrap();
+        drop(file);
+        {
+            let (mut log, replayed) = SegmentLog::open(dir.path()).unwrap();
+            assert_eq!(replayed.entries.len(), 1);
+            assert_eq!(log.bytes, end);
+            log.push_entry(&big(2, 5000));
+            log.flush(true).unwrap();
+        }
+        let (log, replayed) = SegmentLog::open(dir.path()).unwrap();
+        let at: Vec<EntryAt> = replayed.entries.values().copied().collect();
+        assert_eq!(log.read_entries(&at).unwrap(), [big(1, 777), big(2, 5000)]);
     }
 }
