@@ -760,7 +760,9 @@ fn is_torn_tail(bytes: &[u8], offset: usize) -> bool {
         return rest.iter().all(|b| *b == 0) || bytes[offset..sector_end].iter().all(|b| *b == 0);
     }
     let end = offset + HEADER_BYTES + len as usize;
-    end >= bytes.len() || bytes[end..].iter().all(|b| *b == 0) || has_zeroed_sector(bytes, offset, end)
+    end >= bytes.len()
+        || bytes[end..].iter().all(|b| *b == 0)
+        || has_zeroed_sector(bytes, offset, end)
 }
 
 /// Whether a whole sector (aligned to the file's start) of `bytes[from..to]` is all zeros.
@@ -878,7 +880,8 @@ pub(super) mod tests {
         scratch.push_entry(&entry(3, 1));
         record.extend_from_slice(&scratch.buffer);
         let file = OpenOptions::new().write(true).open(&path).unwrap();
-        file.write_all_at(&record[..record.len() / 2], whole).unwrap();
+        file.write_all_at(&record[..record.len() / 2], whole)
+            .unwrap();
         drop(file);
         {
             let (mut log, replayed) = SegmentLog::open(dir.path()).unwrap();

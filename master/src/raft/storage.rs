@@ -47,8 +47,10 @@ pub const DEFAULT_RETAIN_BYTES: u64 = 1 << 30;
 pub const MAX_RETAINED_ENTRIES: usize = 4 << 20;
 /// Applied entries kept after a compaction, for followers slightly behind.
 pub const KEEP_AFTER_COMPACTION: u64 = 256;
-/// Bytes of the newest entries kept in memory as well as on disk.
-pub const TAIL_BYTES: u64 = 64 << 20;
+/// Bytes of the newest entries kept in memory as well as on disk (decoded: raft-rs's reads of
+/// them cost nothing). Older entries of the active segment are read from its copy in memory
+/// ([`crate::open_files::Written`]), older ones still from their files.
+pub const TAIL_BYTES: u64 = 4 << 20;
 
 /// Raft's log, HardState and ConfState.
 pub struct RaftStorage {
