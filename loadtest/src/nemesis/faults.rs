@@ -45,7 +45,8 @@ pub struct Injected {
 }
 
 /// The leader's member id now, asking each running master for at most 1 s; `None` when none
-/// answers as leader.
+/// answers as leader. The id is the one the leader's answer gives itself, not the one of the
+/// master asked: the client library follows the leader, so the answer may come from another.
 pub async fn leader_now(cluster: &Cluster) -> Option<u64> {
     for m in cluster.masters.iter().filter(|m| m.proc.is_some()) {
         let ask = async {
@@ -58,13 +59,26 @@ pub async fn leader_now(cluster: &Cluster) -> Option<u64> {
                 .cluster_status(symcluster_client::api::ClusterStatusRequest {})
                 .await
                 .ok()?;
-            status.get_ref().from_leader.then_some(m.id)
+            leader_in(status.get_ref())
         };
         if let Ok(Some(id)) = tokio::time::timeout(Duration::from_secs(1), ask).await {
             return Some(id);
         }
     }
     None
+}
+
+/// The leader's id in a ClusterStatus answer: the member the answering leader says is leader
+/// (`None` when a follower answered, or the answer names none).
+fn leader_in(status: &symcluster_client::api::ClusterStatusResponse) -> Option<u64> {
+    if !status.from_leader {
+        return None;
+    }
+    status
+        .masters
+        .iter()
+        .find(|m| m.role == "leader")
+        .map(|m| m.id)
 }
 
 /// Picks a fault among `faults` and its target (the leader `leader` or, with even odds or
@@ -99,5 +113,35 @@ pub fn heal(cluster: &mut Cluster, injected: &Injected) {
     match injected.fault {
         Fault::Kill => cluster.start_master(injected.master),
         Fault::Pause => cluster.resume_master(injected.master),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use symcluster_client::api::{ClusterStatusResponse, MasterStatus};
+
+    fn master(id: u64, role: &str) -> MasterStatus {
+        MasterStatus {
+            id,
+            role: role.into(),
+            ..MasterStatus::default()
+        }
+    }
+
+    /// Asked of master 1, answered by the leader, master 3: the leader is 3.
+    #[test]
+    fn the_leader_is_the_one_the_leaders_answer_names() {
+        let status = ClusterStatusResponse {
+            from_leader: true,
+            masters: vec![master(1, "follower"), master(2, "follower"), master(3, "leader")],
+            ..ClusterStatusResponse::default()
+        };
+        assert_eq!(leader_in(&status), Some(3));
+        let from_follower = ClusterStatusResponse {
+            from_leader: false,
+            ..status
+        };
+        assert_eq!(leader_in(&from_follower), None);
     }
 }
