@@ -134,7 +134,11 @@ mod tests {
     fn the_leader_is_the_one_the_leaders_answer_names() {
         let status = ClusterStatusResponse {
             from_leader: true,
-            masters: vec![master(1, "follower"), master(2, "follower"), master(3, "leader")],
+            masters: vec![
+                master(1, "follower"),
+                master(2, "follower"),
+                master(3, "leader"),
+            ],
             ..ClusterStatusResponse::default()
         };
         assert_eq!(leader_in(&status), Some(3));
