@@ -150,6 +150,14 @@ impl NextSegment {
     }
 }
 
+#[cfg(test)]
+impl NextSegment {
+    /// Whether a file is made and not yet taken.
+    pub(super) fn is_ready(&self) -> bool {
+        lock(&self.shared).ready.is_some()
+    }
+}
+
 impl Drop for NextSegment {
     fn drop(&mut self) {
         lock(&self.shared).stop = true;

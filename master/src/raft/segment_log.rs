@@ -1190,14 +1190,13 @@ pub(super) mod tests {
         }
     }
 
-    /// Made ahead once the active segment passed `WANT_AFTER`: waits for the file (a
-    /// condition, not a sleep).
-    fn wait_for_next(dir: &Path) {
-        let made = dir.join(next_segment::FILE_NAME);
+    /// Made ahead once the active segment passed `WANT_AFTER`: waits until the file is made
+    /// and synced (a condition, not a sleep).
+    fn wait_for_next(log: &SegmentLog) {
         let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
-        while fs::metadata(&made).map_or(0, |m| m.len()) < SEGMENT_BYTES {
+        while !log.next.is_ready() {
             assert!(std::time::Instant::now() < deadline, "no next segment made");
-            std::thread::yield_now();
+            std::thread::sleep(std::time::Duration::from_millis(1));
         }
     }
 
@@ -1218,7 +1217,7 @@ pub(super) mod tests {
             log.flush(true).unwrap();
             first_end = log.bytes;
             assert!(first_end > next_segment::WANT_AFTER);
-            wait_for_next(dir.path());
+            wait_for_next(&log);
             log.rotate(&HardState::default(), &SnapshotMetadata::default())
                 .unwrap();
             assert!(!dir.path().join(next_segment::FILE_NAME).exists(), "taken");
