@@ -853,18 +853,15 @@ async fn run(
     let per_job = |before: u64, after: u64| (after.saturating_sub(before)) as f64 / jobs;
     // After a failover: the new leader's CPU over the whole run (a follower, then the leader).
     let master_cpu = per_job(master_cpu_before[final_leader as usize - 1], cpu_after.0);
-    let follower_cpu = if live_followers.is_empty() {
-        "-".into()
-    } else {
+    // The followers' mean CPU per job (none with one master).
+    let follower_ms = (!live_followers.is_empty()).then(|| {
         let before: u64 = live_followers
             .iter()
             .map(|id| master_cpu_before[*id as usize - 1])
             .sum();
-        format!(
-            "{:.2}",
-            per_job(before, cpu_after.1) / live_followers.len() as f64
-        )
-    };
+        per_job(before, cpu_after.1) / live_followers.len() as f64
+    });
+    let follower_cpu = follower_ms.map_or_else(|| "-".into(), |ms| format!("{ms:.2}"));
     let (kill_columns, failover) = match killed_at {
         Some(at) => {
             let first_after = acknowledged
@@ -933,13 +930,7 @@ async fn run(
         p99_ms: latency.value_at_quantile(0.99) as f64 / 1000.0,
         cpu_all_ms: (masters_cpu + cpu_after.2.saturating_sub(cpu_before.2)) as f64 / jobs,
         leader_ms: master_cpu,
-        follower_ms: (!live_followers.is_empty()).then(|| {
-            let before: u64 = live_followers
-                .iter()
-                .map(|id| master_cpu_before[*id as usize - 1])
-                .sum();
-            per_job(before, cpu_after.1) / live_followers.len() as f64
-        }),
+        follower_ms,
         worker_ms: per_job(cpu_before.2, cpu_after.2),
         disk_bytes_per_job: (redb + bodies + log.records) as f64 / jobs,
     };
@@ -948,11 +939,11 @@ async fn run(
     }
     Ok(format!(
         "| {masters} | {workers} | {routing} | {:.1} | {:.1} | {:.1} | {rss:.0} | {master_cpu:.2} | {follower_cpu} | {:.2} | {:.2} | {:.2} | {:.2} | {cmds_per_fsync:.1} | {kill_columns} | {failover} | {:.1}% | {:.0}% | {conversions} | {snapshot_mib:.1} |",
-        jobs / elapsed.as_secs_f64(),
+        measured.reports_per_s,
         latency.value_at_quantile(0.5) as f64 / 1000.0,
-        latency.value_at_quantile(0.99) as f64 / 1000.0,
-        per_job(cpu_before.2, cpu_after.2),
-        (masters_cpu + cpu_after.2.saturating_sub(cpu_before.2)) as f64 / jobs,
+        measured.p99_ms,
+        measured.worker_ms,
+        measured.cpu_all_ms,
         per_job(outside_before.0, outside_after.0),
         per_job(outside_before.1, outside_after.1),
         100.0 * hits as f64 / (hits + misses).max(1) as f64,

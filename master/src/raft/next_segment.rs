@@ -156,6 +156,11 @@ impl NextSegment {
     pub(super) fn is_ready(&self) -> bool {
         lock(&self.shared).ready.is_some()
     }
+
+    /// Whether making files has ended (or never started).
+    fn is_off(&self) -> bool {
+        lock(&self.shared).off
+    }
 }
 
 impl Drop for NextSegment {
@@ -283,8 +288,14 @@ mod tests {
         let dir = tempfile::tempdir_in("/dev/shm").expect("a tmpfs at /dev/shm");
         assert!(in_memory(dir.path()));
         let next = NextSegment::start(dir.path(), 1 << 20);
+        assert!(next.is_off(), "no file is made on tmpfs");
         next.want();
+        assert!(next.take().is_none());
         drop(next);
         assert!(!dir.path().join(FILE_NAME).exists());
+        // On the disk the tests' temporary files are on, files are made.
+        let on_disk = tempfile::tempdir().unwrap();
+        assert!(!in_memory(on_disk.path()));
+        assert!(!NextSegment::start(on_disk.path(), 1 << 20).is_off());
     }
 }
