@@ -508,6 +508,7 @@ async fn open(endpoint: &str, tls: &Tls) -> Result<Channel, ClientError> {
         .keep_alive_timeout(Duration::from_secs(2))
         .keep_alive_while_idle(true)
         .tcp_nodelay(true)
+        .max_frame_size(symcluster_proto::HTTP2_MAX_FRAME_BYTES)
         .connect()
         .await
         .map_err(|e| connect_error(format!("{e}: {}", source_chain(&e))))

@@ -300,7 +300,8 @@ pub async fn run(
                 .await
                 .map_err(|e| anyhow::anyhow!("cannot listen on {address} (--peer-listen): {e}"))?;
             let mut server = tonic::transport::Server::builder()
-                .max_concurrent_streams(config.max_streams_per_connection);
+                .max_concurrent_streams(config.max_streams_per_connection)
+                .max_frame_size(symcluster_proto::HTTP2_MAX_FRAME_BYTES);
             if config.tls() {
                 server = server.tls_config(server_tls(&config, true)?)?;
             }
@@ -323,7 +324,8 @@ pub async fn run(
         .await
         .map_err(|e| anyhow::anyhow!("cannot listen on {}: {e}", config.listen))?;
     let mut server = tonic::transport::Server::builder()
-        .max_concurrent_streams(config.max_streams_per_connection);
+        .max_concurrent_streams(config.max_streams_per_connection)
+        .max_frame_size(symcluster_proto::HTTP2_MAX_FRAME_BYTES);
     if config.tls() {
         server = server.tls_config(server_tls(&config, false)?)?;
     }

@@ -38,5 +38,15 @@ pub mod cluster {
     }
 }
 
+/// The largest HTTP/2 DATA frame every symcluster endpoint accepts
+/// (`SETTINGS_MAX_FRAME_SIZE`, RFC 9113 §6.5.2), in bytes: 1 MiB.
+///
+/// HTTP/2's default is 16 KiB, and h2 writes each DATA frame with its own `writev`: a Raft
+/// append of a few jobs (~23 KB each) went out as five frames per follower, a report lease as
+/// two. With 1 MiB frames a message of up to 1 MiB is one frame and one system call. The
+/// masters' servers, the Raft transport and the client library all advertise it; the peer sends
+/// frames up to the smaller of what it wants and this (a peer that sets nothing keeps 16 KiB).
+pub const HTTP2_MAX_FRAME_BYTES: u32 = 1 << 20;
+
 /// The encoded `FileDescriptorSet` of the API, for gRPC server reflection.
 pub const FILE_DESCRIPTOR_SET: &[u8] = tonic::include_file_descriptor_set!("symcluster_descriptor");

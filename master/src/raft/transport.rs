@@ -135,6 +135,7 @@ impl Transport {
             .http2_keep_alive_interval(Duration::from_secs(1))
             .keep_alive_timeout(Duration::from_secs(2))
             .keep_alive_while_idle(true)
+            .max_frame_size(symcluster_proto::HTTP2_MAX_FRAME_BYTES)
             .connect_lazy();
         let client = PeerClient::new(InterceptedService::new(channel, token))
             .max_decoding_message_size(MAX_MESSAGE_BYTES)
