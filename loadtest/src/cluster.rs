@@ -9,6 +9,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
+use crate::network::{Forwarder, Network};
 use crate::small_disk::SmallDisk;
 use symcluster_client::{Client, api};
 use symcluster_sources::{S3Settings, Source};
@@ -314,6 +315,11 @@ pub struct MasterOptions {
     /// ([`SmallDisk`], a `tmpfs`; root needed), which a test can fill
     /// ([`Cluster::fill_master_disk`]).
     pub small_disks: Option<u64>,
+    /// Each master in a network namespace of its own ([`Network`]; root and iproute2 needed,
+    /// no TLS), listening on its host's address, so that a test can partition the masters
+    /// from each other while clients and workers reach all of them
+    /// ([`Cluster::partition`]). The masters reach Garage through a [`Forwarder`].
+    pub namespaces: bool,
 }
 
 /// PEM files for a TLS test cluster.
@@ -355,9 +361,14 @@ impl Default for MasterOptions {
             env: Vec::new(),
             peer_port: None,
             small_disks: None,
+            namespaces: false,
         }
     }
 }
+
+/// The gRPC port of a master in a network namespace of its own ([`MasterOptions::namespaces`]);
+/// its metrics port is the next.
+pub const NAMESPACE_PORT: u16 = 7700;
 
 /// One master of a test cluster: its process (while running) and its ports.
 pub struct MasterProc {
@@ -399,6 +410,21 @@ impl MasterProc {
             host,
             in_group: true,
             join,
+        }
+    }
+
+    /// Member `id` of the group, not started, alone in a network namespace whose address is
+    /// `host`: every port is free there, so it takes [`NAMESPACE_PORT`] and the next.
+    fn in_namespace(id: u64, host: String) -> Self {
+        MasterProc {
+            id,
+            proc: None,
+            scheme: "http",
+            port: NAMESPACE_PORT,
+            metrics_port: NAMESPACE_PORT + 1,
+            host,
+            in_group: true,
+            join: false,
         }
     }
 
@@ -469,6 +495,9 @@ pub struct Cluster {
     /// The masters' own filesystems ([`MasterOptions::small_disks`]), by member id - 1;
     /// unmounted after every process is stopped.
     small_disks: Vec<SmallDisk>,
+    /// The masters' namespaces and Garage's forwarder into them ([`MasterOptions::namespaces`]);
+    /// declared after the masters, so deleted once they are stopped.
+    network: Option<(Network, Forwarder)>,
     /// Scratch space (data, caches, logs); declared last, so dropped after every process.
     pub dir: tempfile::TempDir,
 }
@@ -498,8 +527,22 @@ impl Cluster {
         } else {
             "http"
         };
-        let masters: Vec<MasterProc> = (1..=options.masters.max(1) as u64)
-            .map(|id| MasterProc::new(id, scheme, false, options.master_host(id)))
+        let count = options.masters.max(1) as u64;
+        let network = options.namespaces.then(|| {
+            assert!(
+                options.tls.is_none(),
+                "namespaces are for clusters without TLS"
+            );
+            let network = Network::new(count as u32);
+            let forwarder = Forwarder::start(&network.bridge_address(), garage.port)
+                .expect("a forwarder to Garage on the bridge");
+            (network, forwarder)
+        });
+        let masters: Vec<MasterProc> = (1..=count)
+            .map(|id| match &network {
+                Some((network, _)) => MasterProc::in_namespace(id, network.address(id as u32)),
+                None => MasterProc::new(id, scheme, false, options.master_host(id)),
+            })
             .collect();
         let mut cluster = Cluster {
             endpoint: masters
@@ -515,6 +558,7 @@ impl Cluster {
             workers: Vec::new(),
             worker_metrics: Vec::new(),
             small_disks: Vec::new(),
+            network,
         };
         if let Some(bytes) = cluster.options.small_disks {
             for id in 1..=cluster.masters.len() as u64 {
@@ -552,7 +596,17 @@ impl Cluster {
             .append(true)
             .open(&log)
             .expect("log file");
-        let mut command = Command::new(bin("symcluster-master"));
+        let mut command = match &self.network {
+            Some((network, _)) => {
+                // `ip netns exec` execs the master: the child's pid is the master's.
+                let mut command = Command::new("ip");
+                command
+                    .args(["netns", "exec", &network.namespace(id as u32)])
+                    .arg(bin("symcluster-master"));
+                command
+            }
+            None => Command::new(bin("symcluster-master")),
+        };
         command
             .args(["--listen", &format!("{}:{}", m.host, m.port)])
             .args(["--metrics-listen", &m.metrics_address()])
@@ -595,7 +649,14 @@ impl Cluster {
         );
         command
             .envs(self.garage.env.iter().cloned())
-            .args(["--missing-check-interval", &every])
+            .args(["--missing-check-interval", &every]);
+        if let Some((_, forwarder)) = &self.network {
+            command.env(
+                "SYMCLUSTER_S3_ENDPOINT",
+                format!("http://{}", forwarder.address),
+            );
+        }
+        command
             .args(&self.options.args)
             .args(args)
             .envs(self.options.env.iter().cloned());
@@ -632,8 +693,16 @@ impl Cluster {
     fn new_master(&mut self, join: bool, args: &[String]) -> u64 {
         let id = self.masters.len() as u64 + 1;
         let scheme = self.masters[0].scheme;
-        let host = self.options.master_host(id);
-        self.masters.push(MasterProc::new(id, scheme, join, host));
+        let master = match &mut self.network {
+            Some((network, _)) => {
+                network.add_host(id as u32);
+                let mut master = MasterProc::in_namespace(id, network.address(id as u32));
+                master.join = join;
+                master
+            }
+            None => MasterProc::new(id, scheme, join, self.options.master_host(id)),
+        };
+        self.masters.push(master);
         self.endpoint = format!(
             "{},{}",
             self.endpoint,
@@ -690,6 +759,35 @@ impl Cluster {
         self.small_disks[id as usize - 1]
             .fill()
             .expect("fill the master's disk")
+    }
+
+    /// Drops whatever master `from` sends to master `to` ([`Network::cut_one_way`]); clients
+    /// and workers still reach both. Panics without [`MasterOptions::namespaces`].
+    pub fn partition_one_way(&mut self, from: u64, to: u64) {
+        self.network_mut().cut_one_way(from as u32, to as u32);
+    }
+
+    /// Cuts masters `a` and `b` from each other, both ways ([`Self::partition_one_way`]).
+    pub fn partition(&mut self, a: u64, b: u64) {
+        self.network_mut().cut(a as u32, b as u32);
+    }
+
+    /// Removes every cut between masters.
+    pub fn heal_partitions(&mut self) {
+        self.network_mut().heal();
+    }
+
+    /// The masters' network namespaces, when the cluster has them.
+    pub fn network(&self) -> Option<&Network> {
+        self.network.as_ref().map(|(network, _)| network)
+    }
+
+    fn network_mut(&mut self) -> &mut Network {
+        &mut self
+            .network
+            .as_mut()
+            .expect("a cluster started with MasterOptions::namespaces")
+            .0
     }
 
     /// SIGKILLs master `id`.

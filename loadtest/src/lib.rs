@@ -19,6 +19,7 @@ pub mod cold_start;
 pub mod images;
 pub mod kafka;
 pub mod nemesis;
+pub mod network;
 pub mod procstat;
 pub mod small_disk;
 pub mod targets;

@@ -170,7 +170,9 @@ enum Mode {
         #[arg(long, default_value_t = 60)]
         seconds: u64,
         /// Faults to choose from, one at a time: `kill` (SIGKILL a master, start it again),
-        /// `pause` (SIGSTOP, then SIGCONT); `none` for a run without faults.
+        /// `pause` (SIGSTOP, then SIGCONT), `partition` (masters cut from each other while
+        /// clients reach them all; each master then runs in a network namespace of its own,
+        /// which needs root and iproute2); `none` for a run without faults.
         #[arg(long, value_delimiter = ',', default_values = ["kill", "pause"])]
         faults: Vec<String>,
         /// Seeds every choice of the clients and the nemesis.

@@ -2,8 +2,12 @@
 //! times: a master SIGKILLed and started again on its data dir (a crash and restart), or
 //! SIGSTOPped and continued (a process that stalls: a long GC pause, a VM migrated, a disk that
 //! hangs; its peers see a silent member and its connections stay open). The target is the
-//! leader or another master with even odds. Network partitions are the partition test's
-//! (`tests/integration/partition.rs`, network namespaces), not yet the nemesis's.
+//! leader or another master with even odds; or a network partition between masters (each
+//! master in a network namespace of its own, [`crate::network`]), which leaves every master
+//! reachable by the clients and workers: the target cut off from every other master, the
+//! target the only bridge between two halves that cannot reach each other, the target's sends
+//! to the others dropped (one way), or with five masters a minority of two, the target among
+//! them, cut from the majority.
 
 use std::time::Duration;
 
@@ -19,6 +23,16 @@ pub enum Fault {
     Kill,
     /// SIGSTOP a master, SIGCONT it after a while.
     Pause,
+    /// Cut masters from each other (clients still reach every master), heal after a while.
+    Partition,
+}
+
+impl Fault {
+    /// Whether the cluster needs its masters in network namespaces for this fault
+    /// ([`crate::cluster::MasterOptions::namespaces`]).
+    pub fn needs_namespaces(self) -> bool {
+        self == Fault::Partition
+    }
 }
 
 impl std::str::FromStr for Fault {
@@ -28,13 +42,14 @@ impl std::str::FromStr for Fault {
         match s {
             "kill" => Ok(Fault::Kill),
             "pause" => Ok(Fault::Pause),
-            other => Err(format!("unknown fault {other:?}: kill or pause")),
+            "partition" => Ok(Fault::Partition),
+            other => Err(format!("unknown fault {other:?}: kill, pause or partition")),
         }
     }
 }
 
 /// One injected fault, to be healed.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone)]
 pub struct Injected {
     /// What.
     pub fault: Fault,
@@ -42,6 +57,8 @@ pub struct Injected {
     pub master: u64,
     /// How long before it is healed.
     pub lasts: Duration,
+    /// What was done, when the fault kind does not say it all (a partition's shape and cuts).
+    pub detail: String,
 }
 
 /// The leader's member id now, asking each running master for at most 1 s; `None` when none
@@ -81,44 +98,130 @@ fn leader_in(status: &symcluster_client::api::ClusterStatusResponse) -> Option<u
         .map(|m| m.id)
 }
 
-/// Picks a fault among `faults` and its target (the leader `leader` or, with even odds or
-/// when there is none, any master of `masters`), and injects it into `cluster`; described in
-/// the returned value.
+/// Picks the `round`th fault (0-based) of a run among `faults`: the first rounds go through
+/// every kind once, in `faults`' order, so that a short run injects each; later ones are
+/// chosen by `rng`.
+pub fn pick(faults: &[Fault], round: usize, rng: &mut StdRng) -> Fault {
+    match faults.get(round) {
+        Some(&fault) => fault,
+        None => faults[rng.random_range(0..faults.len())],
+    }
+}
+
+/// Injects `fault` into `cluster`, aimed at the leader `leader` or, with even odds or when
+/// there is none, any master; described in the returned value.
 pub fn inject(
     cluster: &mut Cluster,
-    faults: &[Fault],
+    fault: Fault,
     leader: Option<u64>,
     rng: &mut StdRng,
 ) -> Injected {
-    let fault = faults[rng.random_range(0..faults.len())];
     let masters = cluster.masters.len() as u64;
     let master = match leader {
         Some(leader) if rng.random_bool(0.5) => leader,
         _ => rng.random_range(1..=masters),
     };
     let lasts = Duration::from_millis(rng.random_range(500..3_000));
-    match fault {
-        Fault::Kill => cluster.kill_master(master),
-        Fault::Pause => cluster.pause_master(master),
-    }
+    let detail = match fault {
+        Fault::Kill => {
+            cluster.kill_master(master);
+            String::new()
+        }
+        Fault::Pause => {
+            cluster.pause_master(master);
+            String::new()
+        }
+        Fault::Partition => {
+            let shape = Partition::pick(master, masters, rng);
+            for &(from, to) in &shape.cuts {
+                cluster.partition_one_way(from, to);
+            }
+            shape.to_string()
+        }
+    };
     Injected {
         fault,
         master,
         lasts,
+        detail,
     }
 }
 
-/// Heals `injected`: starts the killed master again, or continues the paused one.
+/// Heals `injected`: starts the killed master again, continues the paused one, or removes
+/// every cut between masters.
 pub fn heal(cluster: &mut Cluster, injected: &Injected) {
     match injected.fault {
         Fault::Kill => cluster.start_master(injected.master),
         Fault::Pause => cluster.resume_master(injected.master),
+        Fault::Partition => cluster.heal_partitions(),
+    }
+}
+
+/// A partition's shape around its target, and the one-way cuts that make it: (master whose
+/// sends are dropped, master they are for).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Partition {
+    /// `isolated`, `bridge`, `one-way` or `minority`.
+    pub shape: &'static str,
+    /// The one-way cuts.
+    pub cuts: Vec<(u64, u64)>,
+}
+
+impl Partition {
+    /// A shape for `target` among masters `1..=masters`, chosen by `rng`: `isolated` (cut both
+    /// ways from every other master), `bridge` (the others split in two halves that cannot
+    /// reach each other; the target reaches both), `one-way` (what the target sends to the
+    /// others is dropped; it still hears them) and, with five masters or more, `minority` (the
+    /// target and one other cut both ways from the rest).
+    pub fn pick(target: u64, masters: u64, rng: &mut StdRng) -> Self {
+        let others: Vec<u64> = (1..=masters).filter(|&m| m != target).collect();
+        let shapes: &[&str] = if masters >= 5 {
+            &["isolated", "bridge", "one-way", "minority"]
+        } else {
+            &["isolated", "bridge", "one-way"]
+        };
+        let shape = shapes[rng.random_range(0..shapes.len())];
+        let both = |a: &[u64], b: &[u64]| {
+            let mut cuts = Vec::new();
+            for &x in a {
+                for &y in b {
+                    cuts.push((x, y));
+                    cuts.push((y, x));
+                }
+            }
+            cuts
+        };
+        let cuts = match shape {
+            "isolated" => both(&[target], &others),
+            "bridge" => {
+                let (left, right) = others.split_at(others.len() / 2);
+                both(left, right)
+            }
+            "one-way" => others.iter().map(|&o| (target, o)).collect(),
+            _ => {
+                let partner = others[rng.random_range(0..others.len())];
+                let rest: Vec<u64> = others.iter().copied().filter(|&o| o != partner).collect();
+                both(&[target, partner], &rest)
+            }
+        };
+        Partition { shape, cuts }
+    }
+}
+
+impl std::fmt::Display for Partition {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}:", self.shape)?;
+        for (from, to) in &self.cuts {
+            write!(f, " {from}->{to}")?;
+        }
+        Ok(())
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use rand::SeedableRng;
     use symcluster_client::api::{ClusterStatusResponse, MasterStatus};
 
     fn master(id: u64, role: &str) -> MasterStatus {
@@ -127,6 +230,39 @@ mod tests {
             role: role.into(),
             ..MasterStatus::default()
         }
+    }
+
+    /// Each shape cuts what it says, around its target, and nothing else.
+    #[test]
+    fn partitions_cut_what_their_shape_says() {
+        let mut seen = std::collections::BTreeMap::new();
+        let mut rng = StdRng::seed_from_u64(3);
+        for _ in 0..200 {
+            let p = Partition::pick(2, 3, &mut rng);
+            seen.insert(p.shape, p.cuts);
+        }
+        assert_eq!(seen["isolated"], vec![(2, 1), (1, 2), (2, 3), (3, 2)]);
+        assert_eq!(seen["bridge"], vec![(1, 3), (3, 1)]);
+        assert_eq!(seen["one-way"], vec![(2, 1), (2, 3)]);
+        assert!(!seen.contains_key("minority"));
+        let mut rng = StdRng::seed_from_u64(4);
+        let minority = std::iter::repeat_with(|| Partition::pick(1, 5, &mut rng))
+            .find(|p| p.shape == "minority")
+            .unwrap();
+        // 1 and its partner against the three others, both ways: 2 × 3 × 2 cuts.
+        assert_eq!(minority.cuts.len(), 12);
+        let side: Vec<u64> = (1..=5)
+            .filter(|&m| m == 1 || !minority.cuts.contains(&(1, m)))
+            .collect();
+        assert_eq!(side.len(), 2, "{minority}");
+        assert!(
+            minority
+                .cuts
+                .iter()
+                .all(|(a, b)| side.contains(a) != side.contains(b)),
+            "{minority}"
+        );
+        assert_eq!(minority.to_string().split(' ').next(), Some("minority:"));
     }
 
     /// Asked of master 1, answered by the leader, master 3: the leader is 3.

@@ -8,7 +8,8 @@
 //! report, stored FAILED at once), submit one again (idempotent by id), or read one
 //! (`GetJob`): mostly one of the [`RECENT`] jobs any client's submit was last acknowledged
 //! for, where a stale read would show, each call given [`CALL_TIMEOUT`] ([`history`]). Meanwhile the nemesis injects
-//! one fault at a time every 0.5-2 s, lasting 0.5-3 s ([`faults`]). Then every fault is
+//! one fault at a time every 0.5-2 s, lasting 0.5-3 s ([`faults`]); with partitions among
+//! the faults, each master runs in a network namespace of its own ([`crate::network`]). Then every fault is
 //! healed, the jobs are given [`SETTLE_TIMEOUT`] to finish, each is read from the leader, every
 //! master's index digest is compared, and the history is checked ([`check`]). The choices
 //! (calls, jobs, faults, targets, durations) come from `seed`; the timings are the machine's,
@@ -114,6 +115,7 @@ pub async fn run(options: &Options) -> anyhow::Result<Report> {
         options.workers,
         MasterOptions {
             masters: options.masters,
+            namespaces: options.faults.iter().any(|f| f.needs_namespaces()),
             ..MasterOptions::default()
         },
     )
@@ -154,20 +156,28 @@ pub async fn run(options: &Options) -> anyhow::Result<Report> {
 
     let mut rng = StdRng::seed_from_u64(options.seed);
     let started = Instant::now();
+    let mut round = 0;
     while started.elapsed() < options.duration {
         tokio::time::sleep(Duration::from_millis(rng.random_range(500..2_000))).await;
         if options.faults.is_empty() || started.elapsed() >= options.duration {
             continue;
         }
         let leader = faults::leader_now(&cluster).await;
-        let injected = faults::inject(&mut cluster, &options.faults, leader, &mut rng);
+        let fault = faults::pick(&options.faults, round, &mut rng);
+        round += 1;
+        let injected = faults::inject(&mut cluster, fault, leader, &mut rng);
         let role = if Some(injected.master) == leader {
             " (the leader)"
         } else {
             ""
         };
+        let detail = if injected.detail.is_empty() {
+            String::new()
+        } else {
+            format!(" ({})", injected.detail)
+        };
         recorder.event(format!(
-            "{:?} master {}{role} for {} ms",
+            "{:?} master {}{role}{detail} for {} ms",
             injected.fault,
             injected.master,
             injected.lasts.as_millis()

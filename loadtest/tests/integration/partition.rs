@@ -10,104 +10,7 @@ use std::time::{Duration, Instant};
 
 use symcluster_client::{Client, api};
 use symcluster_loadtest::cluster::{Proc, TOKEN, repo};
-
-fn ip(args: &[&str]) {
-    let out = Command::new("ip")
-        .args(args)
-        .output()
-        .expect("run `ip` (iproute2)");
-    assert!(
-        out.status.success(),
-        "ip {}: {}",
-        args.join(" "),
-        String::from_utf8_lossy(&out.stderr)
-    );
-}
-
-/// Namespaces, veths and the bridge of one test; deleted on drop, even when the test fails.
-struct TestNetwork {
-    tag: u32,
-    subnet: String,
-}
-
-impl TestNetwork {
-    /// `count` hosts `10.213.S.1..count` in namespaces, the bridge at `10.213.S.254`.
-    fn new(count: u32) -> Self {
-        let tag = std::process::id() % 100_000;
-        let net = TestNetwork {
-            tag,
-            subnet: format!("10.213.{}", tag % 250),
-        };
-        let bridge = net.bridge();
-        ip(&["link", "add", &bridge, "type", "bridge"]);
-        ip(&[
-            "addr",
-            "add",
-            &format!("{}.254/24", net.subnet),
-            "dev",
-            &bridge,
-        ]);
-        ip(&["link", "set", &bridge, "up"]);
-        for host in 1..=count {
-            let ns = net.namespace(host);
-            let (outside, inside) = (net.veth(host), format!("svi{tag}{host}"));
-            ip(&["netns", "add", &ns]);
-            ip(&[
-                "link", "add", &outside, "type", "veth", "peer", "name", &inside,
-            ]);
-            ip(&["link", "set", &inside, "netns", &ns]);
-            ip(&["link", "set", &outside, "master", &bridge]);
-            ip(&["link", "set", &outside, "up"]);
-            let address = format!("{}/24", net.address(host));
-            ip(&["-n", &ns, "addr", "add", &address, "dev", &inside]);
-            ip(&["-n", &ns, "link", "set", &inside, "up"]);
-            ip(&["-n", &ns, "link", "set", "lo", "up"]);
-        }
-        net
-    }
-
-    fn bridge(&self) -> String {
-        format!("sbr{}", self.tag)
-    }
-
-    fn namespace(&self, host: u32) -> String {
-        format!("symcluster-{}-{host}", self.tag)
-    }
-
-    fn veth(&self, host: u32) -> String {
-        format!("svo{}{host}", self.tag)
-    }
-
-    fn address(&self, host: u32) -> String {
-        format!("{}.{host}", self.subnet)
-    }
-
-    /// Cuts (or restores) `host`'s only link.
-    fn set_link(&self, host: u32, up: bool) {
-        ip(&[
-            "link",
-            "set",
-            &self.veth(host),
-            if up { "up" } else { "down" },
-        ]);
-    }
-}
-
-impl Drop for TestNetwork {
-    fn drop(&mut self) {
-        for host in 1..=3 {
-            let _ = Command::new("ip")
-                .args(["link", "del", &self.veth(host)])
-                .status();
-            let _ = Command::new("ip")
-                .args(["netns", "del", &self.namespace(host)])
-                .status();
-        }
-        let _ = Command::new("ip")
-            .args(["link", "del", &self.bridge()])
-            .status();
-    }
-}
+use symcluster_loadtest::network::Network;
 
 fn bin(name: &str) -> PathBuf {
     symcluster_loadtest::cluster::bin(name)
@@ -136,7 +39,7 @@ async fn status_of(endpoint: &str) -> Option<api::ClusterStatusResponse> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_partitioned_leader_acknowledges_nothing_and_follows_after_healing() {
-    let net = TestNetwork::new(3);
+    let net = Network::new(3);
     let dir = tempfile::tempdir().unwrap();
     let peers: Vec<String> = (1..=3)
         .map(|h| format!("{h}={}:7700", net.address(h)))
@@ -261,5 +164,141 @@ async fn a_partitioned_leader_acknowledges_nothing_and_follows_after_healing() {
     }
     let job = client.job("during").await.unwrap();
     assert_eq!(job.state, api::JobState::Queued as i32);
+    drop(masters);
+}
+
+/// Starts masters 1..=3 of `net`, one in each namespace, on data dirs in `dir`.
+fn start_masters(net: &Network, dir: &std::path::Path) -> Vec<Proc> {
+    let peers: Vec<String> = (1..=3)
+        .map(|h| format!("{h}={}:7700", net.address(h)))
+        .collect();
+    (1..=3u32)
+        .map(|host| {
+            let log = dir.join(format!("master-{host}.log"));
+            let child = Command::new("ip")
+                .args(["netns", "exec", &net.namespace(host)])
+                .arg(bin("symcluster-master"))
+                .args(["--listen", &format!("{}:7700", net.address(host))])
+                .args(["--metrics-listen", &format!("{}:7701", net.address(host))])
+                .arg("--data-dir")
+                .arg(dir.join(format!("data-{host}")))
+                .args(["--token", TOKEN, "--id", &host.to_string()])
+                .args(["--peers", &peers.join(",")])
+                .stdout(Stdio::null())
+                .stderr(std::fs::File::create(&log).unwrap())
+                .spawn()
+                .expect("start a master in its namespace");
+            Proc {
+                child,
+                name: format!("master-{host}"),
+                log,
+            }
+        })
+        .collect()
+}
+
+/// A client of the master at `endpoint` alone, when that master says it leads now.
+async fn pinned_to_leader(endpoint: &str) -> Option<Client> {
+    let client = tokio::time::timeout(Duration::from_secs(1), Client::connect(endpoint, TOKEN))
+        .await
+        .ok()?
+        .ok()?;
+    (client.endpoint() == endpoint).then_some(client)
+}
+
+/// A leader cut off from both followers, while its clients still reach it, must not answer a
+/// read from its own index once the others may have elected a leader and committed without it:
+/// a job the new leader acknowledged is read from the old one, which must answer it or refuse
+/// (UNAVAILABLE: not the leader), never NOT_FOUND. The old leader steps down within one to two
+/// election timeouts (raft-rs's check-quorum runs once per timeout), the followers elect within
+/// one to two: the cut is made up to six times, so that the two windows overlap in some.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_leader_cut_off_from_its_followers_serves_no_stale_read() {
+    let mut net = Network::new(3);
+    let dir = tempfile::tempdir().unwrap();
+    let masters = start_masters(&net, dir.path());
+    let endpoints: Vec<String> = (1..=3)
+        .map(|h| format!("http://{}:7700", net.address(h)))
+        .collect();
+    let logs = || {
+        masters
+            .iter()
+            .map(|m| format!("--- {}\n{}", m.name, m.log()))
+            .collect::<String>()
+    };
+    let report = std::fs::read(repo().join("examples/ios-demo/DemoApp.crash")).unwrap();
+    let mut refused = 0;
+    for round in 0..6 {
+        // The leader now, as its own answer says, with every link up.
+        let started = Instant::now();
+        let (old, old_client) = loop {
+            let mut found = None;
+            for (at, endpoint) in endpoints.iter().enumerate() {
+                if let Some(client) = pinned_to_leader(endpoint).await {
+                    found = Some((at as u32 + 1, client));
+                    break;
+                }
+            }
+            match found {
+                Some(found) => break found,
+                None if started.elapsed() > Duration::from_secs(30) => {
+                    panic!("no leader before round {round}\n{}", logs())
+                }
+                None => tokio::time::sleep(Duration::from_millis(50)).await,
+            }
+        };
+        for other in (1..=3).filter(|&h| h != old) {
+            net.cut(old, other);
+        }
+        // Submit through whichever follower is elected, then at once read from the old leader.
+        let job = format!("round-{round}");
+        let deadline = Instant::now() + Duration::from_secs(15);
+        'elected: loop {
+            assert!(
+                Instant::now() < deadline,
+                "round {round}: no leader among the majority\n{}",
+                logs()
+            );
+            for (at, endpoint) in endpoints.iter().enumerate() {
+                if at as u32 + 1 == old {
+                    continue;
+                }
+                let Some(mut new_client) = pinned_to_leader(endpoint).await else {
+                    continue;
+                };
+                if new_client
+                    .submit_native(&job, report.clone())
+                    .await
+                    .is_err()
+                {
+                    continue;
+                }
+                let read = old_client
+                    .ingest()
+                    .get_job(api::GetJobRequest {
+                        job_id: job.clone(),
+                        ..api::GetJobRequest::default()
+                    })
+                    .await;
+                match read {
+                    Ok(_) => {}
+                    Err(status) if status.code() == tonic::Code::Unavailable => refused += 1,
+                    Err(status) => {
+                        panic!(
+                            "round {round}: master {old}, cut off, answered a read of a job \
+                             the majority acknowledged with {:?}: {}\n{}",
+                            status.code(),
+                            status.message(),
+                            logs()
+                        )
+                    }
+                }
+                break 'elected;
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        net.heal();
+    }
+    eprintln!("stale-read probe: the old leader refused {refused} of 6 reads");
     drop(masters);
 }

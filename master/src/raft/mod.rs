@@ -70,6 +70,13 @@ pub enum Input<O> {
         /// Whether it arrived.
         ok: bool,
     },
+    /// A linearizable read (leader only): `reply` once a quorum has confirmed this member
+    /// still leads and it has applied everything committed before the read was asked; a
+    /// [`ProposeError::NotLeader`] when it does not lead, or stops leading first.
+    ReadIndex {
+        /// Where to say when the read may be served.
+        reply: oneshot::Sender<Result<(), ProposeError>>,
+    },
     /// Hands leadership to the most up-to-date follower (a stopping leader); ignored by a
     /// follower.
     StepDown,
@@ -286,6 +293,21 @@ impl<O: Send + 'static> RaftHandle<O> {
                 then,
                 bounded,
             })
+            .map_err(|_| ProposeError::Storage("the raft node stopped".into()))?;
+        rx.await
+            .unwrap_or_else(|_| Err(ProposeError::Storage("the raft node stopped".into())))
+    }
+
+    /// Waits until this member may serve a linearizable read from its state machine
+    /// ([`Input::ReadIndex`]): a quorum confirmed it leads, and it applied everything
+    /// committed before the call. Errors: [`ProposeError::NotLeader`] (with the leader's
+    /// address when known) when it does not lead or stops leading first; `Storage` when the
+    /// node stopped. Costs one heartbeat round to the followers, shared by every read asked
+    /// within one turn of the node's loop.
+    pub async fn read_barrier(&self) -> Result<(), ProposeError> {
+        let (reply, rx) = oneshot::channel();
+        self.inputs
+            .send(Input::ReadIndex { reply })
             .map_err(|_| ProposeError::Storage("the raft node stopped".into()))?;
         rx.await
             .unwrap_or_else(|_| Err(ProposeError::Storage("the raft node stopped".into())))

@@ -75,6 +75,37 @@ const SEEN_RETRY: Duration = Duration::from_secs(5);
 /// leader's first entry, leaving a joint configuration), not for a learner's catch-up.
 const CHANGE_WAIT: Duration = Duration::from_secs(10);
 
+/// Linearizable reads on the leader (the Raft thesis's ReadIndex, §6.4; raft-rs's
+/// `read_index` with `ReadOnlyOption::Safe`): a read is answered once a quorum has confirmed,
+/// after it was asked, that this member still leads, and this member has applied everything
+/// committed when it was asked. A leader cut off from its followers, which raft-rs's
+/// check-quorum steps down only one to two election timeouts later, so answers no read from
+/// its own index after the others may have elected a leader and committed without it.
+#[derive(Default)]
+struct Reads {
+    /// Asked since the last turn.
+    asked: Vec<ReadReply>,
+    /// Handed to raft-rs, by request context.
+    requested: HashMap<Vec<u8>, Vec<ReadReply>>,
+    /// Confirmed by a quorum: answered once the read index is applied.
+    confirmed: Vec<(u64, Vec<ReadReply>)>,
+    /// The next request context.
+    next: u64,
+}
+
+/// Where a read waiting for its read index is answered.
+type ReadReply = oneshot::Sender<Result<(), ProposeError>>;
+
+impl Reads {
+    /// Every read still waiting, whatever its stage.
+    fn drain(&mut self) -> Vec<ReadReply> {
+        let mut all = std::mem::take(&mut self.asked);
+        all.extend(self.requested.drain().flat_map(|(_, r)| r));
+        all.extend(self.confirmed.drain(..).flat_map(|(_, r)| r));
+        all
+    }
+}
+
 /// A membership change waiting for the one in progress ([`Node::change_members`]).
 struct ParkedChange {
     change: MemberChange,
@@ -106,6 +137,8 @@ pub struct Node<S: StateMachine> {
     /// Membership changes asked while another was in progress, in the order asked: see
     /// [`Node::change_members`].
     parked_changes: Vec<ParkedChange>,
+    /// Linearizable reads waiting for their read index ([`Input::ReadIndex`]).
+    reads: Reads,
     /// When each other member was last heard from.
     last_contact: HashMap<u64, Instant>,
     /// Members proposed as seen (`MembersSeen`), and when.
@@ -171,6 +204,7 @@ impl<S: StateMachine> Node<S> {
             conf_state,
             member_waiters: HashMap::new(),
             parked_changes: Vec::new(),
+            reads: Reads::default(),
             last_contact: HashMap::new(),
             seen_proposed: HashMap::new(),
             deferred: Vec::new(),
@@ -238,7 +272,16 @@ impl<S: StateMachine> Node<S> {
             self.raw.tick();
             self.leader_duties();
         }
+        if !self.reads.asked.is_empty() {
+            // Every read asked since the last turn shares one read index: one heartbeat round.
+            let context = self.reads.next.to_le_bytes().to_vec();
+            self.reads.next += 1;
+            let asked = std::mem::take(&mut self.reads.asked);
+            self.reads.requested.insert(context.clone(), asked);
+            self.raw.read_index(context);
+        }
         self.on_ready()?;
+        self.answer_reads();
         if tick && !self.parked_changes.is_empty() {
             self.make_parked_changes();
         }
@@ -282,6 +325,13 @@ impl<S: StateMachine> Node<S> {
                 self.propose(command, reply);
                 for command in then {
                     self.propose(command, None);
+                }
+            }
+            Input::ReadIndex { reply } => {
+                if self.role == StateRole::Leader {
+                    self.reads.asked.push(reply);
+                } else {
+                    let _ = reply.send(Err(self.not_leader()));
                 }
             }
             Input::StepDown => self.step_down(),
@@ -737,6 +787,23 @@ impl<S: StateMachine> Node<S> {
         for parked in self.parked_changes.drain(..) {
             let _ = parked.reply.send(Err(error.clone()));
         }
+        for reply in self.reads.drain() {
+            let _ = reply.send(Err(error.clone()));
+        }
+    }
+
+    /// Answers the reads whose read index is applied here.
+    fn answer_reads(&mut self) {
+        let applied = self.applied;
+        self.reads.confirmed.retain_mut(|(index, replies)| {
+            if *index > applied {
+                return true;
+            }
+            for reply in replies.drain(..) {
+                let _ = reply.send(Ok(()));
+            }
+            false
+        });
     }
 
     fn on_ready(&mut self) -> Result<(), RaftError> {
@@ -757,6 +824,11 @@ impl<S: StateMachine> Node<S> {
         }
         if !ready.snapshot().is_empty() {
             self.restore(ready.snapshot().clone())?;
+        }
+        for state in ready.take_read_states() {
+            if let Some(replies) = self.reads.requested.remove(&state.request_ctx) {
+                self.reads.confirmed.push((state.index, replies));
+            }
         }
         let mut committed = ready.take_committed_entries();
         let entries = ready.take_entries();

@@ -16,7 +16,8 @@ use tracing::Instrument as _;
 use super::submit::{submit_span, submit_spec};
 use super::watch::{Until, next_change, result_form};
 use super::{
-    index_status, job_to_proto, page_token, require_leader, schedule_status, submit_stream,
+    index_status, job_to_proto, page_token, require_leader, require_leader_read, schedule_status,
+    submit_stream,
 };
 use crate::auth;
 use crate::index::listing::{GroupCursor, GroupFilter, JobCursor, MissingCursor};
@@ -83,7 +84,7 @@ impl Ingest for IngestService {
         request: Request<v1::GetJobRequest>,
     ) -> Result<Response<v1::Job>, Status> {
         let caller = auth::require(&request, auth::READ_ROLES, "reading jobs")?;
-        require_leader(&self.scheduler)?;
+        require_leader_read(&self.scheduler).await?;
         let request = request.into_inner();
         let id = request.job_id;
         let key = keys::job_key(&caller.project_for(&request.project)?, &id);
@@ -111,7 +112,7 @@ impl Ingest for IngestService {
         request: Request<v1::GetJobRequest>,
     ) -> Result<Response<Self::WatchJobStream>, Status> {
         let caller = auth::require(&request, auth::READ_ROLES, "reading jobs")?;
-        require_leader(&self.scheduler)?;
+        require_leader_read(&self.scheduler).await?;
         let request = request.into_inner();
         let form = result_form(request.result_zstd);
         let id = keys::job_key(&caller.project_for(&request.project)?, &request.job_id);
@@ -165,7 +166,7 @@ impl Ingest for IngestService {
         request: Request<v1::ListJobsRequest>,
     ) -> Result<Response<v1::ListJobsResponse>, Status> {
         let caller = auth::require(&request, auth::READ_ROLES, "listing jobs")?;
-        require_leader(&self.scheduler)?;
+        require_leader_read(&self.scheduler).await?;
         let r = request.into_inner();
         let sees = caller.listing(&r.project)?;
         let size = page_token::page_size(r.page_size, r.limit, 100, 1000);
@@ -211,7 +212,7 @@ impl Ingest for IngestService {
         request: Request<v1::ListGroupsRequest>,
     ) -> Result<Response<v1::ListGroupsResponse>, Status> {
         let caller = auth::require(&request, auth::READ_ROLES, "listing crash groups")?;
-        require_leader(&self.scheduler)?;
+        require_leader_read(&self.scheduler).await?;
         let r = request.into_inner();
         // A group's tree holds up to 2,000 nodes: fewer groups per page with trees keep an
         // answer within clients' 4 MiB message limit. The deprecated `limit` keeps its old
@@ -267,7 +268,7 @@ impl Ingest for IngestService {
         request: Request<v1::ListMissingRequest>,
     ) -> Result<Response<v1::ListMissingResponse>, Status> {
         let caller = auth::require(&request, auth::READ_ROLES, "listing missing files")?;
-        require_leader(&self.scheduler)?;
+        require_leader_read(&self.scheduler).await?;
         let r = request.into_inner();
         let size = page_token::page_size(r.page_size, r.limit, 100, 1000);
         let sees = caller.listing(&r.project)?;

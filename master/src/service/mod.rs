@@ -57,6 +57,19 @@ pub fn require_leader(scheduler: &Scheduler) -> Result<(), Status> {
     }
 }
 
+/// `Ok` once this master may answer a read from its index as the group's state
+/// ([`crate::raft::RaftHandle::read_barrier`]: a quorum confirmed it still leads, and it applied
+/// everything committed before the call); the redirect when it does not lead or stops leading
+/// first. A leader cut off from its followers answers UNAVAILABLE rather than a stale read.
+pub async fn require_leader_read(scheduler: &Scheduler) -> Result<(), Status> {
+    require_leader(scheduler)?;
+    scheduler
+        .raft()
+        .read_barrier()
+        .await
+        .map_err(propose_status)
+}
+
 fn index_status(e: IndexError) -> Status {
     if let IndexError::Decompress { .. } = e {
         // One job's stored result is unreadable: not a reason to try another master.
