@@ -885,3 +885,81 @@ fn removing_the_member_that_is_down_is_made() {
     let want: Vec<u64> = (1..=3).filter(|id| *id != down).collect();
     assert_eq!(sim.voters(), want);
 }
+
+/// A read on the leader (raft-rs's ReadIndex) is answered once a quorum confirmed it leads; on
+/// a leader cut off from the others it is never answered as servable, while the others elect a
+/// leader and commit without it, and it fails with NotLeader once the old leader steps down.
+#[test]
+fn a_read_on_a_leader_cut_off_waits_and_fails_once_it_steps_down() {
+    let mut sim = Sim::new(11);
+    let leader = elect(&mut sim);
+    let read = |sim: &mut Sim, on: u64| {
+        let (reply, answer) = oneshot::channel();
+        sim.member(on).unwrap().deliver(Input::ReadIndex { reply });
+        answer
+    };
+    // All links up: answered within a few rounds.
+    let mut healthy = read(&mut sim, leader);
+    for _ in 0..10 {
+        lossless(&mut sim, 1, false);
+        if !healthy.is_empty() {
+            break;
+        }
+    }
+    assert!(
+        matches!(healthy.try_recv(), Ok(Ok(()))),
+        "a read on a healthy leader"
+    );
+
+    // Cut off: the read waits while the others elect a leader and commit a submit.
+    let mut cut_off = read(&mut sim, leader);
+    let mut new_leader = None;
+    let mut committed = false;
+    let mut refused = false;
+    for _ in 0..400 {
+        if refused && committed {
+            break;
+        }
+        for i in 0..sim.members.len() {
+            one_turn(&mut sim, i, true, leader);
+        }
+        if !refused {
+            match cut_off.try_recv() {
+                Err(oneshot::error::TryRecvError::Empty) => {}
+                Ok(Err(ProposeError::NotLeader { .. })) => refused = true,
+                other => panic!("the cut-off leader {leader} answered its read with {other:?}"),
+            }
+        }
+        let other = sim
+            .members
+            .iter()
+            .find(|m| m.id != leader && m.is_leader())
+            .map(|m| m.id);
+        if let (Some(other), false) = (other, committed) {
+            new_leader = Some(other);
+            let cmd = command::submit_unreadable(
+                "default/during-the-cut",
+                v1::JobKind::Native,
+                Vec::new(),
+                "sim",
+                1,
+            );
+            sim.member(other).unwrap().deliver(Input::Propose {
+                command: command::encode(&cmd),
+                reply: None,
+                then: Vec::new(),
+                bounded: false,
+            });
+            committed = true;
+        }
+    }
+    assert!(new_leader.is_some(), "the majority elected no leader");
+    assert!(
+        refused,
+        "the read on the cut-off leader {leader} was never refused"
+    );
+    assert!(
+        !sim.member(leader).unwrap().is_leader(),
+        "the cut-off leader {leader} still leads"
+    );
+}

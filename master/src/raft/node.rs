@@ -272,7 +272,9 @@ impl<S: StateMachine> Node<S> {
             self.raw.tick();
             self.leader_duties();
         }
-        if !self.reads.asked.is_empty() {
+        // raft-rs drops a read asked of a leader that has not yet committed an entry of its
+        // term: those wait here until it has.
+        if !self.reads.asked.is_empty() && self.raw.raft.commit_to_current_term() {
             // Every read asked since the last turn shares one read index: one heartbeat round.
             let context = self.reads.next.to_le_bytes().to_vec();
             self.reads.next += 1;

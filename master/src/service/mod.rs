@@ -61,14 +61,24 @@ pub fn require_leader(scheduler: &Scheduler) -> Result<(), Status> {
 /// ([`crate::raft::RaftHandle::read_barrier`]: a quorum confirmed it still leads, and it applied
 /// everything committed before the call); the redirect when it does not lead or stops leading
 /// first. A leader cut off from its followers answers UNAVAILABLE rather than a stale read.
+/// UNAVAILABLE when no quorum confirmed it within [`READ_CONFIRM_TIMEOUT`].
 pub async fn require_leader_read(scheduler: &Scheduler) -> Result<(), Status> {
     require_leader(scheduler)?;
-    scheduler
-        .raft()
-        .read_barrier()
-        .await
-        .map_err(propose_status)
+    match tokio::time::timeout(READ_CONFIRM_TIMEOUT, scheduler.raft().read_barrier()).await {
+        Ok(confirmed) => confirmed.map_err(propose_status),
+        Err(_) => Err(Status::unavailable(format!(
+            "no quorum of masters confirmed this leader within {} ms: retry, or ask another \
+             master",
+            READ_CONFIRM_TIMEOUT.as_millis()
+        ))),
+    }
 }
+
+/// How long a read waits for a quorum to confirm the leader ([`require_leader_read`]): longer
+/// than the two election timeouts within which a leader that cannot reach a quorum steps down
+/// (its reads then fail with the redirect), so that it is reached only when something else
+/// went wrong.
+pub const READ_CONFIRM_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(5);
 
 fn index_status(e: IndexError) -> Status {
     if let IndexError::Decompress { .. } = e {
