@@ -41,35 +41,10 @@ async fn status_of(endpoint: &str) -> Option<api::ClusterStatusResponse> {
 async fn a_partitioned_leader_acknowledges_nothing_and_follows_after_healing() {
     let net = Network::new(3);
     let dir = tempfile::tempdir().unwrap();
-    let peers: Vec<String> = (1..=3)
-        .map(|h| format!("{h}={}:7700", net.address(h)))
-        .collect();
     let endpoints: Vec<String> = (1..=3)
         .map(|h| format!("http://{}:7700", net.address(h)))
         .collect();
-    let mut masters = Vec::new();
-    for host in 1..=3u32 {
-        let log = dir.path().join(format!("master-{host}.log"));
-        let child = Command::new("ip")
-            .args(["netns", "exec", &net.namespace(host)])
-            .arg(bin("symcluster-master"))
-            .args(["--listen", &format!("{}:7700", net.address(host))])
-            .args(["--metrics-listen", &format!("{}:7701", net.address(host))])
-            .arg("--data-dir")
-            .arg(dir.path().join(format!("data-{host}")))
-            .args(["--token", TOKEN, "--id", &host.to_string()])
-            .args(["--peers", &peers.join(",")])
-            .stdout(Stdio::null())
-            .stderr(std::fs::File::create(&log).unwrap())
-            .spawn()
-            .expect("start a master in its namespace");
-        // `ip netns exec` execs the master: killing this pid kills the master.
-        masters.push(Proc {
-            child,
-            name: format!("master-{host}"),
-            log,
-        });
-    }
+    let masters = start_masters(&net, dir.path());
     let logs = || {
         masters
             .iter()
@@ -167,7 +142,8 @@ async fn a_partitioned_leader_acknowledges_nothing_and_follows_after_healing() {
     drop(masters);
 }
 
-/// Starts masters 1..=3 of `net`, one in each namespace, on data dirs in `dir`.
+/// Starts masters 1..=3 of `net`, one in each namespace, on data dirs in `dir`. `ip netns
+/// exec` execs the master: killing a returned pid kills the master.
 fn start_masters(net: &Network, dir: &std::path::Path) -> Vec<Proc> {
     let peers: Vec<String> = (1..=3)
         .map(|h| format!("{h}={}:7700", net.address(h)))
