@@ -318,7 +318,7 @@ pub struct MasterOptions {
     /// Each master in a network namespace of its own ([`Network`]; root and iproute2 needed,
     /// no TLS), listening on its host's address, so that a test can partition the masters
     /// from each other while clients and workers reach all of them
-    /// ([`Cluster::partition`]). The masters reach Garage through a [`Forwarder`].
+    /// ([`Cluster::partition_one_way`]). The masters reach Garage through a [`Forwarder`].
     pub namespaces: bool,
 }
 
@@ -767,19 +767,9 @@ impl Cluster {
         self.network_mut().cut_one_way(from as u32, to as u32);
     }
 
-    /// Cuts masters `a` and `b` from each other, both ways ([`Self::partition_one_way`]).
-    pub fn partition(&mut self, a: u64, b: u64) {
-        self.network_mut().cut(a as u32, b as u32);
-    }
-
     /// Removes every cut between masters.
     pub fn heal_partitions(&mut self) {
         self.network_mut().heal();
-    }
-
-    /// The masters' network namespaces, when the cluster has them.
-    pub fn network(&self) -> Option<&Network> {
-        self.network.as_ref().map(|(network, _)| network)
     }
 
     fn network_mut(&mut self) -> &mut Network {

@@ -5,9 +5,9 @@
 //! still reaches every master: the case where a leader cut off from its followers goes on
 //! answering its clients. Needs root and `ip` (iproute2).
 //!
-//! A blackhole route drops what the master sends to that address (its own sends fail with
-//! `EINVAL`, as the kernel does for that route type; the other side hears nothing): a cut in
-//! both directions is a route on each side, a one-way cut a route on one side only.
+//! A blackhole route discards what the master sends to that address (the other side hears
+//! nothing of it): a cut in both directions is a route on each side, a one-way cut a route on
+//! one side only.
 
 use std::collections::BTreeSet;
 use std::io::ErrorKind;
@@ -144,19 +144,9 @@ impl Network {
     /// Drops whatever host `from` sends to host `to` (a blackhole route in `from`'s
     /// namespace); other traffic, `to`'s sends to `from` included, still flows. Idempotent.
     pub fn cut_one_way(&mut self, from: u32, to: u32) {
-        if from == to || !self.cut.insert((from, to)) {
-            return;
+        if from != to && self.cut.insert((from, to)) {
+            self.blackhole("add", from, to);
         }
-        let route = format!("{}/32", self.address(to));
-        ip(&[
-            "-n",
-            &self.namespace(from),
-            "route",
-            "add",
-            "blackhole",
-            &route,
-        ])
-        .unwrap_or_else(|e| panic!("{e}"));
     }
 
     /// Cuts hosts `a` and `b` from each other, both ways.
@@ -165,25 +155,25 @@ impl Network {
         self.cut_one_way(b, a);
     }
 
-    /// The cuts in place: (host whose sends are dropped, host they are for).
-    pub fn cuts(&self) -> Vec<(u32, u32)> {
-        self.cut.iter().copied().collect()
-    }
-
     /// Removes every cut: every host reaches every other again.
     pub fn heal(&mut self) {
         for (from, to) in std::mem::take(&mut self.cut) {
-            let route = format!("{}/32", self.address(to));
-            ip(&[
-                "-n",
-                &self.namespace(from),
-                "route",
-                "del",
-                "blackhole",
-                &route,
-            ])
-            .unwrap_or_else(|e| panic!("{e}"));
+            self.blackhole("del", from, to);
         }
+    }
+
+    /// `ip route VERB blackhole` for `to`'s address in `from`'s namespace.
+    fn blackhole(&self, verb: &str, from: u32, to: u32) {
+        let route = format!("{}/32", self.address(to));
+        ip(&[
+            "-n",
+            &self.namespace(from),
+            "route",
+            verb,
+            "blackhole",
+            &route,
+        ])
+        .unwrap_or_else(|e| panic!("{e}"));
     }
 }
 
