@@ -2,10 +2,11 @@
 //!
 //! Each job is a register whose value is absent, then QUEUED / RUNNING (a lease expiry may
 //! take it back from RUNNING to QUEUED), then COMPLETED or FAILED for good (nothing in a
-//! nemesis run re-symbolicates). Submits are idempotent by job id. This is not a general
-//! linearizability search (Knossos, porcupine), which would decide any model; it checks, key
-//! by key, the consequences of linearizability that this model has, each in real-time order
-//! (op A precedes op B when A was answered before B was invoked):
+//! nemesis run re-symbolicates). Submits are idempotent by job id. Job by job, the verdict is
+//! the linearizability search of [`super::linearizable`] against that model (**not
+//! linearizable**: no order of the job's calls keeps to it); beside it, the consequences of
+//! linearizability that name what went wrong, each in real-time order (op A precedes op B
+//! when A was answered before B was invoked), and what a search cannot decide:
 //!
 //! - **lost**: a submit was acknowledged, and the job is absent at the end;
 //! - **created twice**: two submits of one id both answered `created`;
@@ -17,11 +18,13 @@
 //! - **wrong result**: a finished job's result is not what its report gives
 //!   ([`super::history::DEMO_FRAME`] for the demo crash, FAILED for an unreadable report), or
 //!   the end state differs from a finished read;
-//! - **unfinished**: a job still QUEUED or RUNNING once the cluster was healed and given time.
+//! - **unfinished**: a job still QUEUED or RUNNING once the cluster was healed and given time
+//!   (linearizable, but a promise broken: every acknowledged job ends).
 
 use std::collections::BTreeMap;
 
 use super::history::{Call, DEMO_FRAME, Observed, Op, Outcome, Payload};
+use super::linearizable::linearizable;
 
 /// One violation: the job and what was seen, with the ops' times.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -48,9 +51,56 @@ pub fn check(ops: &[Op], ends: &EndStates) -> Vec<Anomaly> {
     for (job, ops) in by_job {
         let end = ends.get(job).cloned().flatten();
         check_job(job, &ops, end.as_ref(), &mut anomalies);
+        if !linearizable(&ops, end.as_ref()) {
+            anomalies.push(Anomaly {
+                job: job.to_owned(),
+                kind: "not linearizable",
+                detail: format!(
+                    "no order of its {} calls and the end state ({}) keeps to the job model: {}",
+                    ops.len(),
+                    end.as_ref()
+                        .map_or("absent".to_owned(), |e| format!("{:?} {}", e.state, e.end)),
+                    calls(&ops)
+                ),
+            });
+        }
     }
     anomalies
 }
+
+/// At most [`SHOWN_CALLS`] of `ops`, in invocation order, one line: `client call [invoked-answered
+/// ms] outcome; ...`.
+fn calls(ops: &[&Op]) -> String {
+    let mut ordered = ops.to_vec();
+    ordered.sort_by_key(|op| op.invoked);
+    let mut shown: Vec<String> = ordered
+        .iter()
+        .take(SHOWN_CALLS)
+        .map(|op| {
+            let outcome = match &op.outcome {
+                Outcome::Found(seen) => {
+                    format!("found {:?} rev {} {}", seen.state, seen.revision, seen.end)
+                }
+                other => format!("{other:?}"),
+            };
+            format!(
+                "c{} {:?} [{}-{} ms] {}",
+                op.client,
+                op.call,
+                op.invoked.as_millis(),
+                op.answered.as_millis(),
+                outcome.trim_end()
+            )
+        })
+        .collect();
+    if ordered.len() > SHOWN_CALLS {
+        shown.push(format!("and {} more", ordered.len() - SHOWN_CALLS));
+    }
+    shown.join("; ")
+}
+
+/// How many of a job's calls a "not linearizable" anomaly shows.
+const SHOWN_CALLS: usize = 16;
 
 fn check_job(job: &str, ops: &[&Op], end: Option<&Observed>, out: &mut Vec<Anomaly>) {
     let mut push = |kind: &'static str, detail: String| {
@@ -282,7 +332,13 @@ mod tests {
             // A read concurrent with the submit may see it absent or queued.
             read(5, 12, Outcome::Absent),
             submit(10, 20, true),
-            read(11, 19, Outcome::Found(seen(JobState::Queued, ""))),
+            op(
+                2,
+                Call::Get,
+                11,
+                19,
+                Outcome::Found(seen(JobState::Queued, "")),
+            ),
             read(30, 31, Outcome::Found(seen(JobState::Running, ""))),
             // A lease expiry takes a running job back to QUEUED.
             read(32, 33, Outcome::Found(seen(JobState::Queued, ""))),
@@ -305,7 +361,10 @@ mod tests {
     #[test]
     fn an_acknowledged_submit_absent_at_the_end_is_lost() {
         let ops = vec![submit(0, 1, true)];
-        assert_eq!(kinds(&check(&ops, &ends(None))), vec!["lost"]);
+        assert_eq!(
+            kinds(&check(&ops, &ends(None))),
+            vec!["lost", "not linearizable"]
+        );
         // An unknown one may be absent.
         let ops = vec![op(
             0,
@@ -322,7 +381,7 @@ mod tests {
         let ops = vec![submit(0, 1, true), submit(2, 3, true)];
         assert_eq!(
             kinds(&check(&ops, &ends(Some(demo_done())))),
-            vec!["created twice"]
+            vec!["created twice", "not linearizable"]
         );
     }
 
@@ -331,7 +390,7 @@ mod tests {
         // After the acknowledgement (a new leader that had not applied it yet).
         let ops = vec![submit(0, 10, true), read(11, 12, Outcome::Absent)];
         let found = check(&ops, &ends(Some(demo_done())));
-        assert_eq!(kinds(&found), vec!["stale read"]);
+        assert_eq!(kinds(&found), vec!["stale read", "not linearizable"]);
         assert!(
             found[0]
                 .detail
@@ -352,7 +411,7 @@ mod tests {
         ];
         assert_eq!(
             kinds(&check(&ops, &ends(Some(demo_done())))),
-            vec!["stale read"]
+            vec!["stale read", "not linearizable"]
         );
     }
 
@@ -364,7 +423,7 @@ mod tests {
         ];
         assert_eq!(
             kinds(&check(&ops, &ends(Some(demo_done())))),
-            vec!["read from the future"]
+            vec!["read from the future", "not linearizable"]
         );
     }
 
@@ -377,13 +436,19 @@ mod tests {
         ];
         assert_eq!(
             kinds(&check(&ops, &ends(Some(demo_done())))),
-            vec!["went back"]
+            vec!["went back", "not linearizable"]
         );
         // Concurrent reads are not ordered: no anomaly.
         let ops = vec![
             submit(0, 1, true),
             read(2, 10, Outcome::Found(demo_done())),
-            read(4, 5, Outcome::Found(seen(JobState::Running, ""))),
+            op(
+                2,
+                Call::Get,
+                4,
+                5,
+                Outcome::Found(seen(JobState::Running, "")),
+            ),
         ];
         assert_eq!(check(&ops, &ends(Some(demo_done()))), Vec::new());
     }
@@ -394,7 +459,7 @@ mod tests {
         let ops = vec![submit(0, 1, true)];
         assert_eq!(
             kinds(&check(&ops, &ends(Some(wrong)))),
-            vec!["wrong result"]
+            vec!["wrong result", "not linearizable"]
         );
         assert_eq!(
             kinds(&check(&ops, &ends(Some(seen(JobState::Queued, ""))))),

@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 use symcluster_client::{ClientError, api};
 
 /// Which report a submit carried, so the checker knows how the job must end.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Payload {
     /// `examples/ios-demo/DemoApp.crash`, whose dSYM the run uploaded: it must complete, its
     /// crashed thread's first DemoApp frame at [`DEMO_FRAME`].
@@ -50,7 +50,7 @@ pub enum Outcome {
 }
 
 /// A job as one read saw it.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct Observed {
     /// `Job.state`.
     pub state: api::JobState,

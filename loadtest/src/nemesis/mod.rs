@@ -18,6 +18,7 @@
 pub mod check;
 pub mod faults;
 pub mod history;
+pub mod linearizable;
 
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicBool, Ordering};
