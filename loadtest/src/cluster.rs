@@ -761,6 +761,20 @@ impl Cluster {
             .expect("fill the master's disk")
     }
 
+    /// Frees what [`Self::fill_master_disk`] took from master `id`'s data directory.
+    pub fn free_master_disk(&self, id: u64) {
+        self.small_disks[id as usize - 1]
+            .free()
+            .expect("free the master's disk")
+    }
+
+    /// How master `id` exited by itself, when it did (it is not waited for); `None` while it
+    /// runs, or when it is not running because the test stopped it.
+    pub fn master_exited(&mut self, id: u64) -> Option<std::process::ExitStatus> {
+        let proc = self.masters[id as usize - 1].proc.as_mut()?;
+        proc.child.try_wait().ok().flatten()
+    }
+
     /// Drops whatever master `from` sends to master `to` ([`Network::cut_one_way`]); clients
     /// and workers still reach both. Panics without [`MasterOptions::namespaces`].
     pub fn partition_one_way(&mut self, from: u64, to: u64) {

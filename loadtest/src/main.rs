@@ -172,7 +172,9 @@ enum Mode {
         /// Faults to choose from, one at a time: `kill` (SIGKILL a master, start it again),
         /// `pause` (SIGSTOP, then SIGCONT), `partition` (masters cut from each other while
         /// clients reach them all; each master then runs in a network namespace of its own,
-        /// which needs root and iproute2); `none` for a run without faults.
+        /// which needs root and iproute2), `disk-full` (a master's data directory filled to
+        /// ENOSPC, then freed; each master's data directory is then a tmpfs of its own, which
+        /// needs root); `none` for a run without faults.
         #[arg(long, value_delimiter = ',', default_values = ["kill", "pause"])]
         faults: Vec<String>,
         /// Seeds every choice of the clients and the nemesis.
@@ -181,6 +183,15 @@ enum Mode {
         /// Clients calling at once.
         #[arg(long, default_value_t = 8)]
         clients: usize,
+        /// Writes the run's history here, as JSON lines
+        /// (`symcluster_loadtest::nemesis::history_file`). Without it, a run that found an
+        /// anomaly writes `nemesis-seed-<seed>.jsonl` in the working directory.
+        #[arg(long)]
+        history: Option<std::path::PathBuf>,
+        /// Starts no cluster: checks the history in this file (written by a run) again,
+        /// prints its anomalies and exits 1 when there is one.
+        #[arg(long, conflicts_with = "history")]
+        check: Option<std::path::PathBuf>,
     },
 }
 
@@ -206,8 +217,27 @@ async fn main() -> anyhow::Result<()> {
         faults,
         seed,
         clients,
+        history,
+        check,
     }) = &args.mode
     {
+        if let Some(path) = check {
+            let file = nemesis::history_file::read(path)?;
+            let anomalies = nemesis::check::check(&file.ops, &file.ends);
+            println!(
+                "{}: run {}, {} calls, {} fault events, {} jobs, {} anomalies",
+                path.display(),
+                file.run,
+                file.ops.len(),
+                file.events.len(),
+                file.ends.len(),
+                anomalies.len()
+            );
+            for a in &anomalies {
+                println!("  ANOMALY {} {}: {}", a.kind, a.job, a.detail);
+            }
+            std::process::exit(i32::from(!anomalies.is_empty()));
+        }
         let faults = faults
             .iter()
             .filter(|f| f.as_str() != "none")
@@ -230,6 +260,18 @@ async fn main() -> anyhow::Result<()> {
             }
         };
         print!("{report}");
+        let keep = history.clone().or_else(|| {
+            (!report.anomalies.is_empty())
+                .then(|| std::path::PathBuf::from(format!("nemesis-seed-{seed}.jsonl")))
+        });
+        if let Some(path) = keep {
+            nemesis::history_file::write(&path, &report.history_file(&options))?;
+            println!(
+                "history: {} (check it again: symcluster-loadtest nemesis --check {}; run it again: --seed {seed})",
+                path.display(),
+                path.display()
+            );
+        }
         std::process::exit(i32::from(!report.anomalies.is_empty()));
     }
     let crashprobe = args.fixtures.join("crashprobe");

@@ -50,6 +50,15 @@ impl SmallDisk {
             }
         }
     }
+
+    /// Deletes the file [`Self::fill`] wrote, freeing its space: writes succeed again.
+    /// Errors: it could not be deleted (a missing filler is no error).
+    pub fn free(&self) -> anyhow::Result<()> {
+        match std::fs::remove_file(self.dir.join("filler")) {
+            Err(e) if e.kind() != std::io::ErrorKind::NotFound => Err(e.into()),
+            _ => Ok(()),
+        }
+    }
 }
 
 impl Drop for SmallDisk {

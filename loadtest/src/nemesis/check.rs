@@ -126,7 +126,7 @@ fn check_job(job: &str, ops: &[&Op], end: Option<&Observed>, out: &mut Vec<Anoma
         .collect();
     let created = submits
         .iter()
-        .filter(|op| op.outcome == Outcome::Submitted { created: true })
+        .filter(|op| matches!(op.outcome, Outcome::Submitted { created: true, .. }))
         .count();
     if created > 1 {
         push(
@@ -314,7 +314,10 @@ mod tests {
             Call::Submit(Payload::Demo),
             invoked,
             answered,
-            Outcome::Submitted { created },
+            Outcome::Submitted {
+                created,
+                same_report: true,
+            },
         )
     }
 
@@ -470,7 +473,10 @@ mod tests {
             Call::Submit(Payload::Unreadable),
             0,
             1,
-            Outcome::Submitted { created: true },
+            Outcome::Submitted {
+                created: true,
+                same_report: true,
+            },
         )];
         assert_eq!(
             check(

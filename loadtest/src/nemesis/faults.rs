@@ -7,7 +7,10 @@
 //! reachable by the clients and workers: the target cut off from every other master, the
 //! target the only bridge between two halves that cannot reach each other, the target's sends
 //! to the others dropped (one way), or with five masters a minority of two, the target among
-//! them, cut from the majority.
+//! them, cut from the majority; or a full disk: the target's data directory, on a small
+//! filesystem of its own (a `tmpfs`, [`crate::small_disk`]), filled to the last byte, so that
+//! its next write fails with `ENOSPC` and the master exits 74; healed, the space is freed and
+//! the master, if it exited, started again.
 
 use std::time::Duration;
 
@@ -25,7 +28,16 @@ pub enum Fault {
     Pause,
     /// Cut masters from each other (clients still reach every master), heal after a while.
     Partition,
+    /// Fill a master's data directory to `ENOSPC`, free it after a while (and start the
+    /// master again if it exited).
+    DiskFull,
 }
+
+/// Every fault kind, in the order a run's first rounds inject them.
+pub const ALL: [Fault; 4] = [Fault::Kill, Fault::Pause, Fault::Partition, Fault::DiskFull];
+
+/// Each master's small filesystem with [`Fault::DiskFull`] among a run's faults, bytes.
+pub const SMALL_DISK_BYTES: u64 = 512 << 20;
 
 impl Fault {
     /// Whether the cluster needs its masters in network namespaces for this fault
@@ -33,18 +45,32 @@ impl Fault {
     pub fn needs_namespaces(self) -> bool {
         self == Fault::Partition
     }
+
+    /// Whether the cluster needs each master's data directory on a small filesystem of its
+    /// own ([`crate::cluster::MasterOptions::small_disks`]).
+    pub fn needs_small_disks(self) -> bool {
+        self == Fault::DiskFull
+    }
+
+    /// The name `--faults` takes.
+    pub fn name(self) -> &'static str {
+        match self {
+            Fault::Kill => "kill",
+            Fault::Pause => "pause",
+            Fault::Partition => "partition",
+            Fault::DiskFull => "disk-full",
+        }
+    }
 }
 
 impl std::str::FromStr for Fault {
     type Err = String;
 
     fn from_str(s: &str) -> Result<Self, Self::Err> {
-        match s {
-            "kill" => Ok(Fault::Kill),
-            "pause" => Ok(Fault::Pause),
-            "partition" => Ok(Fault::Partition),
-            other => Err(format!("unknown fault {other:?}: kill, pause or partition")),
-        }
+        ALL.into_iter().find(|f| f.name() == s).ok_or_else(|| {
+            let names: Vec<&str> = ALL.iter().map(|f| f.name()).collect();
+            format!("unknown fault {s:?}: {}", names.join(", "))
+        })
     }
 }
 
@@ -138,6 +164,10 @@ pub fn inject(
             }
             shape.to_string()
         }
+        Fault::DiskFull => {
+            let filled = cluster.fill_master_disk(master);
+            format!("{} MiB written to fill it", filled >> 20)
+        }
     };
     Injected {
         fault,
@@ -147,14 +177,47 @@ pub fn inject(
     }
 }
 
-/// Heals `injected`: starts the killed master again, continues the paused one, or removes
-/// every cut between masters.
+/// Heals `injected`: starts the killed master again, continues the paused one, removes every
+/// cut between masters, or frees the full disk.
 pub fn heal(cluster: &mut Cluster, injected: &Injected) {
     match injected.fault {
         Fault::Kill => cluster.start_master(injected.master),
         Fault::Pause => cluster.resume_master(injected.master),
         Fault::Partition => cluster.heal_partitions(),
+        Fault::DiskFull => cluster.free_master_disk(injected.master),
     }
+}
+
+/// A master that exited by itself since the last look, and whether a fault explains it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Exited {
+    /// Which master.
+    pub master: u64,
+    /// Its exit status, as the shell shows it (`exit status: 74`).
+    pub status: String,
+    /// Whether it is what a master must do under `healed`, the fault just healed: exit 74
+    /// (`EX_IOERR`) on its own full disk. Any other exit is a crash.
+    pub expected: bool,
+}
+
+/// Every master that exited by itself, each started again on its data directory, after
+/// `healed` was healed.
+pub fn restart_exited(cluster: &mut Cluster, healed: &Injected) -> Vec<Exited> {
+    let mut exited = Vec::new();
+    for master in 1..=cluster.masters.len() as u64 {
+        if let Some(status) = cluster.master_exited(master) {
+            let expected = healed.fault == Fault::DiskFull
+                && healed.master == master
+                && status.code() == Some(74);
+            exited.push(Exited {
+                master,
+                status: status.to_string(),
+                expected,
+            });
+            cluster.start_master(master);
+        }
+    }
+    exited
 }
 
 /// A partition's shape around its target, and the one-way cuts that make it: (master whose

@@ -35,8 +35,11 @@ pub enum Call {
 pub enum Outcome {
     /// A submit was acknowledged; `created`: this call created the job.
     Submitted {
-        /// `SubmitResponse.created`.
+        /// `SubmitResponse.created`: false also when the client library sent the call again
+        /// after a failover and its first attempt had created the job.
         created: bool,
+        /// `SubmitResponse.same_report`: the stored job's report is the one sent.
+        same_report: bool,
     },
     /// A read found the job.
     Found(Observed),

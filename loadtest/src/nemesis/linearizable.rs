@@ -51,10 +51,12 @@ pub enum JobRecord {
 /// A call's answer, as the model sees it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Answer {
-    /// A submit's: `SubmitResponse.created`.
+    /// A submit's: `SubmitResponse.created` and `same_report`.
     Submitted {
-        /// Whether this submit created the job.
+        /// Whether this submit says it created the job.
         created: bool,
+        /// Whether the stored report is the one it sent.
+        same_report: bool,
     },
     /// A read found the job as it shows.
     Found(Observed),
@@ -78,19 +80,31 @@ impl JobRecord {
     /// that sees the job ended fixes its end.
     pub fn step(&self, call: &Call, answer: &Answer) -> Option<JobRecord> {
         match (call, answer, self) {
-            (
-                Call::Submit(payload),
-                Answer::Submitted { created: true } | Answer::Unknown,
-                JobRecord::Absent,
-            ) => Some(match payload {
-                Payload::Unreadable => JobRecord::Ended(*payload, None),
-                Payload::Demo => JobRecord::Open(*payload),
-            }),
-            (Call::Submit(_), Answer::Submitted { created: false } | Answer::Unknown, record)
-                if *record != JobRecord::Absent =>
+            // Created by this call; or by the attempt of it whose answer a failover lost: the
+            // client library sent it again, and the master answered the retry "already there,
+            // the same report" (`SubmitResponse.same_report`, as the API documents). The
+            // master keeps no report of a job stored FAILED at once, so of an unreadable
+            // report's retry it cannot tell, and answers `same_report` false.
+            (Call::Submit(payload), answer, JobRecord::Absent)
+                if match answer {
+                    Answer::Submitted { created: true, .. } | Answer::Unknown => true,
+                    Answer::Submitted {
+                        created: false,
+                        same_report,
+                    } => *same_report || *payload == Payload::Unreadable,
+                    _ => false,
+                } =>
             {
-                Some(record.clone())
+                Some(match payload {
+                    Payload::Unreadable => JobRecord::Ended(*payload, None),
+                    Payload::Demo => JobRecord::Open(*payload),
+                })
             }
+            (
+                Call::Submit(_),
+                Answer::Submitted { created: false, .. } | Answer::Unknown,
+                record,
+            ) if *record != JobRecord::Absent => Some(record.clone()),
             (Call::Get, Answer::Absent, JobRecord::Absent) => Some(JobRecord::Absent),
             (Call::Get, Answer::Found(seen), JobRecord::Open(payload)) => {
                 if !seen.finished() {
@@ -140,7 +154,13 @@ pub fn linearizable(ops: &[&Op], end: Option<&Observed>) -> bool {
     let mut last = Duration::ZERO;
     for op in ops {
         let answer = match &op.outcome {
-            Outcome::Submitted { created } => Answer::Submitted { created: *created },
+            Outcome::Submitted {
+                created,
+                same_report,
+            } => Answer::Submitted {
+                created: *created,
+                same_report: *same_report,
+            },
             Outcome::Found(seen) => Answer::Found(seen.clone()),
             Outcome::Absent => Answer::Absent,
             Outcome::Failed(_) => continue,
@@ -321,7 +341,10 @@ mod tests {
     }
 
     fn created(created: bool) -> Outcome {
-        Outcome::Submitted { created }
+        Outcome::Submitted {
+            created,
+            same_report: true,
+        }
     }
 
     fn read(client: usize, invoked: u64, answered: u64, outcome: Outcome) -> Op {
@@ -415,6 +438,33 @@ mod tests {
             read(1, 3, 4, queued()),
         ];
         assert!(check(&ops, Some(done())));
+    }
+
+    /// The first nemesis run with a full disk found this: the leader appended a new job's
+    /// submit and exited 74 before answering; the client library sent it again to the new
+    /// leader, which answered "not created, the same report". The call did create the job.
+    #[test]
+    fn a_submit_retried_after_a_failover_may_have_created_the_job_itself() {
+        let retried = |same_report| Outcome::Submitted {
+            created: false,
+            same_report,
+        };
+        let ops = [submit(0, 0, 1_400, retried(true))];
+        assert!(check(&ops, Some(done())));
+        // Another report under the id: someone else created it, and no one did here.
+        let ops = [submit(0, 0, 1_400, retried(false))];
+        assert!(!check(&ops, Some(done())));
+        // Unless the report was unreadable: the master keeps none of such a job's report, so
+        // it cannot tell (found in the second run).
+        let failed = seen(JobState::Failed, "FAILED: not a crash report");
+        let ops = [op(
+            0,
+            Call::Submit(Payload::Unreadable),
+            0,
+            1_400,
+            retried(false),
+        )];
+        assert!(check(&ops, Some(failed)));
     }
 
     /// An unknown submit may take effect late, after later calls of its own client: those
@@ -520,7 +570,13 @@ mod tests {
                 .iter()
                 .map(|o| {
                     let answer = match &o.outcome {
-                        Outcome::Submitted { created } => Answer::Submitted { created: *created },
+                        Outcome::Submitted {
+                            created,
+                            same_report,
+                        } => Answer::Submitted {
+                            created: *created,
+                            same_report: *same_report,
+                        },
                         Outcome::Found(seen) => Answer::Found(seen.clone()),
                         Outcome::Absent => Answer::Absent,
                         _ => Answer::Unknown,

@@ -18,6 +18,7 @@
 pub mod check;
 pub mod faults;
 pub mod history;
+pub mod history_file;
 pub mod linearizable;
 
 use std::collections::VecDeque;
@@ -79,6 +80,30 @@ pub struct Report {
     pub events: Vec<history::Event>,
     /// Every anomaly the checker found; with the replicas' digests when they did not agree.
     pub anomalies: Vec<Anomaly>,
+    /// The history: every call, and how each job ended.
+    pub ops: Vec<history::Op>,
+    /// How each job ended, read from the healed cluster.
+    pub ends: EndStates,
+}
+
+impl Report {
+    /// The run's history as [`history_file`] writes it, with `options`.
+    pub fn history_file(&self, options: &Options) -> history_file::HistoryFile {
+        let faults: Vec<String> = options.faults.iter().map(|f| f.name().to_owned()).collect();
+        history_file::HistoryFile {
+            run: serde_json::json!({
+                "seed": options.seed,
+                "masters": options.masters,
+                "workers": options.workers,
+                "clients": options.clients,
+                "seconds": options.duration.as_secs(),
+                "faults": faults,
+            }),
+            ops: self.ops.clone(),
+            events: self.events.clone(),
+            ends: self.ends.clone(),
+        }
+    }
 }
 
 impl std::fmt::Display for Report {
@@ -117,6 +142,11 @@ pub async fn run(options: &Options) -> anyhow::Result<Report> {
         MasterOptions {
             masters: options.masters,
             namespaces: options.faults.iter().any(|f| f.needs_namespaces()),
+            small_disks: options
+                .faults
+                .iter()
+                .any(|f| f.needs_small_disks())
+                .then_some(faults::SMALL_DISK_BYTES),
             ..MasterOptions::default()
         },
     )
@@ -158,6 +188,7 @@ pub async fn run(options: &Options) -> anyhow::Result<Report> {
     let mut rng = StdRng::seed_from_u64(options.seed);
     let started = Instant::now();
     let mut round = 0;
+    let mut crashes = Vec::new();
     while started.elapsed() < options.duration {
         tokio::time::sleep(Duration::from_millis(rng.random_range(500..2_000))).await;
         if options.faults.is_empty() || started.elapsed() >= options.duration {
@@ -186,6 +217,22 @@ pub async fn run(options: &Options) -> anyhow::Result<Report> {
         tokio::time::sleep(injected.lasts).await;
         faults::heal(&mut cluster, &injected);
         recorder.event(format!("healed master {}", injected.master));
+        for exited in faults::restart_exited(&mut cluster, &injected) {
+            recorder.event(format!(
+                "master {} had exited ({}), started again",
+                exited.master, exited.status
+            ));
+            if !exited.expected {
+                crashes.push(Anomaly {
+                    job: format!("(master {})", exited.master),
+                    kind: "master crashed",
+                    detail: format!(
+                        "it exited by itself ({}) under {:?} of master {}",
+                        exited.status, injected.fault, injected.master
+                    ),
+                });
+            }
+        }
     }
     stop.store(true, Ordering::Relaxed);
     for client in clients {
@@ -197,7 +244,8 @@ pub async fn run(options: &Options) -> anyhow::Result<Report> {
     jobs.sort();
     jobs.dedup();
     let ends = settle(&cluster, &jobs).await?;
-    let mut anomalies = check::check(&ops, &ends);
+    let mut anomalies = crashes;
+    anomalies.extend(check::check(&ops, &ends));
     if let Some(differ) = replicas_differ(&cluster).await {
         anomalies.push(Anomaly {
             job: "(every job)".into(),
@@ -222,6 +270,8 @@ pub async fn run(options: &Options) -> anyhow::Result<Report> {
         jobs: jobs.len(),
         events: recorder.events(),
         anomalies,
+        ops,
+        ends,
     })
 }
 
@@ -292,6 +342,7 @@ impl Generator {
                 recent.push_back(job.to_owned());
                 Outcome::Submitted {
                     created: response.created,
+                    same_report: response.same_report,
                 }
             }
             Ok(Err(e)) => history::outcome_of_error(&e),

@@ -1,37 +1,43 @@
 //! The nemesis run (`symcluster_loadtest::nemesis`) as a test: random client calls against
-//! three masters and a worker while masters are killed, paused and partitioned from each
-//! other, the history checked.
+//! three masters and a worker while masters are killed, paused, partitioned from each other
+//! and run out of disk, the history checked.
 
 use std::time::Duration;
 
-use symcluster_loadtest::nemesis::{self, faults::Fault};
+use symcluster_loadtest::nemesis::{self, faults};
 
-/// 20 s of four clients against three masters, a fault every 0.5-2 s (a master SIGKILLed and
-/// restarted, SIGSTOPped and continued, or cut from the other masters in one of the partition
-/// shapes while clients still reach it; the leader half the time): the history shows no
-/// lost or doubly created job, no stale read, no finished job going back, every result the
-/// report's, and every master the same index at the end.
+/// 30 s of four clients against three masters, a fault every 0.5-2 s, each kind at least once
+/// (a master SIGKILLed and restarted, SIGSTOPped and continued, cut from the other masters in
+/// one of the partition shapes while clients still reach it, or its disk filled: it exits 74
+/// and is started again once the space is freed; the leader half the time): every job's
+/// calls are linearizable against the job model, no job is lost or created twice, every
+/// result is the report's, no master crashed, and every master holds the same index at the
+/// end.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn killed_paused_and_partitioned_masters_keep_every_promise_of_the_job_index() {
+async fn killed_paused_partitioned_and_full_masters_keep_every_promise_of_the_job_index() {
     let report = nemesis::run(&nemesis::Options {
         masters: 3,
         workers: 1,
-        duration: Duration::from_secs(20),
-        faults: vec![Fault::Kill, Fault::Pause, Fault::Partition],
+        duration: Duration::from_secs(30),
+        faults: faults::ALL.to_vec(),
         seed: 1,
         clients: 4,
     })
     .await
     .unwrap();
     println!("{report}");
-    // The run did what it is for: faults injected, jobs submitted and read through them.
+    // The run did what it is for: every kind of fault injected, jobs submitted and read
+    // through them, and the full disk met by the master it was for.
+    for kind in ["Kill", "Pause", "Partition", "DiskFull"] {
+        assert!(
+            report.events.iter().any(|e| e.what.starts_with(kind)),
+            "no {kind}: {report}"
+        );
+    }
     assert!(
-        report.events.iter().any(|e| e.what.starts_with("Kill"))
-            && report.events.iter().any(|e| e.what.starts_with("Pause"))
-            && report
-                .events
-                .iter()
-                .any(|e| e.what.starts_with("Partition")),
+        report.events.iter().any(|e| e
+            .what
+            .contains("had exited (exit status: 74), started again")),
         "{report}"
     );
     assert!(report.acknowledged >= 20 && report.reads >= 20, "{report}");
