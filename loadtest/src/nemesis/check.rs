@@ -275,30 +275,10 @@ fn check_finished(
 
 #[cfg(test)]
 mod tests {
-    use std::time::Duration;
-
     use symcluster_client::api::JobState;
 
     use super::*;
-
-    fn op(client: usize, call: Call, invoked: u64, answered: u64, outcome: Outcome) -> Op {
-        Op {
-            client,
-            job: "j".into(),
-            call,
-            invoked: Duration::from_millis(invoked),
-            answered: Duration::from_millis(answered),
-            outcome,
-        }
-    }
-
-    fn seen(state: JobState, end: &str) -> Observed {
-        Observed {
-            state,
-            revision: 1,
-            end: end.into(),
-        }
-    }
+    use crate::nemesis::history::samples::{op, seen};
 
     fn demo_done() -> Observed {
         seen(JobState::Completed, DEMO_FRAME)

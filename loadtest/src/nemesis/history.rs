@@ -228,3 +228,31 @@ impl Default for Recorder {
         Recorder::new()
     }
 }
+
+/// Calls and reads for the checkers' tests: job `j`, times in ms.
+#[cfg(test)]
+pub mod samples {
+    use super::*;
+    use symcluster_client::api::JobState;
+
+    /// A call of job `j` by `client`, invoked and answered at these ms.
+    pub fn op(client: usize, call: Call, invoked: u64, answered: u64, outcome: Outcome) -> Op {
+        Op {
+            client,
+            job: "j".into(),
+            call,
+            invoked: Duration::from_millis(invoked),
+            answered: Duration::from_millis(answered),
+            outcome,
+        }
+    }
+
+    /// A job as read, revision 1.
+    pub fn seen(state: JobState, end: &str) -> Observed {
+        Observed {
+            state,
+            revision: 1,
+            end: end.into(),
+        }
+    }
+}

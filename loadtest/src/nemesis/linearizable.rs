@@ -66,6 +66,27 @@ pub enum Answer {
     Unknown,
 }
 
+impl Answer {
+    /// The answer the search gives `call` that had `outcome`; `None` for a call it leaves out
+    /// (refused for good, or a read with no answer: see the module).
+    pub fn of(call: &Call, outcome: &Outcome) -> Option<Answer> {
+        Some(match outcome {
+            Outcome::Submitted {
+                created,
+                same_report,
+            } => Answer::Submitted {
+                created: *created,
+                same_report: *same_report,
+            },
+            Outcome::Found(seen) => Answer::Found(seen.clone()),
+            Outcome::Absent => Answer::Absent,
+            Outcome::Failed(_) => return None,
+            Outcome::Unknown(_) if *call == Call::Get => return None,
+            Outcome::Unknown(_) => Answer::Unknown,
+        })
+    }
+}
+
 /// Whether `seen`, an ended job, ended as a job with `payload`'s report must.
 pub fn right_end(payload: Payload, seen: &Observed) -> bool {
     match payload {
@@ -153,19 +174,8 @@ pub fn linearizable(ops: &[&Op], end: Option<&Observed>) -> bool {
     // The end state was read after every call of the run was invoked and answered.
     let mut last = Duration::ZERO;
     for op in ops {
-        let answer = match &op.outcome {
-            Outcome::Submitted {
-                created,
-                same_report,
-            } => Answer::Submitted {
-                created: *created,
-                same_report: *same_report,
-            },
-            Outcome::Found(seen) => Answer::Found(seen.clone()),
-            Outcome::Absent => Answer::Absent,
-            Outcome::Failed(_) => continue,
-            Outcome::Unknown(_) if op.call == Call::Get => continue,
-            Outcome::Unknown(_) => Answer::Unknown,
+        let Some(answer) = Answer::of(&op.call, &op.outcome) else {
+            continue;
         };
         let id = entries.len();
         events.push((op.invoked, 0, id));
@@ -302,25 +312,7 @@ fn search(entries: &[Entry], events: &[(Duration, u8, usize)]) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn op(client: usize, call: Call, invoked: u64, answered: u64, outcome: Outcome) -> Op {
-        Op {
-            client,
-            job: "j".into(),
-            call,
-            invoked: Duration::from_millis(invoked),
-            answered: Duration::from_millis(answered),
-            outcome,
-        }
-    }
-
-    fn seen(state: JobState, end: &str) -> Observed {
-        Observed {
-            state,
-            revision: 1,
-            end: end.into(),
-        }
-    }
+    use crate::nemesis::history::samples::{op, seen};
 
     fn done() -> Observed {
         seen(JobState::Completed, DEMO_FRAME)
@@ -569,18 +561,7 @@ mod tests {
             let mut calls: Vec<(u64, u64, Call, Answer)> = ops
                 .iter()
                 .map(|o| {
-                    let answer = match &o.outcome {
-                        Outcome::Submitted {
-                            created,
-                            same_report,
-                        } => Answer::Submitted {
-                            created: *created,
-                            same_report: *same_report,
-                        },
-                        Outcome::Found(seen) => Answer::Found(seen.clone()),
-                        Outcome::Absent => Answer::Absent,
-                        _ => Answer::Unknown,
-                    };
+                    let answer = Answer::of(&o.call, &o.outcome).unwrap();
                     (
                         o.invoked.as_millis() as u64,
                         o.answered.as_millis() as u64,
