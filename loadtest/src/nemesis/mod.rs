@@ -7,7 +7,8 @@
 //! job (the demo crash, which must complete at [`history::DEMO_FRAME`], or an unreadable
 //! report, stored FAILED at once), submit one again (idempotent by id), or read one
 //! (`GetJob`): mostly one of the [`RECENT`] jobs any client's submit was last acknowledged
-//! for, where a stale read would show, each call given [`CALL_TIMEOUT`] ([`history`]). Meanwhile the nemesis injects
+//! for, where a stale read would show, some ([`PINNED_READS`]) from one master whatever it is,
+//! each call given [`CALL_TIMEOUT`] ([`history`]). Meanwhile the nemesis injects
 //! one fault at a time every 0.5-2 s, lasting 0.5-3 s ([`faults`]); with partitions among
 //! the faults, each master runs in a network namespace of its own ([`crate::network`]). Then every fault is
 //! healed, the jobs are given [`SETTLE_TIMEOUT`] to finish, each is read from the leader, every
@@ -41,6 +42,10 @@ pub const CALL_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// Reads pick among the jobs whose submits were acknowledged last, this many, across clients.
 pub const RECENT: usize = 16;
+
+/// The share of reads sent to one master without following the leader (where a stale read
+/// from a deposed leader would show), the rest through the client library, which follows it.
+pub const PINNED_READS: f64 = 0.3;
 
 /// How long the healed cluster is given for every job to finish and every master to hold the
 /// same index.
@@ -171,9 +176,14 @@ pub async fn run(options: &Options) -> anyhow::Result<Report> {
     let recent = Arc::new(Mutex::new(VecDeque::with_capacity(RECENT)));
     for index in 0..options.clients {
         let client = cluster.client().await;
+        let at = &cluster.masters[index % cluster.masters.len()];
+        let pinned = Client::connect_with(&at.endpoint(), TOKEN, cluster.tls())
+            .await
+            .map_err(|e| anyhow::anyhow!("a client pinned to master {}: {e}", at.id))?;
         let generator = Generator {
             index,
             client,
+            pinned,
             rng: StdRng::seed_from_u64(options.seed ^ ((index as u64 + 1) << 32)),
             recorder: recorder.clone(),
             demo: demo.clone(),
@@ -279,6 +289,10 @@ pub async fn run(options: &Options) -> anyhow::Result<Report> {
 struct Generator {
     index: usize,
     client: Client,
+    /// Connected to one master (client `i` to the `i % masters`th), never following the
+    /// leader: reads through it ask that master whatever it is, as a client that has not yet
+    /// heard of a new leader would ([`PINNED_READS`]).
+    pinned: Client,
     rng: StdRng,
     recorder: Arc<Recorder>,
     demo: Arc<Vec<u8>>,
@@ -320,9 +334,36 @@ impl Generator {
                         .0
                         .clone(),
                 };
-                self.read(&job).await;
+                if self.rng.random_bool(PINNED_READS) {
+                    self.read_pinned(&job).await;
+                } else {
+                    self.read(&job).await;
+                }
             }
         }
+    }
+
+    /// A read of `job` from the one master [`Self::pinned`] is connected to: found, NOT_FOUND,
+    /// or (from a master that does not lead, or cannot confirm it does) UNAVAILABLE, which the
+    /// history records as unknown.
+    async fn read_pinned(&mut self, job: &str) {
+        let invoked = self.recorder.now();
+        let request = api::GetJobRequest {
+            job_id: job.to_owned(),
+            ..api::GetJobRequest::default()
+        };
+        let mut ingest = self.pinned.ingest();
+        let answer = tokio::time::timeout(CALL_TIMEOUT, ingest.get_job(request)).await;
+        let outcome = match answer {
+            Ok(answer) => read_outcome(
+                answer
+                    .map(tonic::Response::into_inner)
+                    .map_err(ClientError::from),
+            ),
+            Err(_) => Outcome::Unknown(format!("no answer in {CALL_TIMEOUT:?}")),
+        };
+        self.recorder
+            .op(self.index, job, Call::Get, invoked, outcome);
     }
 
     async fn submit(&mut self, job: &str, payload: Payload) {
