@@ -255,56 +255,38 @@ fn search(entries: &[Entry], events: &[(Duration, u8, usize)]) -> bool {
     let mut stack: Vec<(usize, JobRecord)> = Vec::new();
     let mut at = nodes[0].next;
     while nodes[0].next != end {
-        if at == end {
-            // Every remaining invocation was tried from here: back up (as at an answer).
-            let Some((call, before)) = stack.pop() else {
-                return false;
-            };
-            let op = nodes[call].op;
-            taken[op / 64] &= !(1 << (op % 64));
-            state = before;
-            let answer = nodes[call].answer_node.unwrap_or(end);
-            relink(&mut nodes, answer);
-            relink(&mut nodes, call);
-            at = nodes[call].next;
+        // An invocation to try; or an answer whose call has not taken effect (the list's end
+        // cannot come first: every invocation's answer follows it), where the last call taken
+        // is undone.
+        let invocation = nodes.get(at).and_then(|node| node.answer_node);
+        if let Some(answer) = invocation {
+            let op = nodes[at].op;
+            let entry = &entries[op];
+            if let Some(next_state) = state.step(&entry.call, &entry.answer) {
+                let mut with = taken.clone();
+                with[op / 64] |= 1 << (op % 64);
+                if seen.insert((with.clone(), next_state.clone())) {
+                    stack.push((at, std::mem::replace(&mut state, next_state)));
+                    taken = with;
+                    unlink(&mut nodes, at);
+                    unlink(&mut nodes, answer);
+                    at = nodes[0].next;
+                    continue;
+                }
+            }
+            at = nodes[at].next;
             continue;
         }
-        let node = nodes[at];
-        match node.answer_node {
-            Some(answer) => {
-                let entry = &entries[node.op];
-                let next_state = state.step(&entry.call, &entry.answer);
-                let mut tried = false;
-                if let Some(next_state) = next_state {
-                    let mut with = taken.clone();
-                    with[node.op / 64] |= 1 << (node.op % 64);
-                    if seen.insert((with.clone(), next_state.clone())) {
-                        stack.push((at, std::mem::replace(&mut state, next_state)));
-                        taken = with;
-                        unlink(&mut nodes, at);
-                        unlink(&mut nodes, answer);
-                        at = nodes[0].next;
-                        tried = true;
-                    }
-                }
-                if !tried {
-                    at = node.next;
-                }
-            }
-            None => {
-                // An answer whose call has not taken effect: undo the last call taken.
-                let Some((call, before)) = stack.pop() else {
-                    return false;
-                };
-                let op = nodes[call].op;
-                taken[op / 64] &= !(1 << (op % 64));
-                state = before;
-                let answer = nodes[call].answer_node.unwrap_or(end);
-                relink(&mut nodes, answer);
-                relink(&mut nodes, call);
-                at = nodes[call].next;
-            }
-        }
+        let Some((call, before)) = stack.pop() else {
+            return false;
+        };
+        let op = nodes[call].op;
+        taken[op / 64] &= !(1 << (op % 64));
+        state = before;
+        let answer = nodes[call].answer_node.unwrap_or(end);
+        relink(&mut nodes, answer);
+        relink(&mut nodes, call);
+        at = nodes[call].next;
     }
     true
 }
