@@ -832,7 +832,13 @@ impl<S: StateMachine> Node<S> {
                 self.reads.confirmed.push((state.index, replies));
             }
         }
-        let mut committed = ready.take_committed_entries();
+        // What is committed is applied before what is new is written: raft-rs hands over only
+        // entries this member has persisted (`RaftLog::next_entries_since` stops at
+        // min(committed, persisted)), as its own examples apply them first. A leader whose
+        // followers acknowledged the last append while it was writing answers those clients
+        // now, not after the next append's write and fsync (one device round trip per round:
+        // a job takes three rounds).
+        self.apply_or_defer(ready.take_committed_entries())?;
         let entries = ready.take_entries();
         self.persist(&entries, ready.hs(), ready.must_sync())?;
         if !ready.persisted_messages().is_empty() {
@@ -847,9 +853,8 @@ impl<S: StateMachine> Node<S> {
         if !light.messages().is_empty() {
             self.transport.send(light.take_messages());
         }
-        // The Ready's committed entries and the light ready's: one write transaction.
-        committed.extend(light.take_committed_entries());
-        self.apply_or_defer(committed)?;
+        // What this write committed (a group of one commits as it persists).
+        self.apply_or_defer(light.take_committed_entries())?;
         self.raw.advance_apply();
         Ok(())
     }
