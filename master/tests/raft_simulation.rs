@@ -55,10 +55,46 @@ impl Rng {
     }
 }
 
-struct NoHooks;
+/// The hooks every member runs: nothing, until a test gives it a marker. Then, for each submit
+/// a leader applies, it notes whether the marker's bytes are already in the member's Raft log
+/// files: whether the apply came before or after the write that holds the marker.
+#[derive(Default)]
+struct LogProbe {
+    log_dir: PathBuf,
+    marker: Mutex<Option<Vec<u8>>>,
+    /// (job id applied, the marker already in the log)
+    seen: Mutex<Vec<(String, bool)>>,
+}
 
-impl Hooks for NoHooks {
-    fn applied(&self, _: &mut [(Command, Applied)], _: bool) {}
+impl LogProbe {
+    fn log_holds(&self, marker: &[u8]) -> bool {
+        std::fs::read_dir(&self.log_dir)
+            .unwrap()
+            .filter_map(|e| std::fs::read(e.unwrap().path()).ok())
+            .any(|bytes| bytes.windows(marker.len()).any(|w| w == marker))
+    }
+}
+
+impl Hooks for LogProbe {
+    fn applied(&self, changes: &mut [(Command, Applied)], is_leader: bool) {
+        let Some(marker) = self.marker.lock().unwrap().clone() else {
+            return;
+        };
+        if !is_leader {
+            return;
+        }
+        for (command, _) in changes.iter() {
+            if let Some(symcluster_proto::cluster::v1::command::Kind::Submit(submit)) =
+                &command.kind
+            {
+                let held = self.log_holds(&marker);
+                self.seen
+                    .lock()
+                    .unwrap()
+                    .push((submit.job_id.clone(), held));
+            }
+        }
+    }
     fn role_changed(&self, _: bool) {}
     fn restored(&self) {}
 }
@@ -89,6 +125,7 @@ struct Member {
     join: bool,
     running: Option<Running>,
     sent: Arc<Mutex<Vec<Message>>>,
+    probe: Arc<LogProbe>,
 }
 
 fn address(id: u64) -> String {
@@ -103,6 +140,10 @@ impl Member {
             join,
             running: None,
             sent: Arc::new(Mutex::new(Vec::new())),
+            probe: Arc::new(LogProbe {
+                log_dir: root.join(format!("member-{id}")).join("raft-log"),
+                ..LogProbe::default()
+            }),
         };
         member.start();
         member
@@ -136,7 +177,7 @@ impl Member {
         let slot = outbox_slot.clone();
         let node = mraft::open(
             &config,
-            Arc::new(IndexMachine::new(index.clone(), Arc::new(NoHooks))),
+            Arc::new(IndexMachine::new(index.clone(), self.probe.clone())),
             &self.dir.join("raft-log"),
             &handle,
             inputs,
@@ -962,4 +1003,57 @@ fn a_read_on_a_leader_cut_off_waits_and_fails_once_it_steps_down() {
         !sim.member(leader).unwrap().is_leader(),
         "the cut-off leader {leader} still leads"
     );
+}
+
+/// A leader applies what a Ready committed before it writes the Ready's new entries: a submit
+/// whose append the followers acknowledged while another was proposed is answered before that
+/// other one's write and fsync, not after (raft-rs hands over only entries this member has
+/// persisted, so nothing unwritten is applied).
+#[test]
+fn a_leader_applies_what_is_committed_before_it_writes_what_is_new() {
+    let mut sim = Sim::new(13);
+    let leader = elect(&mut sim);
+    lossless(&mut sim, 5, false);
+    let at = sim.members.iter().position(|m| m.id == leader).unwrap();
+    let submit = |sim: &mut Sim, job_id: &str| {
+        let cmd = command::submit_unreadable(job_id, v1::JobKind::Native, Vec::new(), "sim", 1);
+        let (reply, answer) = oneshot::channel();
+        sim.members[at].deliver(Input::Propose {
+            command: command::encode(&cmd),
+            reply: Some(reply),
+            then: Vec::new(),
+            bounded: true,
+        });
+        answer
+    };
+    *sim.members[at].probe.marker.lock().unwrap() = Some(b"default/written-second".to_vec());
+
+    // The first submit is written by the leader and the followers, who answer.
+    let mut first = submit(&mut sim, "default/written-first");
+    one_turn(&mut sim, at, false, 0);
+    for i in (0..sim.members.len()).filter(|i| *i != at) {
+        sim.members[i].turn(false);
+    }
+    assert!(
+        first.try_recv().is_err(),
+        "committed before a follower answered"
+    );
+    // The second is proposed as their answers arrive: one Ready commits the first and holds
+    // the second.
+    let mut second = submit(&mut sim, "default/written-second");
+    deliver_all_but(&mut sim, 0);
+    sim.members[at].turn(false);
+
+    assert!(
+        matches!(first.try_recv(), Ok(Ok(Applied::Changed { .. }))),
+        "the first submit was not answered in the turn that committed it"
+    );
+    assert_eq!(
+        *sim.members[at].probe.seen.lock().unwrap(),
+        vec![("default/written-first".to_string(), false)],
+        "the first submit was applied after the second was written"
+    );
+    assert!(sim.members[at].probe.log_holds(b"default/written-second"));
+    lossless(&mut sim, 5, false);
+    assert!(matches!(second.try_recv(), Ok(Ok(Applied::Changed { .. }))));
 }
