@@ -67,10 +67,19 @@ struct LogProbe {
 }
 
 impl LogProbe {
+    /// Whether any file of the member's Raft log holds `marker`. A file that cannot be read
+    /// fails the test (it would otherwise read as "not written yet"), except one renamed or
+    /// deleted while the directory was listed (a segment made ahead, a compacted one).
     fn log_holds(&self, marker: &[u8]) -> bool {
         std::fs::read_dir(&self.log_dir)
             .unwrap()
-            .filter_map(|e| std::fs::read(e.unwrap().path()).ok())
+            .map(|e| e.unwrap().path())
+            .filter(|path| path.is_file())
+            .filter_map(|path| match std::fs::read(&path) {
+                Ok(bytes) => Some(bytes),
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
+                Err(e) => panic!("reading {}: {e}", path.display()),
+            })
             .any(|bytes| bytes.windows(marker.len()).any(|w| w == marker))
     }
 }
