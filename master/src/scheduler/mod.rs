@@ -432,7 +432,8 @@ impl Hooks for Scheduler {
                             }
                         }
                     }
-                    self.watchers.changed(id);
+                    self.watchers
+                        .changed(id, crate::index::is_terminal(job.state));
                 }
                 Applied::Ignored => {
                     if let Some(Kind::Lease(c)) = &command.kind {

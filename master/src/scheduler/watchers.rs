@@ -2,25 +2,37 @@
 //!
 //! Service tasks register and drop watches (one per job of a `SubmitStream` that waits for its
 //! result) while the Raft thread wakes them at every applied change: a sharded map
-//! ([`DashMap`]) lets both go on without one lock over every job.
+//! ([`DashMap`]) lets both go on without one lock over every job. A watcher that waits only for
+//! the job to finish (a `SubmitStream` answer) is woken only when it does: a lease or a requeue
+//! does not wake it to read a record it would not answer.
 
 use std::sync::Arc;
 
 use dashmap::DashMap;
 use tokio::sync::Notify;
 
-/// Job id → the `Notify` its watchers wait on.
+/// Job id → what its watchers wait on.
 #[derive(Default)]
 pub struct Watchers {
-    by_job: DashMap<String, Arc<Notify>>,
+    by_job: DashMap<String, Arc<JobNotify>>,
+}
+
+/// The two wake-ups of one job.
+#[derive(Default)]
+pub struct JobNotify {
+    /// Notified on every change of the job.
+    pub any: Notify,
+    /// Notified when the job changes into a finished state (COMPLETED or FAILED), and after a
+    /// snapshot replaced the index.
+    pub finished: Notify,
 }
 
 /// A watcher's registration; unregisters on drop.
 pub struct Watch {
     watchers: Arc<Watchers>,
     job_id: String,
-    /// Notified on every change of the job.
-    pub notify: Arc<Notify>,
+    /// What this job's changes notify.
+    pub notify: Arc<JobNotify>,
 }
 
 impl Watchers {
@@ -39,17 +51,22 @@ impl Watchers {
         }
     }
 
-    /// Wakes the watchers of `job_id`.
-    pub fn changed(&self, job_id: &str) {
+    /// Wakes the watchers of `job_id` after a change; those waiting for it to finish only when
+    /// `finished` (the job is now COMPLETED or FAILED).
+    pub fn changed(&self, job_id: &str, finished: bool) {
         if let Some(notify) = self.by_job.get(job_id) {
-            notify.notify_waiters();
+            notify.any.notify_waiters();
+            if finished {
+                notify.finished.notify_waiters();
+            }
         }
     }
 
     /// Wakes every watcher (after a snapshot replaced the index).
     pub fn all_changed(&self) {
         for notify in self.by_job.iter() {
-            notify.notify_waiters();
+            notify.any.notify_waiters();
+            notify.finished.notify_waiters();
         }
     }
 
@@ -85,11 +102,11 @@ mod tests {
         let b = watchers.watch("p/b");
         assert_eq!(watchers.len(), 2);
         {
-            let (woken_a, woken_b) = (a1.notify.notified(), b.notify.notified());
+            let (woken_a, woken_b) = (a1.notify.any.notified(), b.notify.any.notified());
             tokio::pin!(woken_a, woken_b);
             woken_a.as_mut().enable();
             woken_b.as_mut().enable();
-            watchers.changed("p/a");
+            watchers.changed("p/a", false);
             assert!(futures::poll!(woken_a.as_mut()).is_ready());
             assert!(futures::poll!(woken_b.as_mut()).is_pending());
         }
@@ -97,6 +114,33 @@ mod tests {
         assert_eq!(watchers.len(), 2, "p/a is still watched by a2");
         drop(a2);
         drop(b);
+        assert!(watchers.is_empty());
+    }
+
+    #[tokio::test]
+    async fn a_watcher_of_the_finish_is_woken_by_the_finish_and_a_snapshot_only() {
+        let watchers = Arc::new(Watchers::default());
+        let a = watchers.watch("p/a");
+        {
+            let finished = a.notify.finished.notified();
+            tokio::pin!(finished);
+            finished.as_mut().enable();
+            // Leased, requeued: not finished.
+            watchers.changed("p/a", false);
+            watchers.changed("p/a", false);
+            assert!(futures::poll!(finished.as_mut()).is_pending());
+            watchers.changed("p/a", true);
+            assert!(futures::poll!(finished.as_mut()).is_ready());
+        }
+
+        {
+            let after_restore = a.notify.finished.notified();
+            tokio::pin!(after_restore);
+            after_restore.as_mut().enable();
+            watchers.all_changed();
+            assert!(futures::poll!(after_restore.as_mut()).is_ready());
+        }
+        drop(a);
         assert!(watchers.is_empty());
     }
 }

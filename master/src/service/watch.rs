@@ -40,7 +40,11 @@ pub(super) async fn next_change(
     loop {
         // Armed before the read: a change applied between the read and the wait still wakes
         // this loop (`notify_waiters` keeps no permit for a later waiter).
-        let notified = watch.notify.notified();
+        let notified = match until {
+            Until::AnyChange => watch.notify.any.notified(),
+            // A lease or a requeue cannot make the answer: only a finish (or a restored index).
+            Until::Finished => watch.notify.finished.notified(),
+        };
         tokio::pin!(notified);
         notified.as_mut().enable();
         let Some(job) = scheduler
