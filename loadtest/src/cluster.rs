@@ -810,6 +810,21 @@ impl Cluster {
         }
     }
 
+    /// The sample `name` (with its labels as the exposition writes them, e.g.
+    /// `symcluster_raft_snapshots_total{direction="received",outcome="ok"}`) in master `id`'s
+    /// `/metrics`: `None` when the master does not answer or has no such sample.
+    pub async fn master_metric(&self, id: u64, name: &str) -> Option<f64> {
+        let address = self.masters[id as usize - 1].metrics_address();
+        let text = crate::procstat::http_get(&address, "/metrics").await.ok()?;
+        text.lines().find_map(|l| {
+            l.strip_prefix(name)?
+                .strip_prefix(' ')?
+                .trim()
+                .parse::<f64>()
+                .ok()
+        })
+    }
+
     /// Continues master `id` after [`Self::pause_master`] (SIGCONT).
     pub fn resume_master(&self, id: u64) {
         if let Some(pid) = self.masters[id as usize - 1].pid() {

@@ -174,7 +174,9 @@ enum Mode {
         /// clients reach them all; each master then runs in a network namespace of its own,
         /// which needs root and iproute2), `disk-full` (a master's data directory filled to
         /// ENOSPC, then freed; each master's data directory is then a tmpfs of its own, which
-        /// needs root); `none` for a run without faults.
+        /// needs root), `snapshot` (a follower SIGKILLed and started again once the leader's
+        /// log no longer holds what it lacks, so it catches up from a streamed snapshot; every
+        /// master then keeps a 1 MiB log); `none` for a run without faults.
         #[arg(long, value_delimiter = ',', default_values = ["kill", "pause"])]
         faults: Vec<String>,
         /// Seeds every choice of the clients and the nemesis.
@@ -428,19 +430,7 @@ async fn sweep(
 /// The value of the sample `name` (with its labels as exposed, e.g. `x_total{a="b"}`) in master
 /// `id`'s metrics; 0 when it is down or has none.
 async fn master_metric(cluster: &Cluster, id: u64, name: &str) -> f64 {
-    let port = cluster.masters[id as usize - 1].metrics_port;
-    let text = procstat::http_get(&format!("127.0.0.1:{port}"), "/metrics")
-        .await
-        .unwrap_or_default();
-    text.lines()
-        .find_map(|l| {
-            l.strip_prefix(name)?
-                .strip_prefix(' ')?
-                .trim()
-                .parse::<f64>()
-                .ok()
-        })
-        .unwrap_or(0.0)
+    cluster.master_metric(id, name).await.unwrap_or(0.0)
 }
 
 /// `--kill-follower-after` and `--follower-down`: one follower killed, restarted, and timed

@@ -126,6 +126,14 @@ pub static RAFT_LOG_BYTES: LazyLock<IntGauge> = LazyLock::new(|| {
         "Bytes of Raft log entries kept (on disk; compacted once past --raft-log-retain)",
     )
 });
+/// Raft: the index of the oldest entry this master's log still holds. A follower whose log
+/// ends before it can only catch up from a snapshot of the index.
+pub static RAFT_LOG_FIRST_INDEX: LazyLock<IntGauge> = LazyLock::new(|| {
+    gauge(
+        "symcluster_raft_log_first_index",
+        "Index of the oldest Raft log entry kept: a follower whose log ends before it needs a snapshot",
+    )
+});
 /// Raft: snapshots streamed to a follower (`sent`) or from the leader (`received`), by
 /// outcome (`ok`: received whole and handed to Raft; `failed`).
 pub static RAFT_SNAPSHOTS: LazyLock<IntCounterVec> = LazyLock::new(|| {

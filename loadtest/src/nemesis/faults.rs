@@ -10,7 +10,10 @@
 //! them, cut from the majority; or a full disk: the target's data directory, on a small
 //! filesystem of its own (a `tmpfs`, [`crate::small_disk`]), filled to the last byte, so that
 //! its next write fails with `ENOSPC` and the master exits 74; healed, the space is freed and
-//! the master, if it exited, started again.
+//! the master, if it exited, started again; or a forced snapshot: a follower SIGKILLed and kept
+//! down until the leader's log (kept to [`SHORT_LOG`] in such runs) no longer holds the entries
+//! it lacks, so that it can only come back through a snapshot of the index streamed to it; the
+//! heal waits (bounded) for it to install one and says whether it did.
 
 use std::time::Duration;
 
@@ -31,10 +34,32 @@ pub enum Fault {
     /// Fill a master's data directory to `ENOSPC`, free it after a while (and start the
     /// master again if it exited).
     DiskFull,
+    /// SIGKILL a follower, start it again once the leader's log has been compacted past its
+    /// last entry: it catches up from a streamed snapshot.
+    Snapshot,
 }
 
 /// Every fault kind, in the order a run's first rounds inject them.
-pub const ALL: [Fault; 4] = [Fault::Kill, Fault::Pause, Fault::Partition, Fault::DiskFull];
+pub const ALL: [Fault; 5] = [
+    Fault::Kill,
+    Fault::Pause,
+    Fault::Partition,
+    Fault::DiskFull,
+    Fault::Snapshot,
+];
+
+/// Each master's `--raft-log-retain` with [`Fault::Snapshot`] among a run's faults: a few
+/// hundred of the run's entries, so that the log passes a stopped follower within seconds.
+pub const SHORT_LOG: &str = "1MiB";
+
+/// Entries past the leader's commit index when a follower was stopped that the leader's log
+/// must also have dropped before the follower starts again: more than a follower can have
+/// appended beyond that commit index (entries proposed but not yet committed).
+const PAST_COMMIT: u64 = 256;
+
+/// How long a heal waits for the log to pass a stopped follower, and then for it to install a
+/// snapshot.
+const SNAPSHOT_WAIT: Duration = Duration::from_secs(30);
 
 /// Each master's small filesystem with [`Fault::DiskFull`] among a run's faults, bytes.
 pub const SMALL_DISK_BYTES: u64 = 512 << 20;
@@ -52,6 +77,11 @@ impl Fault {
         self == Fault::DiskFull
     }
 
+    /// Whether the masters must keep a short log ([`SHORT_LOG`]) for this fault.
+    pub fn needs_short_log(self) -> bool {
+        self == Fault::Snapshot
+    }
+
     /// The name `--faults` takes.
     pub fn name(self) -> &'static str {
         match self {
@@ -59,6 +89,7 @@ impl Fault {
             Fault::Pause => "pause",
             Fault::Partition => "partition",
             Fault::DiskFull => "disk-full",
+            Fault::Snapshot => "snapshot",
         }
     }
 }
@@ -85,6 +116,9 @@ pub struct Injected {
     pub lasts: Duration,
     /// What was done, when the fault kind does not say it all (a partition's shape and cuts).
     pub detail: String,
+    /// [`Fault::Snapshot`]: the log index the leader's log must have dropped before the
+    /// follower starts again.
+    pub passed: Option<u64>,
 }
 
 /// The leader's member id now, asking each running master for at most 1 s; `None` when none
@@ -135,19 +169,25 @@ pub fn pick(faults: &[Fault], round: usize, rng: &mut StdRng) -> Fault {
 }
 
 /// Injects `fault` into `cluster`, aimed at the leader `leader` or, with even odds or when
-/// there is none, any master; described in the returned value.
-pub fn inject(
+/// there is none, any master (a forced snapshot: a master other than the leader); described in
+/// the returned value.
+pub async fn inject(
     cluster: &mut Cluster,
     fault: Fault,
     leader: Option<u64>,
     rng: &mut StdRng,
 ) -> Injected {
     let masters = cluster.masters.len() as u64;
-    let master = match leader {
-        Some(leader) if rng.random_bool(0.5) => leader,
+    let master = match (fault, leader) {
+        (Fault::Snapshot, Some(leader)) => {
+            let others: Vec<u64> = (1..=masters).filter(|&m| m != leader).collect();
+            others[rng.random_range(0..others.len())]
+        }
+        (_, Some(leader)) if rng.random_bool(0.5) => leader,
         _ => rng.random_range(1..=masters),
     };
     let lasts = Duration::from_millis(rng.random_range(500..3_000));
+    let mut passed = None;
     let detail = match fault {
         Fault::Kill => {
             cluster.kill_master(master);
@@ -168,24 +208,84 @@ pub fn inject(
             let filled = cluster.fill_master_disk(master);
             format!("{} MiB written to fill it", filled >> 20)
         }
+        Fault::Snapshot => {
+            let commit = match leader {
+                Some(leader) => {
+                    cluster
+                        .master_metric(leader, "symcluster_raft_commit_index")
+                        .await
+                }
+                None => None,
+            };
+            cluster.kill_master(master);
+            passed = commit.map(|c| c as u64 + PAST_COMMIT);
+            match passed {
+                Some(index) => format!("kept down until the leader's log starts after {index}"),
+                None => "no leader to read a commit index from".into(),
+            }
+        }
     };
     Injected {
         fault,
         master,
         lasts,
         detail,
+        passed,
     }
 }
 
 /// Heals `injected`: starts the killed master again, continues the paused one, removes every
-/// cut between masters, or frees the full disk.
-pub fn heal(cluster: &mut Cluster, injected: &Injected) {
+/// cut between masters, or frees the full disk; a forced snapshot first waits (at most
+/// [`SNAPSHOT_WAIT`]) until the leader's log starts after [`Injected::passed`], then starts the
+/// follower and waits as long for it to install a snapshot. What the heal saw, when there is
+/// more to say than that it was healed.
+pub async fn heal(cluster: &mut Cluster, injected: &Injected) -> Option<String> {
     match injected.fault {
         Fault::Kill => cluster.start_master(injected.master),
         Fault::Pause => cluster.resume_master(injected.master),
         Fault::Partition => cluster.heal_partitions(),
         Fault::DiskFull => cluster.free_master_disk(injected.master),
+        Fault::Snapshot => return Some(heal_snapshot(cluster, injected).await),
     }
+    None
+}
+
+/// [`heal`] of a forced snapshot: what happened, `snapshot installed ...` when it worked.
+async fn heal_snapshot(cluster: &mut Cluster, injected: &Injected) -> String {
+    let deadline = tokio::time::Instant::now() + SNAPSHOT_WAIT;
+    let mut first = None;
+    if let Some(passed) = injected.passed {
+        while tokio::time::Instant::now() < deadline {
+            if let Some(leader) = leader_now(cluster).await {
+                first = cluster
+                    .master_metric(leader, "symcluster_raft_log_first_index")
+                    .await;
+                if first.is_some_and(|f| f as u64 > passed) {
+                    break;
+                }
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+    let down = format!(
+        "the leader's log started at {}",
+        first.map_or("?".to_owned(), |f| f.to_string())
+    );
+    cluster.start_master(injected.master);
+    let installed = "symcluster_raft_snapshots_total{direction=\"received\",outcome=\"ok\"}";
+    let deadline = tokio::time::Instant::now() + SNAPSHOT_WAIT;
+    while tokio::time::Instant::now() < deadline {
+        // The counter starts at 0 with the process: one means this start installed one.
+        if cluster
+            .master_metric(injected.master, installed)
+            .await
+            .is_some_and(|n| n >= 1.0)
+        {
+            return format!("{down}; snapshot installed");
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    format!("{down}; no snapshot installed within {SNAPSHOT_WAIT:?}")
 }
 
 /// A master that exited by itself since the last look, and whether a fault explains it.

@@ -9,8 +9,10 @@
 //! (`GetJob`): mostly one of the [`RECENT`] jobs any client's submit was last acknowledged
 //! for, where a stale read would show, some ([`PINNED_READS`]) from one master whatever it is,
 //! each call given [`CALL_TIMEOUT`] ([`history`]). Meanwhile the nemesis injects
-//! one fault at a time every 0.5-2 s, lasting 0.5-3 s ([`faults`]); with partitions among
-//! the faults, each master runs in a network namespace of its own ([`crate::network`]). Then every fault is
+//! one fault at a time every 0.5-2 s, lasting 0.5-3 s (a forced snapshot: until the leader's
+//! log has passed the stopped follower; [`faults`]); with partitions among
+//! the faults, each master runs in a network namespace of its own ([`crate::network`]), and
+//! with forced snapshots every master keeps a short log ([`faults::SHORT_LOG`]). Then every fault is
 //! healed, the jobs are given [`SETTLE_TIMEOUT`] to finish, each is read from the leader, every
 //! master's index digest is compared, and the history is checked ([`check`]). The choices
 //! (calls, jobs, faults, targets, durations) come from `seed`; the timings are the machine's,
@@ -152,6 +154,11 @@ pub async fn run(options: &Options) -> anyhow::Result<Report> {
                 .iter()
                 .any(|f| f.needs_small_disks())
                 .then_some(faults::SMALL_DISK_BYTES),
+            args: if options.faults.iter().any(|f| f.needs_short_log()) {
+                vec!["--raft-log-retain".into(), faults::SHORT_LOG.into()]
+            } else {
+                Vec::new()
+            },
             ..MasterOptions::default()
         },
     )
@@ -207,7 +214,7 @@ pub async fn run(options: &Options) -> anyhow::Result<Report> {
         let leader = faults::leader_now(&cluster).await;
         let fault = faults::pick(&options.faults, round, &mut rng);
         round += 1;
-        let injected = faults::inject(&mut cluster, fault, leader, &mut rng);
+        let injected = faults::inject(&mut cluster, fault, leader, &mut rng).await;
         let role = if Some(injected.master) == leader {
             " (the leader)"
         } else {
@@ -225,8 +232,11 @@ pub async fn run(options: &Options) -> anyhow::Result<Report> {
             injected.lasts.as_millis()
         ));
         tokio::time::sleep(injected.lasts).await;
-        faults::heal(&mut cluster, &injected);
-        recorder.event(format!("healed master {}", injected.master));
+        let seen = faults::heal(&mut cluster, &injected).await;
+        recorder.event(match seen {
+            Some(seen) => format!("healed master {} ({seen})", injected.master),
+            None => format!("healed master {}", injected.master),
+        });
         for exited in faults::restart_exited(&mut cluster, &injected) {
             recorder.event(format!(
                 "master {} had exited ({}), started again",

@@ -1,6 +1,6 @@
 //! The nemesis run (`symcluster_loadtest::nemesis`) as a test: random client calls against
-//! three masters and a worker while masters are killed, paused, partitioned from each other
-//! and run out of disk, the history checked.
+//! three masters and a worker while masters are killed, paused, partitioned from each other,
+//! run out of disk and brought back through snapshots, the history checked.
 
 use std::time::Duration;
 
@@ -9,12 +9,15 @@ use symcluster_loadtest::nemesis::{self, faults};
 /// 30 s of four clients against three masters, a fault every 0.5-2 s, each kind at least once
 /// (a master SIGKILLed and restarted, SIGSTOPped and continued, cut from the other masters in
 /// one of the partition shapes while clients still reach it, or its disk filled: it exits 74
-/// and is started again once the space is freed; the leader half the time): every job's
+/// and is started again once the space is freed; the leader half the time; or a follower kept
+/// down until the leader's log, kept to 1 MiB, no longer holds what it lacks, so that it comes
+/// back through a streamed snapshot of the index): every job's
 /// calls are linearizable against the job model, no job is lost or created twice, every
 /// result is the report's, no master crashed, and every master holds the same index at the
 /// end.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn killed_paused_partitioned_and_full_masters_keep_every_promise_of_the_job_index() {
+async fn killed_paused_partitioned_full_and_snapshotted_masters_keep_every_promise_of_the_job_index()
+ {
     let report = nemesis::run(&nemesis::Options {
         masters: 3,
         workers: 1,
@@ -28,7 +31,7 @@ async fn killed_paused_partitioned_and_full_masters_keep_every_promise_of_the_jo
     println!("{report}");
     // The run did what it is for: every kind of fault injected, jobs submitted and read
     // through them, and the full disk met by the master it was for.
-    for kind in ["Kill", "Pause", "Partition", "DiskFull"] {
+    for kind in ["Kill", "Pause", "Partition", "DiskFull", "Snapshot"] {
         assert!(
             report.events.iter().any(|e| e.what.starts_with(kind)),
             "no {kind}: {report}"
@@ -38,6 +41,20 @@ async fn killed_paused_partitioned_and_full_masters_keep_every_promise_of_the_jo
         report.events.iter().any(|e| e
             .what
             .contains("had exited (exit status: 74), started again")),
+        "{report}"
+    );
+    // Every forced snapshot was one: the follower installed a snapshot when it came back.
+    let snapshot_heals: Vec<&str> = report
+        .events
+        .iter()
+        .map(|e| e.what.as_str())
+        .filter(|what| what.starts_with("healed") && what.contains("the leader's log started"))
+        .collect();
+    assert!(!snapshot_heals.is_empty(), "{report}");
+    assert!(
+        snapshot_heals
+            .iter()
+            .all(|what| what.ends_with("; snapshot installed)")),
         "{report}"
     );
     assert!(report.acknowledged >= 20 && report.reads >= 20, "{report}");

@@ -1209,6 +1209,7 @@ impl<S: StateMachine> Node<S> {
         metrics::RAFT_COMMIT_INDEX.set(status.commit as i64);
         metrics::RAFT_APPLIED_INDEX.set(status.applied as i64);
         metrics::RAFT_LOG_BYTES.set(self.raw.store().retained_bytes() as i64);
+        metrics::RAFT_LOG_FIRST_INDEX.set(self.raw.store().first_entry_index() as i64);
     }
 }
 

@@ -206,6 +206,12 @@ impl RaftStorage {
         self.outbox.clone()
     }
 
+    /// The index of the oldest entry the log holds (one past the last compacted or
+    /// snapshotted entry; the next entry's index when the log is empty).
+    pub fn first_entry_index(&self) -> u64 {
+        self.first()
+    }
+
     fn first(&self) -> u64 {
         self.compacted.index + 1
     }
