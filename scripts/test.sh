@@ -25,9 +25,10 @@ fi
 
 # raft-rs's message types are generated at build time with protoc 3.x (prost-codec); the
 # master's own protos use the protoc that protoc-bin-vendored ships. The partition test needs
-# `ip` (iproute2) and root.
-if ! command -v protoc >/dev/null || ! command -v ip >/dev/null; then
-    apt-get update -qq && apt-get install -y -qq protobuf-compiler iproute2
+# `ip` (iproute2) and root. The clock test steps one master's wall clock with libfaketime
+# (Debian's `faketime`, LD_PRELOADed into that master only).
+if ! command -v protoc >/dev/null || ! command -v ip >/dev/null || ! command -v faketime >/dev/null; then
+    apt-get update -qq && apt-get install -y -qq protobuf-compiler iproute2 faketime
 fi
 
 # The end-to-end tests start the release binaries as real processes. They are built together

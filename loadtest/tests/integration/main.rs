@@ -8,6 +8,7 @@
 
 mod backup;
 mod budgets;
+mod clock;
 mod cluster_api;
 mod combined;
 mod disk_cache;

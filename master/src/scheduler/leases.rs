@@ -227,7 +227,7 @@ impl Scheduler {
         cache: Option<v1::CacheStats>,
     ) -> bool {
         let mut core = self.lock();
-        let deadline = now_ms() + self.config.lease_ms;
+        let deadline = super::lease_clock::now() + self.config.lease_ms;
         let Some(worker) = core.workers.get_mut(worker_id) else {
             return false;
         };
@@ -253,7 +253,7 @@ impl Scheduler {
     /// Proposes the end of every lease whose deadline passed (worker dead, hung or cut off);
     /// returns how many. Leader only.
     pub fn expire_leases(&self) -> usize {
-        let now = now_ms();
+        let now = super::lease_clock::now();
         let mut core = self.lock();
         if !core.is_leader {
             return 0;

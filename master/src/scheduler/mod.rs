@@ -15,12 +15,14 @@
 //!
 //! - [`projection`]: the unfinished jobs, the queue and the leases, from the applied records;
 //! - [`queue`]: what enters the queue, and dispatch (leases proposed to free slots);
+//! - [`lease_clock`]: the monotonic clock deadlines are kept on;
 //! - [`leases`]: completions, failed attempts, heartbeats, expiry, draining (the one rule for
 //!   who may end an attempt);
 //! - [`placement`]: rendezvous routing, least-loaded fallback, random baseline;
 //! - [`workers`]: the connected workers, their slots and lease streams;
 //! - [`watchers`]: waking the watch streams of one job.
 
+pub mod lease_clock;
 pub mod leases;
 pub mod placement;
 pub mod projection;
@@ -38,7 +40,6 @@ use symcluster_proto::v1;
 use tokio::sync::mpsc;
 
 use crate::index::apply::Applied;
-use crate::index::command::now_ms;
 use crate::index::{Command, Index, IndexError};
 use crate::raft::ProposeError;
 use crate::replica::{Hooks, RaftHandle};
@@ -168,7 +169,7 @@ impl Scheduler {
     /// Rebuilds the unfinished jobs from the index: running jobs get a fresh lease deadline.
     fn reload(&self) -> Result<(), IndexError> {
         let open_jobs = self.index.open_jobs()?;
-        let deadline_ms = now_ms() + self.config.lease_ms;
+        let deadline_ms = lease_clock::now() + self.config.lease_ms;
         let mut core = self.lock();
         core.pending.clear();
         core.projection.rebuild(open_jobs, deadline_ms);
@@ -395,7 +396,7 @@ impl Hooks for Scheduler {
     fn applied(&self, changes: &mut [(Command, Applied)], is_leader: bool) {
         let mut core = self.lock();
         core.is_leader = is_leader;
-        let deadline_ms = now_ms() + self.config.lease_ms;
+        let deadline_ms = lease_clock::now() + self.config.lease_ms;
         for (command, applied) in changes {
             if let Some(job_id) = settles_proposal(command) {
                 // Its proposal (if this master made one) is settled.
@@ -454,7 +455,7 @@ impl Hooks for Scheduler {
         if is_leader {
             // Every lease starts afresh under the new leader's clock; queued jobs go back to
             // the queue in submission order is not known here, so keep the applied order.
-            let deadline_ms = now_ms() + self.config.lease_ms;
+            let deadline_ms = lease_clock::now() + self.config.lease_ms;
             let mut queued = Vec::new();
             for (id, job) in core.projection.open.iter_mut() {
                 match &mut job.lease {

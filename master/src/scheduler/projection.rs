@@ -23,8 +23,8 @@ pub struct LeaseInfo {
     /// The name of the token the worker registered with: only that token ends the attempt
     /// (empty for a lease of an older version: any token acting as the worker may).
     pub token: String,
-    /// Ms since the epoch, by this master's clock: renewed by heartbeats, reset for every
-    /// running job when this master becomes leader.
+    /// Ms on this master's monotonic clock ([`super::lease_clock::now`], not the wall clock):
+    /// renewed by heartbeats, reset for every running job when this master becomes leader.
     pub deadline_ms: u64,
 }
 

@@ -267,7 +267,7 @@ impl Scheduler {
         let lease = v1::Lease {
             job: None,
             attempt,
-            deadline_ms: lease.deadline_ms,
+            deadline_ms: super::lease_clock::wall_ms(lease.deadline_ms),
             recheck_missing: core
                 .projection
                 .open

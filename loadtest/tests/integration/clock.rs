@@ -1,0 +1,170 @@
+//! The leader's wall clock stepped while a worker holds a lease, caused for real: the master
+//! runs with libfaketime (Debian's `faketime`) preloaded, reading its offset from a file the
+//! test rewrites (`FAKETIME_TIMESTAMP_FILE`), with the monotonic clock left alone
+//! (`DONT_FAKE_MONOTONIC`), as an NTP step or a resumed VM moves only the wall clock. The job's
+//! download is held by a paused Garage, so the lease stays held and heartbeated while the
+//! clock moves.
+
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use symcluster_client::{Client, api};
+use symcluster_loadtest::cluster::{Cluster, MasterOptions, WorkerOptions, repo};
+
+use crate::support::{app_frames, result, upload_dsyms, wait};
+
+/// Debian's libfaketime (`apt-get install faketime`; `scripts/test.sh` installs it).
+const LIBFAKETIME: &str = "/usr/lib/x86_64-linux-gnu/faketime/libfaketime.so.1";
+
+/// The demo's crashing frame, which a completed job must hold.
+const DEMO_FRAME: (&str, &str, u64) = ("crash_write_null", "crash.c", 23);
+
+fn wall_now_ms() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .unwrap()
+        .as_millis() as u64
+}
+
+/// One master whose wall clock is this machine's plus the offset written in `clock` (seconds,
+/// `+N` or `-N`; re-read every second), the demo dSYM uploaded, and a worker whose downloads
+/// wait up to a minute.
+async fn cluster_with_a_movable_clock(clock: &Path) -> Cluster {
+    assert!(
+        Path::new(LIBFAKETIME).exists(),
+        "{LIBFAKETIME} is missing: apt-get install faketime (scripts/test.sh installs it)"
+    );
+    std::fs::write(clock, "+0").unwrap();
+    let mut cluster = Cluster::start(
+        0,
+        MasterOptions {
+            env: vec![
+                ("LD_PRELOAD".into(), LIBFAKETIME.into()),
+                (
+                    "FAKETIME_TIMESTAMP_FILE".into(),
+                    clock.display().to_string(),
+                ),
+                ("FAKETIME_CACHE_DURATION".into(), "1".into()),
+                ("DONT_FAKE_MONOTONIC".into(), "1".into()),
+            ],
+            ..MasterOptions::default()
+        },
+    )
+    .await;
+    upload_dsyms(&cluster, &[repo().join("examples/ios-demo/DemoApp.dSYM")]);
+    cluster
+        .add_worker_with(WorkerOptions {
+            s3_timeout_ms: 60_000,
+            ..WorkerOptions::default()
+        })
+        .await;
+    cluster
+}
+
+/// Submits the demo crash as `job` with Garage paused, and waits (bounded) until a worker
+/// holds it: its download hangs, its lease is heartbeated.
+async fn a_held_lease(cluster: &Cluster, client: &mut Client, job: &str) -> api::Job {
+    cluster.garage.pause();
+    let report = std::fs::read(repo().join("examples/ios-demo/DemoApp.crash")).unwrap();
+    client.submit_native(job, report).await.unwrap();
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let seen = client.job(job).await.unwrap();
+        if seen.state == api::JobState::Running as i32 {
+            return seen;
+        }
+        assert!(Instant::now() < deadline, "never leased: {seen:?}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+/// Writes `offset` (seconds) to `clock` and waits (bounded) until the master's wall clock shows
+/// it: a report it stores at once (unreadable: FAILED on submit) carries the master's time.
+async fn step_the_clock(client: &mut Client, clock: &Path, offset: i64) {
+    std::fs::write(clock, format!("{offset:+}")).unwrap();
+    let deadline = Instant::now() + Duration::from_secs(15);
+    for probe in 0.. {
+        let id = format!("clock-probe-{probe}");
+        client
+            .submit_native(&id, b"not a crash report".to_vec())
+            .await
+            .unwrap();
+        let at = client.job(&id).await.unwrap().submitted_at_ms as i64;
+        let skew_s = (at - wall_now_ms() as i64) / 1000;
+        if (skew_s - offset).abs() < 60 {
+            return;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the master's clock never moved by {offset} s (skew {skew_s} s)"
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
+
+/// The master's wall clock jumps an hour ahead while a worker holds a heartbeated lease. The
+/// lease does not expire: for several lease lengths (3 s here, its expiry looked at every
+/// 250 ms) the job stays RUNNING in its first attempt, and once the download goes on it ends
+/// COMPLETED, attempt 1, at the demo's exact frame. With deadlines on the wall clock, the
+/// first expiry pass after the step requeued it (attempt 2: a counted attempt burnt by a clock,
+/// and the worker's first run thrown away).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_wall_clock_jumping_ahead_expires_no_held_lease() {
+    let dir = tempfile::tempdir().unwrap();
+    let clock: PathBuf = dir.path().join("clock");
+    let cluster = cluster_with_a_movable_clock(&clock).await;
+    let mut client = cluster.client().await;
+    let held = a_held_lease(&cluster, &mut client, "held").await;
+    assert_eq!(held.attempts, 1);
+
+    step_the_clock(&mut client, &clock, 3600).await;
+    // What must not happen has three lease lengths to happen in.
+    let watched = Instant::now();
+    while watched.elapsed() < Duration::from_secs(9) {
+        let seen = client.job("held").await.unwrap();
+        assert_eq!(
+            (seen.state, seen.attempts),
+            (api::JobState::Running as i32, 1),
+            "the clock's step expired the lease: {seen:?}\n{}",
+            cluster.master_logs()
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+
+    cluster.garage.resume();
+    let done = wait(&mut client, "held").await;
+    assert_eq!(done.state, api::JobState::Completed as i32, "{done:?}");
+    assert_eq!(done.attempts, 1);
+    let (function, file, line) = &app_frames(&result(&done), &["DemoApp"])[0];
+    assert_eq!((function.as_str(), file.as_str(), *line), DEMO_FRAME);
+}
+
+/// The master's wall clock goes an hour back while a worker holds a lease, and the worker is
+/// then SIGKILLed. Its lease still expires after its length, not an hour later: another
+/// worker, started once the first is dead, completes the job (bounded wait, far under the
+/// hour), attempt 2, at the demo's exact frame.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_wall_clock_going_back_keeps_no_dead_workers_lease() {
+    let dir = tempfile::tempdir().unwrap();
+    let clock: PathBuf = dir.path().join("clock");
+    let mut cluster = cluster_with_a_movable_clock(&clock).await;
+    let mut client = cluster.client().await;
+    a_held_lease(&cluster, &mut client, "held").await;
+
+    step_the_clock(&mut client, &clock, -3600).await;
+    cluster.kill_worker(0);
+    cluster.garage.resume();
+    cluster.add_worker(2).await;
+    let done = tokio::time::timeout(Duration::from_secs(60), wait(&mut client, "held"))
+        .await
+        .unwrap_or_else(|_| {
+            panic!(
+                "the dead worker's lease did not expire within a minute\n{}",
+                cluster.master_logs()
+            )
+        });
+    assert_eq!(done.state, api::JobState::Completed as i32, "{done:?}");
+    assert_eq!(done.attempts, 2);
+    let (function, file, line) = &app_frames(&result(&done), &["DemoApp"])[0];
+    assert_eq!((function.as_str(), file.as_str(), *line), DEMO_FRAME);
+}
