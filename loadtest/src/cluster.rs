@@ -320,7 +320,16 @@ pub struct MasterOptions {
     /// from each other while clients and workers reach all of them
     /// ([`Cluster::partition_one_way`]). The masters reach Garage through a [`Forwarder`].
     pub namespaces: bool,
+    /// Each master's wall clock movable by a test ([`Cluster::step_master_clock`]): the master
+    /// runs with [`LIBFAKETIME`] preloaded, reading its offset from a file of its own every
+    /// second, its monotonic clock left alone (as an NTP step or a resumed VM moves only the
+    /// wall clock). Needs Debian's `faketime`.
+    pub movable_clocks: bool,
 }
+
+/// Debian's libfaketime (`apt-get install faketime`; `scripts/test.sh` installs it), which
+/// [`MasterOptions::movable_clocks`] preloads.
+pub const LIBFAKETIME: &str = "/usr/lib/x86_64-linux-gnu/faketime/libfaketime.so.1";
 
 /// PEM files for a TLS test cluster.
 #[derive(Debug, Clone)]
@@ -362,6 +371,7 @@ impl Default for MasterOptions {
             peer_port: None,
             small_disks: None,
             namespaces: false,
+            movable_clocks: false,
         }
     }
 }
@@ -656,6 +666,21 @@ impl Cluster {
                 format!("http://{}", forwarder.address),
             );
         }
+        if self.options.movable_clocks {
+            assert!(
+                Path::new(LIBFAKETIME).exists(),
+                "{LIBFAKETIME} is missing: apt-get install faketime (scripts/test.sh installs it)"
+            );
+            let clock = self.master_clock_file(id);
+            if !clock.exists() {
+                std::fs::write(&clock, "+0").expect("write the master's clock file");
+            }
+            command
+                .env("LD_PRELOAD", LIBFAKETIME)
+                .env("FAKETIME_TIMESTAMP_FILE", &clock)
+                .env("FAKETIME_CACHE_DURATION", "1")
+                .env("DONT_FAKE_MONOTONIC", "1");
+        }
         command
             .args(&self.options.args)
             .args(args)
@@ -750,6 +775,18 @@ impl Cluster {
     /// Master `id`'s `--data-dir` (its index, Raft log and received snapshots).
     pub fn master_data_dir(&self, id: u64) -> PathBuf {
         self.dir.path().join(format!("master-{id}-data"))
+    }
+
+    /// The file master `id`'s wall-clock offset is read from ([`MasterOptions::movable_clocks`]).
+    pub fn master_clock_file(&self, id: u64) -> PathBuf {
+        self.dir.path().join(format!("master-{id}-clock"))
+    }
+
+    /// Sets master `id`'s wall clock to this machine's plus `offset_s` seconds (negative: behind),
+    /// as a step: the master sees it within a second ([`MasterOptions::movable_clocks`]).
+    pub fn step_master_clock(&self, id: u64, offset_s: i64) {
+        std::fs::write(self.master_clock_file(id), format!("{offset_s:+}"))
+            .expect("write the master's clock file");
     }
 
     /// Fills master `id`'s data directory to the last byte ([`SmallDisk::fill`]; the cluster
@@ -1005,6 +1042,23 @@ impl Cluster {
     /// Worker `index`'s pid, while it runs.
     pub fn worker_pid(&self, index: usize) -> Option<u32> {
         self.workers.get(index)?.as_ref().map(|p| p.child.id())
+    }
+
+    /// Freezes worker `index` (SIGSTOP): no heartbeat, no outcome, its connections open.
+    /// [`Self::resume_worker`] continues it; dropped, it is killed.
+    pub fn pause_worker(&self, index: usize) {
+        if let Some(pid) = self.worker_pid(index) {
+            // SAFETY: kill(2) on our own child's pid, which is reaped only when it is killed.
+            unsafe { libc::kill(pid as libc::pid_t, libc::SIGSTOP) };
+        }
+    }
+
+    /// Continues worker `index` after [`Self::pause_worker`] (SIGCONT).
+    pub fn resume_worker(&self, index: usize) {
+        if let Some(pid) = self.worker_pid(index) {
+            // SAFETY: as in `pause_worker`.
+            unsafe { libc::kill(pid as libc::pid_t, libc::SIGCONT) };
+        }
     }
 
     /// SIGKILLs worker `index`.

@@ -13,7 +13,9 @@
 //! the master, if it exited, started again; or a forced snapshot: a follower SIGKILLed and kept
 //! down until the leader's log (kept to [`SHORT_LOG`] in such runs) no longer holds the entries
 //! it lacks, so that it can only come back through a snapshot of the index streamed to it; the
-//! heal waits (bounded) for it to install one and says whether it did.
+//! heal waits (bounded) for it to install one and says whether it did; or a wall-clock step:
+//! the target's wall clock set 1 minute to 1 hour ahead or behind (libfaketime, its monotonic
+//! clock left alone), and set back to the machine's when healed.
 
 use std::time::Duration;
 
@@ -37,15 +39,18 @@ pub enum Fault {
     /// SIGKILL a follower, start it again once the leader's log has been compacted past its
     /// last entry: it catches up from a streamed snapshot.
     Snapshot,
+    /// Step a master's wall clock ahead or behind, step it back when healed.
+    Clock,
 }
 
 /// Every fault kind, in the order a run's first rounds inject them.
-pub const ALL: [Fault; 5] = [
+pub const ALL: [Fault; 6] = [
     Fault::Kill,
     Fault::Pause,
     Fault::Partition,
     Fault::DiskFull,
     Fault::Snapshot,
+    Fault::Clock,
 ];
 
 /// Each master's `--raft-log-retain` with [`Fault::Snapshot`] among a run's faults: a few
@@ -82,6 +87,12 @@ impl Fault {
         self == Fault::Snapshot
     }
 
+    /// Whether the masters' wall clocks must be movable
+    /// ([`crate::cluster::MasterOptions::movable_clocks`]) for this fault.
+    pub fn needs_movable_clocks(self) -> bool {
+        self == Fault::Clock
+    }
+
     /// The name `--faults` takes.
     pub fn name(self) -> &'static str {
         match self {
@@ -90,6 +101,7 @@ impl Fault {
             Fault::Partition => "partition",
             Fault::DiskFull => "disk-full",
             Fault::Snapshot => "snapshot",
+            Fault::Clock => "clock",
         }
     }
 }
@@ -178,6 +190,16 @@ pub async fn inject(
     rng: &mut StdRng,
 ) -> Injected {
     let masters = cluster.masters.len() as u64;
+    // A forced snapshot needs the leader (the follower is one of the others, and the leader's
+    // log is what must pass it): asked again for a while after an election.
+    let mut leader = leader;
+    if fault == Fault::Snapshot {
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+        while leader.is_none() && tokio::time::Instant::now() < deadline {
+            tokio::time::sleep(Duration::from_millis(200)).await;
+            leader = leader_now(cluster).await;
+        }
+    }
     let master = match (fault, leader) {
         (Fault::Snapshot, Some(leader)) => {
             let others: Vec<u64> = (1..=masters).filter(|&m| m != leader).collect();
@@ -208,6 +230,11 @@ pub async fn inject(
             let filled = cluster.fill_master_disk(master);
             format!("{} MiB written to fill it", filled >> 20)
         }
+        Fault::Clock => {
+            let step = rng.random_range(60..=3_600) * if rng.random_bool(0.5) { 1 } else { -1 };
+            cluster.step_master_clock(master, step);
+            format!("wall clock {step:+} s")
+        }
         Fault::Snapshot => {
             let commit = match leader {
                 Some(leader) => {
@@ -221,7 +248,7 @@ pub async fn inject(
             passed = commit.map(|c| c as u64 + PAST_COMMIT);
             match passed {
                 Some(index) => format!("kept down until the leader's log starts after {index}"),
-                None => "no leader to read a commit index from".into(),
+                None => "no leader known: not forced".into(),
             }
         }
     };
@@ -245,42 +272,47 @@ pub async fn heal(cluster: &mut Cluster, injected: &Injected) -> Option<String> 
         Fault::Pause => cluster.resume_master(injected.master),
         Fault::Partition => cluster.heal_partitions(),
         Fault::DiskFull => cluster.free_master_disk(injected.master),
+        Fault::Clock => cluster.step_master_clock(injected.master, 0),
         Fault::Snapshot => return Some(heal_snapshot(cluster, injected).await),
     }
     None
 }
 
-/// [`heal`] of a forced snapshot: what happened, `snapshot installed ...` when it worked.
+/// [`heal`] of a forced snapshot: what happened, `snapshot installed` when it worked (the
+/// follower received a snapshot whole and handed it to Raft, and has applied past the entries
+/// the leader's log had dropped).
 async fn heal_snapshot(cluster: &mut Cluster, injected: &Injected) -> String {
+    let Some(passed) = injected.passed else {
+        cluster.start_master(injected.master);
+        return "not forced: no leader known at the kill".into();
+    };
     let deadline = tokio::time::Instant::now() + SNAPSHOT_WAIT;
     let mut first = None;
-    if let Some(passed) = injected.passed {
-        while tokio::time::Instant::now() < deadline {
-            if let Some(leader) = leader_now(cluster).await {
-                first = cluster
-                    .master_metric(leader, "symcluster_raft_log_first_index")
-                    .await;
-                if first.is_some_and(|f| f as u64 > passed) {
-                    break;
-                }
+    while tokio::time::Instant::now() < deadline {
+        if let Some(leader) = leader_now(cluster).await {
+            first = cluster
+                .master_metric(leader, "symcluster_raft_log_first_index")
+                .await;
+            if first.is_some_and(|f| f as u64 > passed) {
+                break;
             }
-            tokio::time::sleep(Duration::from_millis(100)).await;
         }
+        tokio::time::sleep(Duration::from_millis(100)).await;
     }
     let down = format!(
         "the leader's log started at {}",
         first.map_or("?".to_owned(), |f| f.to_string())
     );
     cluster.start_master(injected.master);
-    let installed = "symcluster_raft_snapshots_total{direction=\"received\",outcome=\"ok\"}";
+    let received = "symcluster_raft_snapshots_total{direction=\"received\",outcome=\"ok\"}";
     let deadline = tokio::time::Instant::now() + SNAPSHOT_WAIT;
     while tokio::time::Instant::now() < deadline {
-        // The counter starts at 0 with the process: one means this start installed one.
-        if cluster
-            .master_metric(injected.master, installed)
-            .await
-            .is_some_and(|n| n >= 1.0)
-        {
+        // The counter starts at 0 with the process: one means this start received one.
+        let got = cluster.master_metric(injected.master, received).await;
+        let applied = cluster
+            .master_metric(injected.master, "symcluster_raft_applied_index")
+            .await;
+        if got.is_some_and(|n| n >= 1.0) && applied.is_some_and(|a| a as u64 > passed) {
             return format!("{down}; snapshot installed");
         }
         tokio::time::sleep(Duration::from_millis(100)).await;

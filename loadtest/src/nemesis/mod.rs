@@ -12,7 +12,8 @@
 //! one fault at a time every 0.5-2 s, lasting 0.5-3 s (a forced snapshot: until the leader's
 //! log has passed the stopped follower; [`faults`]); with partitions among
 //! the faults, each master runs in a network namespace of its own ([`crate::network`]), and
-//! with forced snapshots every master keeps a short log ([`faults::SHORT_LOG`]). Then every fault is
+//! with forced snapshots every master keeps a short log ([`faults::SHORT_LOG`]), and with clock
+//! steps every master's wall clock is movable (libfaketime). Then every fault is
 //! healed, the jobs are given [`SETTLE_TIMEOUT`] to finish, each is read from the leader, every
 //! master's index digest is compared, and the history is checked ([`check`]). The choices
 //! (calls, jobs, faults, targets, durations) come from `seed`; the timings are the machine's,
@@ -144,6 +145,10 @@ impl std::fmt::Display for Report {
 /// Runs the clients and the nemesis against a new cluster, heals it, and checks the history.
 /// Errors: the cluster could not be set up or read at the end (not an anomaly: no verdict).
 pub async fn run(options: &Options) -> anyhow::Result<Report> {
+    anyhow::ensure!(
+        options.masters >= 2 || !options.faults.contains(&Fault::Snapshot),
+        "the snapshot fault needs a follower: run it with 2 masters or more"
+    );
     let mut cluster = Cluster::start(
         options.workers,
         MasterOptions {
@@ -154,6 +159,7 @@ pub async fn run(options: &Options) -> anyhow::Result<Report> {
                 .iter()
                 .any(|f| f.needs_small_disks())
                 .then_some(faults::SMALL_DISK_BYTES),
+            movable_clocks: options.faults.iter().any(|f| f.needs_movable_clocks()),
             args: if options.faults.iter().any(|f| f.needs_short_log()) {
                 vec!["--raft-log-retain".into(), faults::SHORT_LOG.into()]
             } else {

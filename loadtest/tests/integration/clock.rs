@@ -1,11 +1,9 @@
 //! The leader's wall clock stepped while a worker holds a lease, caused for real: the master
 //! runs with libfaketime (Debian's `faketime`) preloaded, reading its offset from a file the
-//! test rewrites (`FAKETIME_TIMESTAMP_FILE`), with the monotonic clock left alone
-//! (`DONT_FAKE_MONOTONIC`), as an NTP step or a resumed VM moves only the wall clock. The job's
-//! download is held by a paused Garage, so the lease stays held and heartbeated while the
-//! clock moves.
+//! test rewrites, with the monotonic clock left alone, as an NTP step or a resumed VM moves
+//! only the wall clock ([`MasterOptions::movable_clocks`]). The job's download is held by a
+//! paused Garage, so the lease stays held and heartbeated while the clock moves.
 
-use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use symcluster_client::{Client, api};
@@ -13,8 +11,9 @@ use symcluster_loadtest::cluster::{Cluster, MasterOptions, WorkerOptions, repo};
 
 use crate::support::{app_frames, result, upload_dsyms, wait};
 
-/// Debian's libfaketime (`apt-get install faketime`; `scripts/test.sh` installs it).
-const LIBFAKETIME: &str = "/usr/lib/x86_64-linux-gnu/faketime/libfaketime.so.1";
+/// The lease length here: longer than a step takes to be seen (the clock file is re-read
+/// every second) with the worker frozen, so that only the step can expire a lease in that time.
+const LEASE_MS: u64 = 10_000;
 
 /// The demo's crashing frame, which a completed job must hold.
 const DEMO_FRAME: (&str, &str, u64) = ("crash_write_null", "crash.c", 23);
@@ -26,27 +25,14 @@ fn wall_now_ms() -> u64 {
         .as_millis() as u64
 }
 
-/// One master whose wall clock is this machine's plus the offset written in `clock` (seconds,
-/// `+N` or `-N`; re-read every second), the demo dSYM uploaded, and a worker whose downloads
-/// wait up to a minute.
-async fn cluster_with_a_movable_clock(clock: &Path) -> Cluster {
-    assert!(
-        Path::new(LIBFAKETIME).exists(),
-        "{LIBFAKETIME} is missing: apt-get install faketime (scripts/test.sh installs it)"
-    );
-    std::fs::write(clock, "+0").unwrap();
+/// One master whose wall clock a test can step, the demo dSYM uploaded, and a worker whose
+/// downloads wait up to a minute.
+async fn cluster_with_a_movable_clock() -> Cluster {
     let mut cluster = Cluster::start(
         0,
         MasterOptions {
-            env: vec![
-                ("LD_PRELOAD".into(), LIBFAKETIME.into()),
-                (
-                    "FAKETIME_TIMESTAMP_FILE".into(),
-                    clock.display().to_string(),
-                ),
-                ("FAKETIME_CACHE_DURATION".into(), "1".into()),
-                ("DONT_FAKE_MONOTONIC".into(), "1".into()),
-            ],
+            movable_clocks: true,
+            lease_ms: LEASE_MS,
             ..MasterOptions::default()
         },
     )
@@ -78,10 +64,11 @@ async fn a_held_lease(cluster: &Cluster, client: &mut Client, job: &str) -> api:
     }
 }
 
-/// Writes `offset` (seconds) to `clock` and waits (bounded) until the master's wall clock shows
-/// it: a report it stores at once (unreadable: FAILED on submit) carries the master's time.
-async fn step_the_clock(client: &mut Client, clock: &Path, offset: i64) {
-    std::fs::write(clock, format!("{offset:+}")).unwrap();
+/// Steps the master's wall clock to `offset` seconds from this machine's and waits (bounded)
+/// until it shows: a report it stores at once (unreadable: FAILED on submit) carries the
+/// master's time.
+async fn step_the_clock(cluster: &Cluster, client: &mut Client, offset: i64) {
+    cluster.step_master_clock(1, offset);
     let deadline = Instant::now() + Duration::from_secs(15);
     for probe in 0.. {
         let id = format!("clock-probe-{probe}");
@@ -102,25 +89,31 @@ async fn step_the_clock(client: &mut Client, clock: &Path, offset: i64) {
     }
 }
 
-/// The master's wall clock jumps an hour ahead while a worker holds a heartbeated lease. The
-/// lease does not expire: for several lease lengths (3 s here, its expiry looked at every
-/// 250 ms) the job stays RUNNING in its first attempt, and once the download goes on it ends
-/// COMPLETED, attempt 1, at the demo's exact frame. With deadlines on the wall clock, the
-/// first expiry pass after the step requeued it (attempt 2: a counted attempt burnt by a clock,
-/// and the worker's first run thrown away).
+/// The master's wall clock jumps an hour ahead while a worker holds a lease. The worker is
+/// frozen across the step (no heartbeat may renew the deadline on the new clock before the
+/// leader's expiry pass, every 250 ms, looks at it), for less than the lease (10 s), then
+/// continued. The lease does not expire: the job stays RUNNING in its first attempt, and once
+/// the download goes on it ends COMPLETED, attempt 1, at the demo's exact frame. With
+/// deadlines on the wall clock, the first expiry pass after the step requeued it (attempt 2: a
+/// counted attempt burnt by a clock, the worker's first run thrown away).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_wall_clock_jumping_ahead_expires_no_held_lease() {
-    let dir = tempfile::tempdir().unwrap();
-    let clock: PathBuf = dir.path().join("clock");
-    let cluster = cluster_with_a_movable_clock(&clock).await;
+    let cluster = cluster_with_a_movable_clock().await;
     let mut client = cluster.client().await;
     let held = a_held_lease(&cluster, &mut client, "held").await;
     assert_eq!(held.attempts, 1);
 
-    step_the_clock(&mut client, &clock, 3600).await;
-    // What must not happen has three lease lengths to happen in.
-    let watched = Instant::now();
-    while watched.elapsed() < Duration::from_secs(9) {
+    cluster.pause_worker(0);
+    step_the_clock(&cluster, &mut client, 3600).await;
+    // Expiry passes with the new clock and no heartbeat: what must not happen has a second
+    // (four passes) to happen in while the worker is frozen, then three more with it running.
+    let stepped = Instant::now();
+    let mut resumed = false;
+    while stepped.elapsed() < Duration::from_secs(4) {
+        if !resumed && stepped.elapsed() >= Duration::from_secs(1) {
+            cluster.resume_worker(0);
+            resumed = true;
+        }
         let seen = client.job("held").await.unwrap();
         assert_eq!(
             (seen.state, seen.attempts),
@@ -139,19 +132,19 @@ async fn a_wall_clock_jumping_ahead_expires_no_held_lease() {
     assert_eq!((function.as_str(), file.as_str(), *line), DEMO_FRAME);
 }
 
-/// The master's wall clock goes an hour back while a worker holds a lease, and the worker is
-/// then SIGKILLed. Its lease still expires after its length, not an hour later: another
+/// The master's wall clock goes an hour back while a worker holds a lease; the worker, frozen
+/// before the step (so that no heartbeat renews its deadline on the new clock), is then
+/// SIGKILLed. Its lease still expires after its length (10 s), not an hour later: another
 /// worker, started once the first is dead, completes the job (bounded wait, far under the
 /// hour), attempt 2, at the demo's exact frame.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_wall_clock_going_back_keeps_no_dead_workers_lease() {
-    let dir = tempfile::tempdir().unwrap();
-    let clock: PathBuf = dir.path().join("clock");
-    let mut cluster = cluster_with_a_movable_clock(&clock).await;
+    let mut cluster = cluster_with_a_movable_clock().await;
     let mut client = cluster.client().await;
     a_held_lease(&cluster, &mut client, "held").await;
 
-    step_the_clock(&mut client, &clock, -3600).await;
+    cluster.pause_worker(0);
+    step_the_clock(&cluster, &mut client, -3600).await;
     cluster.kill_worker(0);
     cluster.garage.resume();
     cluster.add_worker(2).await;
