@@ -35,8 +35,12 @@ fi
 # with the tests (`--tests`), so that the dev-dependencies' features are unified once and
 # `cargo test` reuses every artifact: built without `--tests`, the binaries would get another
 # feature set (chrono, getrandom, zerocopy...) and `cargo test` would compile the tree twice.
-cargo build --workspace --release --locked --bins --lib --tests
-cargo test --workspace --release --locked
+# The master is built with its failpoints (master/src/failpoints.rs), which the crash tests
+# and the nemesis's slow-disk fault arm: the same feature for both commands, so that nothing
+# is compiled twice. A build for production (`cargo build --release`) has none.
+FEATURES=(--features symcluster-master/failpoints)
+cargo build --workspace --release --locked --bins --lib --tests "${FEATURES[@]}"
+cargo test --workspace --release --locked "${FEATURES[@]}"
 
 # Dependency hygiene: advisories, licences, bans, sources (deny.toml; cargo-deny is installed
 # when missing).

@@ -598,6 +598,12 @@ impl Cluster {
     /// [`Self::start_master`] with more flags for this start only (after
     /// [`MasterOptions::args`]), e.g. `--restore FILE`.
     pub fn start_master_with(&mut self, id: u64, args: &[String]) {
+        self.start_master_with_env(id, args, &[]);
+    }
+
+    /// [`Self::start_master_with`] with more environment variables for this start only (after
+    /// [`MasterOptions::env`]), e.g. `FAILPOINTS` ([`Self::start_master_armed`]).
+    pub fn start_master_with_env(&mut self, id: u64, args: &[String], env: &[(&str, &str)]) {
         let peers = self.peers();
         let m = &self.masters[id as usize - 1];
         let log = self.master_log_path(id);
@@ -684,7 +690,8 @@ impl Cluster {
         command
             .args(&self.options.args)
             .args(args)
-            .envs(self.options.env.iter().cloned());
+            .envs(self.options.env.iter().cloned())
+            .envs(env.iter().copied());
         let child = command
             .stdout(Stdio::null())
             .stderr(stderr)

@@ -16,6 +16,7 @@ pub mod builds;
 pub mod cgroup;
 pub mod cluster;
 pub mod cold_start;
+pub mod failpoints;
 pub mod images;
 pub mod kafka;
 pub mod nemesis;

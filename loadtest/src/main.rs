@@ -176,9 +176,14 @@ enum Mode {
         /// ENOSPC, then freed; each master's data directory is then a tmpfs of its own, which
         /// needs root), `snapshot` (a follower SIGKILLed and started again once the leader's
         /// log no longer holds what it lacks, so it catches up from a streamed snapshot; every
-        /// master then keeps a 1 MiB log), `clock` (a master's wall clock stepped 1 min to 1 h
-        /// ahead or behind, then back; every master then runs with libfaketime preloaded, from
-        /// Debian's `faketime`); `none` for a run without faults.
+        /// master then keeps a 1 MiB log; every other time the follower first crashes inside
+        /// the install), `clock` (a master's wall clock stepped 1 min to 1 h ahead or behind,
+        /// then back; every master then runs with libfaketime preloaded, from Debian's
+        /// `faketime`), `slow-disk` (every fsync of a master's log and index 20-250 ms late),
+        /// `fsync-crash` (a master crashed right before or after one such fsync, then started
+        /// again); `none` for a run without faults. `snapshot`, `slow-disk` and `fsync-crash`
+        /// need masters built with their failpoints (`--features symcluster-master/failpoints`,
+        /// as scripts/test.sh builds them).
         #[arg(long, value_delimiter = ',', default_values = ["kill", "pause"])]
         faults: Vec<String>,
         /// Seeds every choice of the clients and the nemesis.

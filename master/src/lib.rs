@@ -18,6 +18,7 @@
 pub mod auth;
 pub mod config;
 pub mod connections;
+pub mod failpoints;
 pub mod index;
 pub mod metrics;
 pub mod missing_check;

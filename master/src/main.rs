@@ -16,6 +16,9 @@ async fn main() -> anyhow::Result<()> {
     // A report's routing key is read by the engine's parsers: a panic caught there is a refused
     // submit with a one-line reason, not a backtrace on stderr.
     symcluster_engine::guard::quiet_caught_panics();
+    // A build for the tests: the points `FAILPOINTS` names are armed before anything runs.
+    #[cfg(feature = "failpoints")]
+    symcluster_master::failpoints::arm_from_env().map_err(anyhow::Error::msg)?;
     let ran = symcluster_master::run(config, shutdown_signal()).await;
     telemetry.shutdown().await;
     ran

@@ -15,6 +15,7 @@ use redb::Durability;
 use symcluster_proto::cluster::v1 as pb;
 use symcluster_proto::cluster::v1::command::Kind;
 
+use crate::failpoints;
 use crate::index::apply::{Applied, Applier};
 use crate::index::bodies::InLog;
 use crate::index::body_tables;
@@ -159,7 +160,9 @@ impl StateMachine for IndexMachine {
         // A durable commit makes every earlier commit durable, and with it the body-file
         // references they hold: those bodies are made durable first (index/bodies.rs).
         body_tables::sync(self.index.bodies()).map_err(boxed)?;
+        failpoints::point!(failpoints::INDEX_COMMIT_BEFORE);
         txn.commit().map_err(db).map_err(boxed)?;
+        failpoints::point!(failpoints::INDEX_COMMIT_AFTER);
         body_tables::delete_retired(self.index.bodies());
         Ok(())
     }
@@ -229,6 +232,7 @@ impl IndexMachine {
                         }
                     },
                     Applying::Membership { change, .. } => {
+                        failpoints::point!(failpoints::MEMBERSHIP_BEFORE_APPLY);
                         let before = applier.membership()?;
                         applier.set_membership(&change(before))?;
                         outputs.push(None);
@@ -241,8 +245,12 @@ impl IndexMachine {
         if batch.durable {
             // The bodies this commit references are durable before it is (index/bodies.rs).
             body_tables::sync(bodies)?;
+            failpoints::point!(failpoints::INDEX_COMMIT_BEFORE);
         }
         txn.commit().map_err(db)?;
+        if batch.durable {
+            failpoints::point!(failpoints::INDEX_COMMIT_AFTER);
+        }
         if !batch.durable {
             bodies.start_writeback();
         }

@@ -66,5 +66,6 @@ pub fn seed(
         sha256 = %hex::encode(sha256),
         "index restored from a backup"
     );
+    crate::failpoints::point!(crate::failpoints::RESTORE_AFTER_COMMIT);
     Ok((index_at, term))
 }

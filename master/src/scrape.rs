@@ -93,7 +93,46 @@ pub async fn serve(addr: SocketAddr, scheduler: Arc<Scheduler>) -> anyhow::Resul
             }
         }),
     );
+    #[cfg(feature = "failpoints")]
+    let app = app.merge(failpoint_routes());
     let listener = tokio::net::TcpListener::bind(addr).await?;
     symcluster_telemetry::serve(listener, app).await;
     Ok(())
+}
+
+/// A build with the `failpoints` feature only ([`crate::failpoints`]): `GET /fail` lists the
+/// armed points (`name=actions` lines), `PUT /fail/NAME` arms one with the body's actions
+/// (200; 400 with the reason for an unknown point or a malformed action), `DELETE /fail/NAME`
+/// disarms it (200).
+#[cfg(feature = "failpoints")]
+fn failpoint_routes() -> axum::Router {
+    use axum::extract::Path;
+    use axum::http::StatusCode;
+    use axum::routing::get;
+
+    axum::Router::new()
+        .route(
+            "/fail",
+            get(|| async {
+                let mut armed = fail::list();
+                armed.sort();
+                armed
+                    .into_iter()
+                    .map(|(name, actions)| format!("{name}={actions}\n"))
+                    .collect::<String>()
+            }),
+        )
+        .route(
+            "/fail/{name}",
+            axum::routing::put(|Path(name): Path<String>, actions: String| async move {
+                match crate::failpoints::arm(&name, actions.trim()) {
+                    Ok(()) => (StatusCode::OK, String::new()),
+                    Err(e) => (StatusCode::BAD_REQUEST, format!("{e}\n")),
+                }
+            })
+            .delete(|Path(name): Path<String>| async move {
+                crate::failpoints::disarm(&name);
+                StatusCode::OK
+            }),
+        )
 }

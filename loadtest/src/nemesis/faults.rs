@@ -15,9 +15,21 @@
 //! it lacks, so that it can only come back through a snapshot of the index streamed to it; the
 //! heal waits (bounded) for it to install one and says whether it did; or a wall-clock step:
 //! the target's wall clock set 1 minute to 1 hour ahead or behind (libfaketime, its monotonic
-//! clock left alone), and set back to the machine's when healed.
+//! clock left alone), and set back to the machine's when healed; or a slow disk: every fsync
+//! of the target's Raft log and every durable commit of its index delayed by 20 to 250 ms
+//! (a `sleep` armed at the master's failpoints before each, until healed); or a crash at an
+//! fsync: the target aborts right before or right after one such fsync (its failpoint armed
+//! with `return`), and is started again when healed.
+//!
+//! The two failpoint faults are fakes, and say so: this sandbox has no device-mapper (no
+//! `dm-delay` under a data dir) and a SIGKILL cannot be aimed at the instant around an fsync.
+//! A forced snapshot uses failpoints too: every other one crashes the follower inside the
+//! install (after a chunk, or between the index's restore and the log's reset) before it is
+//! started clean.
 
 use std::time::Duration;
+
+use std::os::unix::process::ExitStatusExt as _;
 
 use rand::Rng;
 use rand::rngs::StdRng;
@@ -41,17 +53,41 @@ pub enum Fault {
     Snapshot,
     /// Step a master's wall clock ahead or behind, step it back when healed.
     Clock,
+    /// Delay every fsync of a master's log and index, stop delaying when healed.
+    SlowDisk,
+    /// Crash a master right before or after an fsync of its log or index, start it again
+    /// when healed.
+    FsyncCrash,
 }
 
 /// Every fault kind, in the order a run's first rounds inject them.
-pub const ALL: [Fault; 6] = [
+pub const ALL: [Fault; 8] = [
     Fault::Kill,
     Fault::Pause,
     Fault::Partition,
     Fault::DiskFull,
-    Fault::Snapshot,
     Fault::Clock,
+    Fault::SlowDisk,
+    Fault::FsyncCrash,
+    // Last: its heal waits for the log to pass the follower, and for the install.
+    Fault::Snapshot,
 ];
+
+/// The master's failpoints at its fsyncs ([`Fault::SlowDisk`] delays the first and third,
+/// [`Fault::FsyncCrash`] crashes at one of the four): master/src/failpoints.rs.
+pub const FSYNC_POINTS: [&str; 4] = [
+    "log_fsync_before",
+    "log_fsync_after",
+    "index_commit_before",
+    "index_commit_after",
+];
+
+/// The failpoints a forced snapshot crashes the follower at, every other time: after a chunk
+/// of the stream is written, between the index's restore and the log's reset.
+pub const SNAPSHOT_POINTS: [&str; 2] = ["snapshot_chunk_written", "snapshot_before_log_reset"];
+
+/// SIGABRT: how a master crashed at a failpoint armed with `return` ends.
+const SIGABRT: i32 = 6;
 
 /// Each master's `--raft-log-retain` with [`Fault::Snapshot`] among a run's faults: a few
 /// hundred of the run's entries, so that the log passes a stopped follower within seconds.
@@ -93,6 +129,11 @@ impl Fault {
         self == Fault::Clock
     }
 
+    /// Whether the masters must be a build with failpoints for this fault (see the module).
+    pub fn needs_failpoints(self) -> bool {
+        matches!(self, Fault::SlowDisk | Fault::FsyncCrash | Fault::Snapshot)
+    }
+
     /// The name `--faults` takes.
     pub fn name(self) -> &'static str {
         match self {
@@ -102,6 +143,8 @@ impl Fault {
             Fault::DiskFull => "disk-full",
             Fault::Snapshot => "snapshot",
             Fault::Clock => "clock",
+            Fault::SlowDisk => "slow-disk",
+            Fault::FsyncCrash => "fsync-crash",
         }
     }
 }
@@ -131,6 +174,9 @@ pub struct Injected {
     /// [`Fault::Snapshot`]: the log index the leader's log must have dropped before the
     /// follower starts again.
     pub passed: Option<u64>,
+    /// [`Fault::Snapshot`]: the failpoint the follower's first start crashes at, when this one
+    /// crashes it inside the install.
+    pub crash_at: Option<&'static str>,
 }
 
 /// The leader's member id now, asking each running master for at most 1 s; `None` when none
@@ -210,6 +256,7 @@ pub async fn inject(
     };
     let lasts = Duration::from_millis(rng.random_range(500..3_000));
     let mut passed = None;
+    let mut crash_at = None;
     let detail = match fault {
         Fault::Kill => {
             cluster.kill_master(master);
@@ -235,7 +282,34 @@ pub async fn inject(
             cluster.step_master_clock(master, step);
             format!("wall clock {step:+} s")
         }
+        Fault::SlowDisk => {
+            let ms = rng.random_range(20..=250);
+            let mut refused = Vec::new();
+            for point in [FSYNC_POINTS[0], FSYNC_POINTS[2]] {
+                if let Err(e) = cluster
+                    .arm_failpoint(master, point, &format!("sleep({ms})"))
+                    .await
+                {
+                    refused.push(e);
+                }
+            }
+            if refused.is_empty() {
+                format!("each fsync of its log and index {ms} ms late")
+            } else {
+                format!("not armed: {}", refused.join("; "))
+            }
+        }
+        Fault::FsyncCrash => {
+            let point = FSYNC_POINTS[rng.random_range(0..FSYNC_POINTS.len())];
+            match cluster.arm_failpoint(master, point, "return").await {
+                Ok(()) => format!("crashes at {point}"),
+                Err(e) => format!("not armed: {e}"),
+            }
+        }
         Fault::Snapshot => {
+            if rng.random_bool(0.5) {
+                crash_at = Some(SNAPSHOT_POINTS[rng.random_range(0..SNAPSHOT_POINTS.len())]);
+            }
             let commit = match leader {
                 Some(leader) => {
                     cluster
@@ -246,8 +320,13 @@ pub async fn inject(
             };
             cluster.kill_master(master);
             passed = commit.map(|c| c as u64 + PAST_COMMIT);
+            let crash = crash_at.map_or(String::new(), |p| {
+                format!("; its first start crashes at {p}")
+            });
             match passed {
-                Some(index) => format!("kept down until the leader's log starts after {index}"),
+                Some(index) => {
+                    format!("kept down until the leader's log starts after {index}{crash}")
+                }
                 None => "no leader known: not forced".into(),
             }
         }
@@ -258,6 +337,7 @@ pub async fn inject(
         lasts,
         detail,
         passed,
+        crash_at,
     }
 }
 
@@ -274,6 +354,26 @@ pub async fn heal(cluster: &mut Cluster, injected: &Injected) -> Option<String> 
         Fault::DiskFull => cluster.free_master_disk(injected.master),
         Fault::Clock => cluster.step_master_clock(injected.master, 0),
         Fault::Snapshot => return Some(heal_snapshot(cluster, injected).await),
+        Fault::SlowDisk => {
+            for point in [FSYNC_POINTS[0], FSYNC_POINTS[2]] {
+                if let Err(e) = cluster.disarm_failpoint(injected.master, point).await {
+                    return Some(format!("not disarmed: {e}"));
+                }
+            }
+        }
+        Fault::FsyncCrash => {
+            // A master that crashed at the point is started again by `restart_exited`; one
+            // that never reached it is disarmed.
+            if cluster.master_exited(injected.master).is_some() {
+                return Some("it had crashed at the point".into());
+            }
+            for point in FSYNC_POINTS {
+                if let Err(e) = cluster.disarm_failpoint(injected.master, point).await {
+                    return Some(format!("the point not reached; not disarmed: {e}"));
+                }
+            }
+            return Some("the point not reached".into());
+        }
     }
     None
 }
@@ -303,6 +403,25 @@ async fn heal_snapshot(cluster: &mut Cluster, injected: &Injected) -> String {
         "the leader's log started at {}",
         first.map_or("?".to_owned(), |f| f.to_string())
     );
+    let crashed = match injected.crash_at {
+        Some(point) => {
+            cluster.start_master_armed(injected.master, &format!("{point}=return"));
+            let status = cluster
+                .wait_master_exit(injected.master, SNAPSHOT_WAIT)
+                .await;
+            if status.is_none() {
+                // Not reached (the leader sent no snapshot in time): no crash to recover from.
+                cluster.kill_master(injected.master);
+            }
+            match status {
+                Some(s) if s.signal() == Some(SIGABRT) => format!("; crashed at {point}"),
+                Some(s) => format!("; exited at its armed start ({s}), not at {point}"),
+                None => format!("; {point} not reached within {SNAPSHOT_WAIT:?}"),
+            }
+        }
+        None => String::new(),
+    };
+    let down = format!("{down}{crashed}");
     cluster.start_master(injected.master);
     let received = "symcluster_raft_snapshots_total{direction=\"received\",outcome=\"ok\"}";
     let deadline = tokio::time::Instant::now() + SNAPSHOT_WAIT;
@@ -312,7 +431,12 @@ async fn heal_snapshot(cluster: &mut Cluster, injected: &Injected) -> String {
         let applied = cluster
             .master_metric(injected.master, "symcluster_raft_applied_index")
             .await;
-        if got.is_some_and(|n| n >= 1.0) && applied.is_some_and(|a| a as u64 > passed) {
+        // A crash between the index's restore and the log's reset left the snapshot installed
+        // by the crashed start: this one finishes the reset and needs none.
+        let installed_before = injected.crash_at == Some(SNAPSHOT_POINTS[1]);
+        if (installed_before || got.is_some_and(|n| n >= 1.0))
+            && applied.is_some_and(|a| a as u64 > passed)
+        {
             return format!("{down}; snapshot installed");
         }
         tokio::time::sleep(Duration::from_millis(100)).await;
@@ -328,7 +452,8 @@ pub struct Exited {
     /// Its exit status, as the shell shows it (`exit status: 74`).
     pub status: String,
     /// Whether it is what a master must do under `healed`, the fault just healed: exit 74
-    /// (`EX_IOERR`) on its own full disk. Any other exit is a crash.
+    /// (`EX_IOERR`) on its own full disk, SIGABRT at the fsync failpoint it was armed with.
+    /// Any other exit is a crash.
     pub expected: bool,
 }
 
@@ -338,9 +463,12 @@ pub fn restart_exited(cluster: &mut Cluster, healed: &Injected) -> Vec<Exited> {
     let mut exited = Vec::new();
     for master in 1..=cluster.masters.len() as u64 {
         if let Some(status) = cluster.master_exited(master) {
-            let expected = healed.fault == Fault::DiskFull
-                && healed.master == master
-                && status.code() == Some(74);
+            let expected = healed.master == master
+                && match healed.fault {
+                    Fault::DiskFull => status.code() == Some(74),
+                    Fault::FsyncCrash => status.signal() == Some(SIGABRT),
+                    _ => false,
+                };
             exited.push(Exited {
                 master,
                 status: status.to_string(),

@@ -13,7 +13,9 @@
 //! log has passed the stopped follower; [`faults`]); with partitions among
 //! the faults, each master runs in a network namespace of its own ([`crate::network`]), and
 //! with forced snapshots every master keeps a short log ([`faults::SHORT_LOG`]), and with clock
-//! steps every master's wall clock is movable (libfaketime). Then every fault is
+//! steps every master's wall clock is movable (libfaketime); a slow disk and a crash at an
+//! fsync are the masters' failpoints armed over their metrics ports (`crate::failpoints`).
+//! Then every fault is
 //! healed, the jobs are given [`SETTLE_TIMEOUT`] to finish, each is read from the leader, every
 //! master's index digest is compared, and the history is checked ([`check`]). The choices
 //! (calls, jobs, faults, targets, durations) come from `seed`; the timings are the machine's,
@@ -169,6 +171,14 @@ pub async fn run(options: &Options) -> anyhow::Result<Report> {
         },
     )
     .await;
+    if let Some(fault) = options.faults.iter().find(|f| f.needs_failpoints()) {
+        cluster.armed_failpoints(1).await.map_err(|e| {
+            anyhow::anyhow!(
+                "the {} fault needs the masters' failpoints: {e}",
+                fault.name()
+            )
+        })?;
+    }
     let demo_dsym = repo().join("examples/ios-demo/DemoApp.dSYM");
     if options.workers > 0 {
         let out = tokio::task::block_in_place(|| {

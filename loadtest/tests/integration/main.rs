@@ -14,6 +14,7 @@ mod combined;
 mod disk_cache;
 mod downloads;
 mod drain;
+mod failpoints;
 mod faults;
 mod first_answer;
 mod jvm;

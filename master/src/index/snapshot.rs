@@ -362,6 +362,7 @@ impl Index {
         txn.delete_table(BY_SEQUENCE).map_err(db)?;
         txn.delete_table(OPEN).map_err(db)?;
         txn.delete_table(META).map_err(db)?;
+        let from_backup = matches!(membership, MembershipOnRestore::ClearForBackup { .. });
         match (membership, &header.membership) {
             (MembershipOnRestore::ClearForBackup { sha256 }, _) => {
                 let restored_from = v1::RestoredFrom {
@@ -477,6 +478,9 @@ impl Index {
             retired.extend(applier.take_retired());
         }
         body_tables::sync(&self.bodies)?;
+        if from_backup {
+            crate::failpoints::point!(crate::failpoints::RESTORE_BEFORE_COMMIT);
+        }
         txn.commit().map_err(db)?;
         self.bodies.retire(retired);
         body_tables::delete_retired(&self.bodies);

@@ -41,6 +41,7 @@ use super::snapshot;
 use super::state_machine::{Applying, Batch, MembershipChange, StateMachine};
 use super::storage::RaftStorage;
 use super::{Input, MemberChange, Outbound, ProposeError, RaftStatus};
+use crate::failpoints;
 use crate::metrics;
 
 /// How often the node ticks.
@@ -904,6 +905,7 @@ impl<S: StateMachine> Node<S> {
             ms = started.elapsed().as_millis() as u64,
             "snapshot restored"
         );
+        failpoints::point!(failpoints::SNAPSHOT_BEFORE_LOG_RESET);
         self.raw.mut_store().apply_snapshot(meta)?;
         self.conf_state = meta.get_conf_state().clone();
         self.refresh_membership()?;

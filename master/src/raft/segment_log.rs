@@ -58,6 +58,7 @@ use prost011::Message as _;
 use raft::prelude::{Entry, HardState, SnapshotMetadata};
 
 use super::next_segment::{self, NextSegment};
+use crate::failpoints;
 use crate::open_files::OpenFiles;
 
 /// A segment is closed and the next one started once it holds this many bytes.
@@ -482,10 +483,12 @@ impl SegmentLog {
             self.buffered_max_index = 0;
         }
         if sync {
+            failpoints::point!(failpoints::LOG_FSYNC_BEFORE);
             self.file
                 .file
                 .sync_data()
                 .map_err(io_err(&self.active.path))?;
+            failpoints::point!(failpoints::LOG_FSYNC_AFTER);
         }
         Ok(())
     }

@@ -40,6 +40,7 @@ use tokio::sync::mpsc;
 
 use super::error::RaftError;
 use super::state_machine::{SnapshotData, StateMachine};
+use crate::failpoints;
 use crate::metrics;
 
 /// The data of every `MsgSnapshot` a streaming leader sends: the index travels beside it.
@@ -322,6 +323,7 @@ impl Receiver {
             .with_label_values(&["received"])
             .inc_by(chunk.data.len() as u64);
         if !chunk.last {
+            failpoints::point!(failpoints::SNAPSHOT_CHUNK_WRITTEN);
             return Ok(());
         }
         self.done = true;
