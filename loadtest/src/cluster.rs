@@ -493,7 +493,8 @@ pub struct Cluster {
     pub garage: Garage,
     /// The masters, by member id - 1.
     pub masters: Vec<MasterProc>,
-    /// Every master's gRPC endpoint, comma-separated (what clients and workers are given).
+    /// The gRPC endpoint of every master in the group, comma-separated (what clients and
+    /// workers are given).
     pub endpoint: String,
     /// The first master's metrics address.
     pub metrics: String,
@@ -735,13 +736,35 @@ impl Cluster {
             None => MasterProc::new(id, scheme, join, self.options.master_host(id)),
         };
         self.masters.push(master);
-        self.endpoint = format!(
-            "{},{}",
-            self.endpoint,
-            self.masters[id as usize - 1].endpoint()
-        );
+        if let Some(bytes) = self.options.small_disks {
+            let disk = SmallDisk::mount(&self.master_data_dir(id), bytes)
+                .expect("a small disk for a master");
+            self.small_disks.push(disk);
+        }
+        self.refresh_endpoint();
         self.start_master_with(id, args);
         id
+    }
+
+    /// [`Self::endpoint`] anew: the gRPC addresses of the masters in the group.
+    fn refresh_endpoint(&mut self) {
+        self.endpoint = self
+            .masters
+            .iter()
+            .filter(|m| m.in_group)
+            .map(MasterProc::endpoint)
+            .collect::<Vec<_>>()
+            .join(",");
+    }
+
+    /// The ids of the masters in the group as the test sees it ([`MasterProc::in_group`]),
+    /// ascending: every master started, less those [`Self::forget_master`] took out.
+    pub fn members(&self) -> Vec<u64> {
+        self.masters
+            .iter()
+            .filter(|m| m.in_group)
+            .map(|m| m.id)
+            .collect()
     }
 
     /// Waits up to `within` for master `id` to exit by itself: its exit status, or `None` when
@@ -773,10 +796,11 @@ impl Cluster {
     }
 
     /// Stops master `id` (SIGKILL) and leaves it out of the `--peers` of masters started from
-    /// now on (it was removed from the group).
+    /// now on and of [`Self::endpoint`] (it was removed from the group).
     pub fn forget_master(&mut self, id: u64) {
         self.kill_master(id);
         self.masters[id as usize - 1].in_group = false;
+        self.refresh_endpoint();
     }
 
     /// Master `id`'s `--data-dir` (its index, Raft log and received snapshots).
@@ -1028,6 +1052,26 @@ impl Cluster {
             assert!(Instant::now() < deadline, "worker {id} did not connect");
             tokio::time::sleep(Duration::from_millis(50)).await;
         }
+    }
+
+    /// A rolling restart of every running worker onto [`Self::endpoint`] as it is now (as an
+    /// operator rolls the workers after replacing masters): for each, a new worker started
+    /// (2 slots, a new index and cache directory) and connected, then the old one stopped with
+    /// SIGTERM and given `within` to drain. For each old worker, its index and exit status
+    /// (`None`: still running after `within`, then SIGKILLed).
+    pub async fn roll_workers(
+        &mut self,
+        within: Duration,
+    ) -> Vec<(usize, Option<std::process::ExitStatus>)> {
+        let running: Vec<usize> = (0..self.workers.len())
+            .filter(|&i| self.workers[i].is_some())
+            .collect();
+        let mut stopped = Vec::new();
+        for index in running {
+            self.add_worker(2).await;
+            stopped.push((index, self.stop_worker(index, within).await));
+        }
+        stopped
     }
 
     /// Stops worker `index` with SIGTERM, as an orchestrator scaling down would, and waits up

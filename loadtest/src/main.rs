@@ -181,7 +181,9 @@ enum Mode {
         /// then back; every master then runs with libfaketime preloaded, from Debian's
         /// `faketime`), `slow-disk` (every fsync of a master's log and index 20-250 ms late),
         /// `fsync-crash` (a master crashed right before or after one such fsync, then started
-        /// again); `none` for a run without faults. `snapshot`, `slow-disk` and `fsync-crash`
+        /// again), `membership` (a master replaced by a new one under load, added first or
+        /// removed first; then the clients and workers are given the new masters); `none` for
+        /// a run without faults. `snapshot`, `slow-disk` and `fsync-crash`
         /// need masters built with their failpoints (`--features symcluster-master/failpoints`,
         /// as scripts/test.sh builds them).
         #[arg(long, value_delimiter = ',', default_values = ["kill", "pause"])]

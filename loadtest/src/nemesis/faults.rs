@@ -19,7 +19,8 @@
 //! of the target's Raft log and every durable commit of its index delayed by 20 to 250 ms
 //! (a `sleep` armed at the master's failpoints before each, until healed); or a crash at an
 //! fsync: the target aborts right before or right after one such fsync (its failpoint armed
-//! with `return`), and is started again when healed.
+//! with `return`), and is started again when healed; or a membership change: the target
+//! replaced by a new master, added first or removed first ([`super::membership`]).
 //!
 //! The two failpoint faults are fakes, and say so: this sandbox has no device-mapper (no
 //! `dm-delay` under a data dir) and a SIGKILL cannot be aimed at the instant around an fsync.
@@ -34,6 +35,7 @@ use std::os::unix::process::ExitStatusExt as _;
 use rand::Rng;
 use rand::rngs::StdRng;
 
+use super::membership::{self, Change};
 use crate::cluster::{Cluster, TOKEN};
 
 /// A kind of fault (`--faults kill,pause`).
@@ -58,10 +60,13 @@ pub enum Fault {
     /// Crash a master right before or after an fsync of its log or index, start it again
     /// when healed.
     FsyncCrash,
+    /// Replace a master by a new one: add the new one, then remove the target when healed, or
+    /// remove the target, then add the new one when healed.
+    Membership,
 }
 
 /// Every fault kind, in the order a run's first rounds inject them.
-pub const ALL: [Fault; 8] = [
+pub const ALL: [Fault; 9] = [
     Fault::Kill,
     Fault::Pause,
     Fault::Partition,
@@ -69,6 +74,7 @@ pub const ALL: [Fault; 8] = [
     Fault::Clock,
     Fault::SlowDisk,
     Fault::FsyncCrash,
+    Fault::Membership,
     // Last: its heal waits for the log to pass the follower, and for the install.
     Fault::Snapshot,
 ];
@@ -145,6 +151,7 @@ impl Fault {
             Fault::Clock => "clock",
             Fault::SlowDisk => "slow-disk",
             Fault::FsyncCrash => "fsync-crash",
+            Fault::Membership => "membership",
         }
     }
 }
@@ -177,6 +184,8 @@ pub struct Injected {
     /// [`Fault::Snapshot`]: the failpoint the follower's first start crashes at, when this one
     /// crashes it inside the install.
     pub crash_at: Option<&'static str>,
+    /// [`Fault::Membership`]: what the first half of the replacement did.
+    pub change: Option<Change>,
 }
 
 /// The leader's member id now, asking each running master for at most 1 s; `None` when none
@@ -235,7 +244,7 @@ pub async fn inject(
     leader: Option<u64>,
     rng: &mut StdRng,
 ) -> Injected {
-    let masters = cluster.masters.len() as u64;
+    let members = cluster.members();
     // A forced snapshot needs the leader (the follower is one of the others, and the leader's
     // log is what must pass it): asked again for a while after an election.
     let mut leader = leader;
@@ -248,15 +257,16 @@ pub async fn inject(
     }
     let master = match (fault, leader) {
         (Fault::Snapshot, Some(leader)) => {
-            let others: Vec<u64> = (1..=masters).filter(|&m| m != leader).collect();
+            let others: Vec<u64> = members.iter().copied().filter(|&m| m != leader).collect();
             others[rng.random_range(0..others.len())]
         }
-        (_, Some(leader)) if rng.random_bool(0.5) => leader,
-        _ => rng.random_range(1..=masters),
+        (_, Some(leader)) if rng.random_bool(0.5) && members.contains(&leader) => leader,
+        _ => members[rng.random_range(0..members.len())],
     };
     let lasts = Duration::from_millis(rng.random_range(500..3_000));
     let mut passed = None;
     let mut crash_at = None;
+    let mut change = None;
     let detail = match fault {
         Fault::Kill => {
             cluster.kill_master(master);
@@ -267,7 +277,7 @@ pub async fn inject(
             String::new()
         }
         Fault::Partition => {
-            let shape = Partition::pick(master, masters, rng);
+            let shape = Partition::pick(master, &members, rng);
             for &(from, to) in &shape.cuts {
                 cluster.partition_one_way(from, to);
             }
@@ -330,6 +340,11 @@ pub async fn inject(
                 None => "no leader known: not forced".into(),
             }
         }
+        Fault::Membership => {
+            let (made, detail) = membership::begin(cluster, master, rng.random_bool(0.5)).await;
+            change = Some(made);
+            detail
+        }
     };
     Injected {
         fault,
@@ -338,11 +353,13 @@ pub async fn inject(
         detail,
         passed,
         crash_at,
+        change,
     }
 }
 
 /// Heals `injected`: starts the killed master again, continues the paused one, removes every
-/// cut between masters, or frees the full disk; a forced snapshot first waits (at most
+/// cut between masters, frees the full disk, or finishes a replacement (the target removed, or
+/// the new master added: [`membership::finish`]); a forced snapshot first waits (at most
 /// [`SNAPSHOT_WAIT`]) until the leader's log starts after [`Injected::passed`], then starts the
 /// follower and waits as long for it to install a snapshot. What the heal saw, when there is
 /// more to say than that it was healed.
@@ -354,6 +371,10 @@ pub async fn heal(cluster: &mut Cluster, injected: &Injected) -> Option<String> 
         Fault::DiskFull => cluster.free_master_disk(injected.master),
         Fault::Clock => cluster.step_master_clock(injected.master, 0),
         Fault::Snapshot => return Some(heal_snapshot(cluster, injected).await),
+        Fault::Membership => {
+            let change = injected.change.unwrap_or(Change::NotMade);
+            return Some(membership::finish(cluster, injected.master, change).await);
+        }
         Fault::SlowDisk => {
             for point in [FSYNC_POINTS[0], FSYNC_POINTS[2]] {
                 if let Err(e) = cluster.disarm_failpoint(injected.master, point).await {
@@ -461,7 +482,7 @@ pub struct Exited {
 /// `healed` was healed.
 pub fn restart_exited(cluster: &mut Cluster, healed: &Injected) -> Vec<Exited> {
     let mut exited = Vec::new();
-    for master in 1..=cluster.masters.len() as u64 {
+    for master in cluster.members() {
         if let Some(status) = cluster.master_exited(master) {
             let expected = healed.master == master
                 && match healed.fault {
@@ -491,14 +512,14 @@ pub struct Partition {
 }
 
 impl Partition {
-    /// A shape for `target` among masters `1..=masters`, chosen by `rng`: `isolated` (cut both
+    /// A shape for `target` among the masters `members`, chosen by `rng`: `isolated` (cut both
     /// ways from every other master), `bridge` (the others split in two halves that cannot
     /// reach each other; the target reaches both), `one-way` (what the target sends to the
     /// others is dropped; it still hears them) and, with five masters or more, `minority` (the
     /// target and one other cut both ways from the rest).
-    pub fn pick(target: u64, masters: u64, rng: &mut StdRng) -> Self {
-        let others: Vec<u64> = (1..=masters).filter(|&m| m != target).collect();
-        let shapes: &[&str] = if masters >= 5 {
+    pub fn pick(target: u64, members: &[u64], rng: &mut StdRng) -> Self {
+        let others: Vec<u64> = members.iter().copied().filter(|&m| m != target).collect();
+        let shapes: &[&str] = if members.len() >= 5 {
             &["isolated", "bridge", "one-way", "minority"]
         } else {
             &["isolated", "bridge", "one-way"]
@@ -561,7 +582,7 @@ mod tests {
         let mut seen = std::collections::BTreeMap::new();
         let mut rng = StdRng::seed_from_u64(3);
         for _ in 0..200 {
-            let p = Partition::pick(2, 3, &mut rng);
+            let p = Partition::pick(2, &[1, 2, 3], &mut rng);
             seen.insert(p.shape, p.cuts);
         }
         assert_eq!(seen["isolated"], vec![(2, 1), (1, 2), (2, 3), (3, 2)]);
@@ -569,7 +590,7 @@ mod tests {
         assert_eq!(seen["one-way"], vec![(2, 1), (2, 3)]);
         assert!(!seen.contains_key("minority"));
         let mut rng = StdRng::seed_from_u64(4);
-        let minority = std::iter::repeat_with(|| Partition::pick(1, 5, &mut rng))
+        let minority = std::iter::repeat_with(|| Partition::pick(1, &[1, 2, 3, 4, 5], &mut rng))
             .find(|p| p.shape == "minority")
             .unwrap();
         // 1 and its partner against the three others, both ways: 2 × 3 × 2 cuts.

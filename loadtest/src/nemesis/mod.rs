@@ -14,7 +14,9 @@
 //! the faults, each master runs in a network namespace of its own ([`crate::network`]), and
 //! with forced snapshots every master keeps a short log ([`faults::SHORT_LOG`]), and with clock
 //! steps every master's wall clock is movable (libfaketime); a slow disk and a crash at an
-//! fsync are the masters' failpoints armed over their metrics ports (`crate::failpoints`).
+//! fsync are the masters' failpoints armed over their metrics ports (`crate::failpoints`); a
+//! membership change replaces a master by a new one ([`membership`]), and the clients, then
+//! the workers (a rolling restart), are moved onto the new list of masters.
 //! Then every fault is
 //! healed, the jobs are given [`SETTLE_TIMEOUT`] to finish, each is read from the leader, every
 //! master's index digest is compared, and the history is checked ([`check`]). The choices
@@ -26,6 +28,7 @@ pub mod faults;
 pub mod history;
 pub mod history_file;
 pub mod linearizable;
+pub mod membership;
 
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -197,6 +200,10 @@ pub async fn run(options: &Options) -> anyhow::Result<Report> {
     let stop = Arc::new(AtomicBool::new(false));
     let mut clients = Vec::new();
     let recent = Arc::new(Mutex::new(VecDeque::with_capacity(RECENT)));
+    let masters = Arc::new(Mutex::new(Masters {
+        version: 0,
+        endpoint: cluster.endpoint.clone(),
+    }));
     for index in 0..options.clients {
         let client = cluster.client().await;
         let at = &cluster.masters[index % cluster.masters.len()];
@@ -207,6 +214,9 @@ pub async fn run(options: &Options) -> anyhow::Result<Report> {
             index,
             client,
             pinned,
+            masters: masters.clone(),
+            version: 0,
+            tls: cluster.tls(),
             rng: StdRng::seed_from_u64(options.seed ^ ((index as u64 + 1) << 32)),
             recorder: recorder.clone(),
             demo: demo.clone(),
@@ -222,6 +232,7 @@ pub async fn run(options: &Options) -> anyhow::Result<Report> {
     let started = Instant::now();
     let mut round = 0;
     let mut crashes = Vec::new();
+    let mut workers_endpoint = cluster.endpoint.clone();
     while started.elapsed() < options.duration {
         tokio::time::sleep(Duration::from_millis(rng.random_range(500..2_000))).await;
         if options.faults.is_empty() || started.elapsed() >= options.duration {
@@ -247,12 +258,26 @@ pub async fn run(options: &Options) -> anyhow::Result<Report> {
             injected.master,
             injected.lasts.as_millis()
         ));
+        moved(&cluster, &masters);
         tokio::time::sleep(injected.lasts).await;
         let seen = faults::heal(&mut cluster, &injected).await;
         recorder.event(match seen {
             Some(seen) => format!("healed master {} ({seen})", injected.master),
             None => format!("healed master {}", injected.master),
         });
+        moved(&cluster, &masters);
+        if cluster.endpoint != workers_endpoint {
+            for (index, status) in cluster.roll_workers(ROLL_DRAIN).await {
+                let how = status.map_or(format!("still running after {ROLL_DRAIN:?}"), |s| {
+                    s.to_string()
+                });
+                recorder.event(format!(
+                    "worker {index} replaced by one given the masters {} (it ended: {how})",
+                    cluster.endpoint
+                ));
+            }
+            workers_endpoint = cluster.endpoint.clone();
+        }
         for exited in faults::restart_exited(&mut cluster, &injected) {
             recorder.event(format!(
                 "master {} had exited ({}), started again",
@@ -311,6 +336,27 @@ pub async fn run(options: &Options) -> anyhow::Result<Report> {
     })
 }
 
+/// How long a worker replaced after a membership change is given to drain.
+const ROLL_DRAIN: Duration = Duration::from_secs(20);
+
+/// The masters' addresses as the clients are to be given them: the group's, updated after each
+/// membership change ([`moved`]).
+struct Masters {
+    /// Bumped at each change.
+    version: u64,
+    /// [`Cluster::endpoint`] at the last change.
+    endpoint: String,
+}
+
+/// Publishes `cluster`'s masters to the clients when they changed.
+fn moved(cluster: &Cluster, masters: &Mutex<Masters>) {
+    let mut masters = masters.lock().unwrap_or_else(|e| e.into_inner());
+    if masters.endpoint != cluster.endpoint {
+        masters.endpoint.clone_from(&cluster.endpoint);
+        masters.version += 1;
+    }
+}
+
 /// One client: one call at a time until `stop`, each chosen by its seeded generator.
 struct Generator {
     index: usize,
@@ -319,6 +365,11 @@ struct Generator {
     /// leader: reads through it ask that master whatever it is, as a client that has not yet
     /// heard of a new leader would ([`PINNED_READS`]).
     pinned: Client,
+    /// The masters to connect to, and [`Masters::version`] when [`Self::client`] and
+    /// [`Self::pinned`] were connected.
+    masters: Arc<Mutex<Masters>>,
+    version: u64,
+    tls: symcluster_client::Tls,
     rng: StdRng,
     recorder: Arc<Recorder>,
     demo: Arc<Vec<u8>>,
@@ -333,6 +384,7 @@ struct Generator {
 impl Generator {
     async fn run(mut self, stop: Arc<AtomicBool>) {
         while !stop.load(Ordering::Relaxed) {
+            self.follow_membership().await;
             let dice = self.rng.random_range(0..10);
             if dice < 4 || self.submitted.is_empty() {
                 let payload = if self.with_workers && self.rng.random_bool(0.7) {
@@ -366,6 +418,32 @@ impl Generator {
                     self.read(&job).await;
                 }
             }
+        }
+    }
+
+    /// After a membership change, connects [`Self::client`] to the group's masters as they are
+    /// now, and [`Self::pinned`] to the `index % masters`th of them (as an ingestion service
+    /// is given the new addresses); on a failure (no leader in [`CALL_TIMEOUT`]), tries again
+    /// before the next call. Not a call of the history.
+    async fn follow_membership(&mut self) {
+        let (version, endpoint) = {
+            let masters = self.masters.lock().unwrap_or_else(|e| e.into_inner());
+            (masters.version, masters.endpoint.clone())
+        };
+        if version == self.version {
+            return;
+        }
+        let all: Vec<&str> = endpoint.split(',').collect();
+        let one = all[self.index % all.len()];
+        let connect = async {
+            let client = Client::connect_with(&endpoint, TOKEN, self.tls.clone()).await?;
+            let pinned = Client::connect_with(one, TOKEN, self.tls.clone()).await?;
+            Ok::<_, ClientError>((client, pinned))
+        };
+        if let Ok(Ok((client, pinned))) = tokio::time::timeout(CALL_TIMEOUT, connect).await {
+            self.client = client;
+            self.pinned = pinned;
+            self.version = version;
         }
     }
 
@@ -482,7 +560,7 @@ async fn replicas_differ(cluster: &Cluster) -> Option<String> {
     let deadline = Instant::now() + SETTLE_TIMEOUT;
     loop {
         let mut digests = Vec::new();
-        for m in &cluster.masters {
+        for m in cluster.masters.iter().filter(|m| m.in_group) {
             let digest = match Client::connect_with(&m.endpoint(), TOKEN, cluster.tls()).await {
                 Ok(client) => client
                     .admin()

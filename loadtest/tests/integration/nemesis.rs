@@ -1,7 +1,7 @@
 //! The nemesis run (`symcluster_loadtest::nemesis`) as a test: random client calls against
 //! three masters and a worker while masters are killed, paused, partitioned from each other,
 //! run out of disk, brought back through snapshots, given wrong wall clocks, slow disks and
-//! crashes at an fsync, the history checked.
+//! crashes at an fsync, or replaced by new masters, the history checked.
 
 use std::time::Duration;
 
@@ -14,7 +14,9 @@ use symcluster_loadtest::nemesis::{self, faults};
 /// down until the leader's log, kept to 1 MiB, no longer holds what it lacks, so that it comes
 /// back through a streamed snapshot of the index (every other time crashing inside the install
 /// first); or its wall clock stepped up to an hour ahead or behind; or each fsync of its log and
-/// index delayed; or its process aborted right before or after one): every job's
+/// index delayed; or its process aborted right before or after one; or it is replaced by a new
+/// master, added first or removed first, and the clients and the worker moved onto the new
+/// masters): every job's
 /// calls are linearizable against the job model, no job is lost or created twice, every
 /// result is the report's, no master crashed, and every master holds the same index at the
 /// end.
@@ -42,6 +44,7 @@ async fn masters_under_every_fault_kind_keep_every_promise_of_the_job_index() {
         "Clock",
         "SlowDisk",
         "FsyncCrash",
+        "Membership",
     ] {
         assert!(
             report.events.iter().any(|e| e.what.starts_with(kind)),
@@ -60,6 +63,13 @@ async fn masters_under_every_fault_kind_keep_every_promise_of_the_job_index() {
             .events
             .iter()
             .any(|e| e.what.contains("had exited (signal: 6")),
+        "{report}"
+    );
+    // A replacement was made whole: a new master in, the target out.
+    assert!(
+        report.events.iter().any(|e| e.what.starts_with("healed")
+            && (e.what.contains("removed, replaced by master")
+                || e.what.contains("(replaced by master"))),
         "{report}"
     );
     // Every forced snapshot was one: the follower installed a snapshot when it came back (a
