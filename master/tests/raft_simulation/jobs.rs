@@ -468,30 +468,15 @@ impl JobSim {
                 self.propose(op);
             }
         }
-        let sim = &mut self.sim;
-        if sim.isolated.is_empty() && sim.rng.chance(1) {
-            let id = 1 + sim.rng.below(sim.members.len() as u64);
-            sim.isolated.insert(id);
-            sim.stats.partitions += 1;
-        } else if !sim.isolated.is_empty() && sim.rng.chance(3) {
-            sim.isolated.clear();
-        }
-        let down = sim.members.iter().filter(|m| m.running.is_none()).count();
-        if down == 0 && sim.rng.chance(1) {
-            let i = sim.rng.below(sim.members.len() as u64) as usize;
-            sim.members[i].crash();
-            sim.stats.crashes += 1;
-            // One crash in three keeps the member down until the log has passed it: it comes
-            // back through a snapshot.
-            if sim.rng.chance(33) {
-                self.down_until = step + 800;
-            }
-        } else if down > 0 && step >= self.down_until && sim.rng.chance(4) {
-            for m in &mut sim.members {
-                if m.running.is_none() {
-                    sim.fired.extend(m.try_start());
-                }
-            }
+        self.sim.isolate_now_and_then();
+        // One crash in three keeps the member down until the log has passed it: it comes back
+        // through a snapshot.
+        if self
+            .sim
+            .crash_now_and_then(step >= self.down_until, |_| true)
+            && self.sim.rng.chance(33)
+        {
+            self.down_until = step + 800;
         }
         #[cfg(feature = "failpoints")]
         if self.sim.fired.len() as u64 == self.armed && self.sim.rng.chance(1) {

@@ -51,25 +51,8 @@ fn run(seed: u64, steps: usize) -> Stats {
             sim.propose();
         }
         // Faults, one at a time, healed after a while.
-        if sim.isolated.is_empty() && sim.rng.chance(1) {
-            let id = 1 + sim.rng.below(sim.members.len() as u64);
-            sim.isolated.insert(id);
-            sim.stats.partitions += 1;
-        } else if !sim.isolated.is_empty() && sim.rng.chance(3) {
-            sim.isolated.clear();
-        }
-        let down = sim.members.iter().filter(|m| m.running.is_none()).count();
-        if down == 0 && sim.rng.chance(1) {
-            let i = sim.rng.below(sim.members.len() as u64) as usize;
-            sim.members[i].crash();
-            sim.stats.crashes += 1;
-        } else if down > 0 && sim.rng.chance(4) {
-            for m in &mut sim.members {
-                if m.running.is_none() && Some(m.id) != left {
-                    m.start();
-                }
-            }
-        }
+        sim.isolate_now_and_then();
+        sim.crash_now_and_then(true, |id| Some(id) != left);
         if step == join_at {
             let root = sim._root.path().to_owned();
             sim.members.push(Member::new(&root, 4, true));

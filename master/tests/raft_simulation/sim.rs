@@ -513,6 +513,39 @@ impl Sim {
         )
     }
 
+    /// The partition fault, one at a time: now and then (1 % of calls) one member cut off
+    /// from every other; healed after a while (3 % of calls).
+    pub fn isolate_now_and_then(&mut self) {
+        if self.isolated.is_empty() && self.rng.chance(1) {
+            let id = 1 + self.rng.below(self.members.len() as u64);
+            self.isolated.insert(id);
+            self.stats.partitions += 1;
+        } else if !self.isolated.is_empty() && self.rng.chance(3) {
+            self.isolated.clear();
+        }
+    }
+
+    /// The crash fault, one at a time: when every member runs, now and then (1 % of calls) one
+    /// crashes, and this says so; else, when `restart` and 4 % of calls, every member down that
+    /// `may_start` allows is started again (a failpoint that fires in a start keeps it down).
+    pub fn crash_now_and_then(&mut self, restart: bool, may_start: impl Fn(u64) -> bool) -> bool {
+        let down = self.members.iter().filter(|m| m.running.is_none()).count();
+        if down == 0 && self.rng.chance(1) {
+            let i = self.rng.below(self.members.len() as u64) as usize;
+            self.members[i].crash();
+            self.stats.crashes += 1;
+            return true;
+        }
+        if down > 0 && restart && self.rng.chance(4) {
+            for m in &mut self.members {
+                if m.running.is_none() && may_start(m.id) {
+                    self.fired.extend(m.try_start());
+                }
+            }
+        }
+        false
+    }
+
     /// Whether a leader leads and every voter runs, has applied everything the leader knows
     /// committed, and holds the same index (digest of every table) at the same applied index.
     pub fn agreed(&self) -> bool {
