@@ -84,6 +84,7 @@ pub(crate) async fn run(
             group: crate::grouping::combined(&result),
             missing,
             call_tree: Vec::new(),
+            facets: crate::grouping::facets(&result.facets),
         })
     });
     match task.await {

@@ -25,6 +25,22 @@ use symcluster_engine::result::{FrameStatus, SymbolicationResult};
 
 use symcluster_proto::v1::CrashGroupKey as GroupKey;
 
+/// A result's facets as a completion carries them (`CompleteJobRequest.facets`); `None` when
+/// the report said none of them.
+pub fn facets(
+    facets: &symcluster_engine::ReportFacets,
+) -> Option<Box<symcluster_proto::v1::ReportFacets>> {
+    (!facets.is_empty()).then(|| {
+        let text = |value: &Option<String>| value.clone().unwrap_or_default();
+        Box::new(symcluster_proto::v1::ReportFacets {
+            release: text(&facets.release),
+            dist: text(&facets.dist),
+            os: text(&facets.os),
+            device: text(&facets.device),
+        })
+    })
+}
+
 /// Frames in a fingerprint and key stack.
 pub const KEY_FRAMES: usize = 5;
 

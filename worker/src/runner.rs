@@ -41,6 +41,8 @@ pub enum Outcome {
         missing: Vec<api::MissingFile>,
         /// A hang report's named call tree ([`crate::grouping::call_tree`]).
         call_tree: Vec<api::CallTreeNode>,
+        /// Where the report came from ([`crate::grouping::facets`]), counted in its group.
+        facets: Option<Box<api::ReportFacets>>,
     },
     /// No result: the error (one line), and whether another attempt could succeed.
     Failed {
@@ -203,6 +205,7 @@ pub fn completed_native(result: &SymbolicationResult) -> std::io::Result<Outcome
         group: crate::grouping::native(result),
         missing: missing_modules(&result.modules),
         call_tree: crate::grouping::call_tree(result),
+        facets: crate::grouping::facets(&result.facets),
     })
 }
 
@@ -372,7 +375,14 @@ async fn run_js(js: api::JsJob, project: &str, caches: &Arc<Caches>, recheck: bo
         crate::metrics::step("symbolicate", "js", started.elapsed());
         result_zstd(&result).map(|zstd| (zstd, crate::grouping::js(&result)))
     });
-    completed(restored).await
+    // A JS job's release and dist are the job's own (they found its source map).
+    let facets = symcluster_engine::ReportFacets {
+        release: Some(js.release.clone()),
+        dist: Some(js.dist.clone()),
+        ..Default::default()
+    }
+    .cleaned();
+    completed(restored, crate::grouping::facets(&facets)).await
 }
 
 /// How a job ends whose source map or mapping file (`what`) could not be had: failed for now
@@ -398,6 +408,7 @@ fn not_loaded(e: SourceMapLoadError, what: &str, missing_key: String) -> Outcome
 /// The outcome of a blocking task that made a result (zstd JSON) and its crash group.
 async fn completed(
     task: tokio::task::JoinHandle<std::io::Result<(Vec<u8>, Option<api::CrashGroupKey>)>>,
+    facets: Option<Box<api::ReportFacets>>,
 ) -> Outcome {
     match task.await {
         Ok(Ok((result_zstd, group))) => Outcome::Completed {
@@ -405,6 +416,7 @@ async fn completed(
             group,
             missing: Vec::new(),
             call_tree: Vec::new(),
+            facets,
         },
         Ok(Err(e)) => permanent(format!("cannot encode the result: {e}")),
         Err(e) => retryable(format!("the task failed: {e}")),
@@ -446,7 +458,7 @@ async fn run_jvm(job: api::JvmJob, project: &str, caches: &Arc<Caches>, recheck:
         crate::metrics::step("symbolicate", "jvm", started.elapsed());
         result_zstd(&result).map(|zstd| (zstd, crate::grouping::jvm(&result)))
     });
-    completed(retraced).await
+    completed(retraced, None).await
 }
 
 #[cfg(test)]

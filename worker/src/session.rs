@@ -608,6 +608,7 @@ fn outcome_request(
             group,
             missing,
             call_tree,
+            facets,
         } => Kind::Complete(api::CompleteJobRequest {
             worker_id: worker_id.to_owned(),
             job_id: job_id.to_owned(),
@@ -617,6 +618,7 @@ fn outcome_request(
             result_zstd: result_zstd.clone(),
             missing: missing.clone(),
             call_tree: call_tree.clone(),
+            facets: facets.as_deref().cloned(),
         }),
         Outcome::Failed {
             error,

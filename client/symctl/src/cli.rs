@@ -367,6 +367,10 @@ pub struct GroupsArgs {
     /// How many groups.
     #[arg(long, default_value_t = 20)]
     pub limit: u32,
+    /// With each group's jobs by release, OS and device (the top three of each in the table;
+    /// every kept value, `other` and the jobs per day in JSON: `facets`).
+    #[arg(long)]
+    pub facets: bool,
     /// The list as a `table` (default) or as `json` (an array of groups); with `--tree`, the
     /// tree as `text` (default: indented, hits first) or `folded` (`outer;inner HITS` per
     /// path, the self hits of its innermost frame, as flame-graph tools read). `--format` is

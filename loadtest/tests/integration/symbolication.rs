@@ -104,6 +104,12 @@ async fn crashprobe_demo_and_js_jobs_end_to_end() {
             ("process_order".to_owned(), "crash.c".to_owned(), 41),
         ]
     );
+    // The result says where the report came from (the `.ips` body's bundle info, OS and model).
+    assert_eq!(
+        demo["facets"],
+        serde_json::json!({"release": "com.example.DemoApp@1.0+1", "os": "iOS 15.0 (19A346)",
+                           "device": "iPhone13,2"})
+    );
 
     // `symctl job --format apple` prints the stored result in the report's own format, byte for
     // byte what `symctl symbolicate --format apple` prints for the same report and dSYM.
@@ -339,6 +345,80 @@ async fn crashprobe_demo_and_js_jobs_end_to_end() {
         .unwrap();
     assert_eq!(abort.count, 1);
     assert_eq!(abort.title, "EXC_CRASH (SIGABRT) in -[CRLCrashAbort crash]");
+
+    // Asked for, each group comes with its jobs by release, dist, OS, device and day: the
+    // demo's two reports of one crash (`.ips` and text) count twice under the same values, the
+    // Hermes job under its job's release.
+    let with_facets = client
+        .ingest()
+        .list_groups(api::ListGroupsRequest {
+            page_size: 10,
+            facets: true,
+            ..Default::default()
+        })
+        .await
+        .unwrap()
+        .into_inner()
+        .groups;
+    let breakdown = |g: &api::CrashGroup| {
+        let f = g.facets.clone().unwrap_or_default();
+        let top = |b: Option<api::FacetBreakdown>| {
+            let b = b.unwrap_or_default();
+            let mut top: Vec<(String, u64)> =
+                b.top.into_iter().map(|c| (c.value, c.jobs)).collect();
+            top.push(("(other)".into(), b.other));
+            top
+        };
+        let days: u64 = f.days.iter().map(|d| d.jobs).sum();
+        (top(f.releases), top(f.os), top(f.devices), days)
+    };
+    let demo_group = with_facets
+        .iter()
+        .find(|g| {
+            g.key_stack
+                .first()
+                .is_some_and(|f| f.starts_with("crash_write_null"))
+        })
+        .expect("the demo's group");
+    assert_eq!(demo_group.count, 2);
+    assert_eq!(
+        breakdown(demo_group),
+        (
+            vec![
+                ("com.example.DemoApp@1.0+1".into(), 2),
+                ("(other)".into(), 0)
+            ],
+            vec![("iOS 15.0 (19A346)".into(), 2), ("(other)".into(), 0)],
+            vec![("iPhone13,2".into(), 2), ("(other)".into(), 0)],
+            2
+        )
+    );
+    assert_eq!(
+        (
+            demo_group.first_release.as_str(),
+            demo_group.last_release.as_str()
+        ),
+        ("com.example.DemoApp@1.0+1", "com.example.DemoApp@1.0+1")
+    );
+    let hermes_group = with_facets
+        .iter()
+        .find(|g| g.last_job_id == "hermes")
+        .expect("the Hermes job's group");
+    assert_eq!(breakdown(hermes_group).0[0], ("demo@1.0".to_owned(), 1));
+    // Not asked for, none are sent.
+    assert!(groups.iter().all(|g| g.facets.is_none()));
+    // `symctl groups --facets` prints them.
+    let out = cluster.symctl(&["groups", "--facets", "--output", "json"]);
+    let printed: Vec<serde_json::Value> = serde_json::from_slice(&out.stdout).unwrap();
+    let demo = printed
+        .iter()
+        .find(|g| g["fingerprint"] == demo_group.fingerprint.as_str())
+        .unwrap();
+    assert_eq!(
+        demo["facets"]["devices"],
+        serde_json::json!({"top": [{"value": "iPhone13,2", "jobs": 2}], "other": 0})
+    );
+    assert_eq!(demo["last_release"], "com.example.DemoApp@1.0+1");
 }
 
 /// A source map that breaks a rule of the format (ECMA-426, the TC39 suite's invalid maps) is

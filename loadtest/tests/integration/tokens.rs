@@ -266,6 +266,7 @@ async fn each_role_does_only_what_it_may() {
         result_zstd: Vec::new(),
         missing: Vec::new(),
         call_tree: Vec::new(),
+        facets: None,
     };
     assert_denied(
         w2.worker_api().complete_job(complete("w1")).await,

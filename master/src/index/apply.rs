@@ -33,7 +33,10 @@ use super::bodies::{Bodies, InLog};
 use super::body_tables::BodyWriter;
 use super::{
     BY_SEQUENCE, IndexError, JOBS, JobState, JobSummary, META, OPEN, RESULTS, SPECS, compress, db,
-    decode_record, groups::GroupTables, is_terminal, keys, members, meta, missing::MissingTables,
+    decode_record,
+    groups::{GroupTables, Member},
+    is_terminal, keys, members, meta,
+    missing::MissingTables,
 };
 
 /// What applying one command changed.
@@ -246,6 +249,7 @@ impl<'t> Applier<'t> {
             missing: Vec::new(),
             call_tree: Vec::new(),
             lease_token: String::new(),
+            facets: None,
         };
         let id = c.job_id.as_str();
         self.jobs
@@ -285,6 +289,7 @@ impl<'t> Applier<'t> {
             job.fingerprint = group.map(|g| g.fingerprint.clone()).unwrap_or_default();
             job.missing = c.missing.clone();
             job.call_tree = c.call_tree.clone();
+            job.facets = group.and(c.facets.clone());
         })?;
         if let Applied::Changed { .. } = applied {
             if c.result_zstd.is_empty() {
@@ -299,25 +304,25 @@ impl<'t> Applier<'t> {
                     entry,
                 )?;
             }
-            let Previous {
-                fingerprint: old_fingerprint,
-                missing: old_missing,
-                call_tree: old_tree,
-            } = before;
-            self.missing.unrecord(&c.job_id, &old_missing)?;
+            self.missing.unrecord(&c.job_id, &before.missing)?;
             let fingerprint = group.map_or("", |g| g.fingerprint.as_str());
             self.missing
                 .record(&c.job_id, &c.missing, c.at_ms, fingerprint)?;
-            if old_fingerprint != fingerprint {
+            let old = before.member(&c.job_id);
+            let new = Member {
+                job_key: &c.job_id,
+                at_ms: c.at_ms,
+                facets: c.facets.as_ref(),
+            };
+            if before.fingerprint != fingerprint {
                 self.groups
-                    .leave(&c.job_id, &old_fingerprint, &old_tree, bounded)?;
+                    .leave(old, &before.fingerprint, &before.call_tree, bounded)?;
                 if let Some(group) = group {
-                    self.groups
-                        .join(group, &c.job_id, c.at_ms, &c.call_tree, bounded)?;
+                    self.groups.join(group, new, &c.call_tree, bounded)?;
                 }
             } else if let Some(key) = group {
                 self.groups
-                    .revise(key, &c.job_id, &old_tree, &c.call_tree, bounded)?;
+                    .revise(key, (old, new), &before.call_tree, &c.call_tree, bounded)?;
             }
         }
         Ok(applied)
@@ -358,8 +363,12 @@ impl<'t> Applier<'t> {
         if let Applied::Changed { .. } = applied {
             self.missing.unrecord(&c.job_id, &before.missing)?;
             self.missing.record(&c.job_id, &c.missing, c.at_ms, "")?;
-            self.groups
-                .leave(&c.job_id, &before.fingerprint, &before.call_tree, bounded)?;
+            self.groups.leave(
+                before.member(&c.job_id),
+                &before.fingerprint,
+                &before.call_tree,
+                bounded,
+            )?;
         }
         Ok(applied)
     }
@@ -500,8 +509,13 @@ impl<'t> Applier<'t> {
             // Groups age out with their jobs. Entries before version 5 replay as they applied
             // then: the groups kept their counts.
             if version >= 5 {
+                let member = Member {
+                    job_key: id,
+                    at_ms: record.finished_at_ms,
+                    facets: record.facets.as_ref(),
+                };
                 self.groups
-                    .leave(id, &record.fingerprint, &record.call_tree, true)?;
+                    .leave(member, &record.fingerprint, &record.call_tree, true)?;
             }
             if let Some(key) = state_key(job_state(record)) {
                 self.meta_add(key, -1)?;
@@ -518,6 +532,8 @@ struct Previous {
     fingerprint: String,
     missing: Vec<v1::MissingFile>,
     call_tree: Vec<v1::CallTreeNode>,
+    facets: Option<v1::ReportFacets>,
+    finished_at_ms: u64,
 }
 
 impl Previous {
@@ -526,6 +542,17 @@ impl Previous {
             fingerprint: std::mem::take(&mut job.fingerprint),
             missing: std::mem::take(&mut job.missing),
             call_tree: std::mem::take(&mut job.call_tree),
+            facets: job.facets.take(),
+            finished_at_ms: job.finished_at_ms,
+        }
+    }
+
+    /// The job as its previous group counted it.
+    fn member<'a>(&'a self, job_key: &'a str) -> Member<'a> {
+        Member {
+            job_key,
+            at_ms: self.finished_at_ms,
+            facets: self.facets.as_ref(),
         }
     }
 }
@@ -1278,5 +1305,127 @@ mod tests {
             [Applied::Purged(1), Applied::Purged(0)]
         );
         assert_eq!(index.counts().unwrap().failed, 0);
+    }
+
+    fn facets(release: &str, device: &str) -> Option<v1::ReportFacets> {
+        Some(v1::ReportFacets {
+            release: release.into(),
+            dist: String::new(),
+            os: "iOS 15.0 (19A346)".into(),
+            device: device.into(),
+        })
+    }
+
+    /// Each group's facets, as `ListGroups` with `facets` answers: (fingerprint, releases
+    /// with their jobs, days with theirs, first and last release).
+    type Counted = (String, Vec<(String, u64)>, Vec<(u64, u64)>, String, String);
+
+    fn counted(index: &Index) -> Vec<Counted> {
+        let filter = crate::index::listing::GroupFilter {
+            with_facets: true,
+            ..Default::default()
+        };
+        let mut groups = index.groups_page(10, filter, None, |_| true).unwrap().items;
+        groups.sort_by(|a, b| a.fingerprint.cmp(&b.fingerprint));
+        groups
+            .into_iter()
+            .map(|g| {
+                let f = g.facets.unwrap_or_default();
+                let releases = f.releases.unwrap_or_default().top;
+                (
+                    g.fingerprint,
+                    releases.into_iter().map(|c| (c.value, c.jobs)).collect(),
+                    f.days.into_iter().map(|d| (d.day, d.jobs)).collect(),
+                    g.first_release,
+                    g.last_release,
+                )
+            })
+            .collect()
+    }
+
+    /// A job's facets are counted in the group it joins, under the day it finished, and taken
+    /// out of it when it moves (symbolicated again into another group), and when it is purged.
+    #[test]
+    fn facets_follow_each_job_into_and_out_of_its_group() {
+        let (_dir, index) = index();
+        let day = 20_000 * crate::index::facets::DAY_MS;
+        let complete = |job: &str, group_key: &str, release: &str, at: u64| {
+            command::with_facets(
+                command::with_missing(
+                    command::complete(job, 1, "w", b"{}".to_vec(), Some(group(group_key)), at),
+                    vec![lacking("dbg-1")],
+                ),
+                facets(release, "iPhone13,2"),
+            )
+        };
+        apply_all(
+            &index,
+            &[
+                command::submit("p/a", v1::JobKind::Native, vec![7], "k", 1),
+                command::submit("p/b", v1::JobKind::Native, vec![8], "k", 2),
+                command::lease("p/a", "w", "", 1, 3),
+                command::lease("p/b", "w", "", 1, 4),
+                complete("p/a", "raw", "app@1.0+1", day + 5),
+                complete("p/b", "raw", "app@1.1+2", day + 6),
+            ],
+        );
+        assert_eq!(
+            counted(&index),
+            vec![(
+                "raw".into(),
+                vec![("app@1.0+1".into(), 1), ("app@1.1+2".into(), 1)],
+                vec![(20_000, 2)],
+                "app@1.0+1".into(),
+                "app@1.1+2".into(),
+            )]
+        );
+        // The file arrives: p/a runs again a day later and moves to its real group.
+        let rerun = command::with_facets(
+            command::with_revision(
+                command::complete(
+                    "p/a",
+                    2,
+                    "w",
+                    b"{}".to_vec(),
+                    Some(group("real")),
+                    day + crate::index::facets::DAY_MS,
+                ),
+                2,
+            ),
+            facets("app@1.0+1", "iPhone13,2"),
+        );
+        apply_all(
+            &index,
+            &[
+                command::resymbolicate("p/a", "dbg-1 arrived", day + 100),
+                command::lease("p/a", "w", "", 2, day + 101),
+                rerun,
+            ],
+        );
+        assert_eq!(
+            counted(&index),
+            vec![
+                (
+                    "raw".into(),
+                    vec![("app@1.1+2".into(), 1)],
+                    vec![(20_000, 1)],
+                    "app@1.0+1".into(),
+                    "app@1.1+2".into(),
+                ),
+                (
+                    "real".into(),
+                    vec![("app@1.0+1".into(), 1)],
+                    vec![(20_001, 1)],
+                    "app@1.0+1".into(),
+                    "app@1.0+1".into(),
+                ),
+            ]
+        );
+        // Purged, the groups go, and their facets with them.
+        apply_all(&index, &[command::purge(u64::MAX, day * 2, 0)]);
+        assert!(counted(&index).is_empty());
+        let read = redb::ReadableDatabase::begin_read(index.database().as_ref()).unwrap();
+        let stored = read.open_table(crate::index::facets::FACETS).unwrap();
+        assert_eq!(stored.iter().unwrap().count(), 0);
     }
 }

@@ -135,6 +135,7 @@ pub fn complete_zstd(
         call_tree: Vec::new(),
         keep_spec: true,
         revision: 0,
+        facets: None,
     }))
 }
 
@@ -179,6 +180,15 @@ pub fn with_revision(mut command: Command, revision: u32) -> Command {
 pub fn with_call_tree(mut command: Command, call_tree: Vec<v1::CallTreeNode>) -> Command {
     if let Some(pb::command::Kind::Complete(c)) = &mut command.kind {
         c.call_tree = call_tree;
+    }
+    command
+}
+
+/// `command` (a `Complete`) carrying where the job's report came from, which its crash group
+/// counts ([`super::facets`]). Other commands are returned as they are.
+pub fn with_facets(mut command: Command, facets: Option<v1::ReportFacets>) -> Command {
+    if let Some(pb::command::Kind::Complete(c)) = &mut command.kind {
+        c.facets = facets;
     }
     command
 }

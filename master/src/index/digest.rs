@@ -119,6 +119,7 @@ fn digest_of(txn: &ReadTransaction, reader: &BodyReader) -> Result<IndexDigest, 
     hash_table(txn, OPEN, &mut hasher, keep)?;
     hash_table(txn, GROUPS, &mut hasher, keep)?;
     hash_table(txn, groups::TREES, &mut hasher, keep)?;
+    hash_table(txn, super::facets::FACETS, &mut hasher, keep)?;
     hash_table(txn, missing::SETS, &mut hasher, keep)?;
     hash_table(txn, missing::FILES, &mut hasher, keep)?;
     hash_table(txn, missing::JOBS, &mut hasher, keep)?;

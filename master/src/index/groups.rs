@@ -4,15 +4,19 @@
 //! key, bounded by [`tree::MAX_GROUP_TREE_NODES`]). Listing groups reads the small records
 //! only; a tree is read when asked for, and written only by the completions of hang jobs.
 //!
+//! A group's facets (its jobs by release, OS, device and day) are stored apart too
+//! (`group_facets`, [`facets`]), read only when asked for.
+//!
 //! A job joins its group when it completes, leaves it when a later revision moves it, when it
-//! fails again, or when it is purged; a group left with no job is deleted, tree and all.
+//! fails again, or when it is purged; a group left with no job is deleted, tree, facets and
+//! all.
 
 use prost::Message;
 use redb::{ReadableTable, Table, TableDefinition, WriteTransaction};
 use symcluster_proto::cluster::v1 as pb;
 use symcluster_proto::v1;
 
-use super::{GROUPS, IndexError, db, keys, tree};
+use super::{GROUPS, IndexError, db, facets, keys, tree};
 
 /// Group key ([`keys::group_key`]) → encoded `symcluster.cluster.v1.GroupTree`: the merged call
 /// trees of a group's hang jobs. Absent for a group whose jobs have none.
@@ -26,11 +30,31 @@ pub(crate) const TREES_APART_KEY: &str = "group_trees_apart";
 pub struct GroupTables<'t> {
     groups: Table<'t, &'static str, &'static [u8]>,
     trees: Table<'t, &'static str, &'static [u8]>,
+    facets: Table<'t, &'static str, &'static [u8]>,
+}
+
+/// A job as its group counts it: its key, when it finished and where its report came from.
+#[derive(Debug, Clone, Copy)]
+pub struct Member<'a> {
+    /// The job key (`<project>/<job id>`).
+    pub job_key: &'a str,
+    /// When it finished (its day in the group's facets), ms since the Unix epoch.
+    pub at_ms: u64,
+    /// Its report's facets (`JobRecord.facets`); `None` counts nothing.
+    pub facets: Option<&'a v1::ReportFacets>,
 }
 
 fn decode_group(key: &str, bytes: &[u8]) -> Result<v1::CrashGroup, IndexError> {
     v1::CrashGroup::decode(bytes).map_err(|source| IndexError::Decode {
         what: format!("group {key}"),
+        source,
+    })
+}
+
+/// Decodes the stored facets of group `key`.
+pub(crate) fn decode_facets(key: &str, bytes: &[u8]) -> Result<v1::GroupFacets, IndexError> {
+    v1::GroupFacets::decode(bytes).map_err(|source| IndexError::Decode {
+        what: format!("facets of group {key}"),
         source,
     })
 }
@@ -49,20 +73,21 @@ impl<'t> GroupTables<'t> {
         Ok(GroupTables {
             groups: txn.open_table(GROUPS).map_err(db)?,
             trees: txn.open_table(TREES).map_err(db)?,
+            facets: txn.open_table(facets::FACETS).map_err(db)?,
         })
     }
 
-    /// Adds job `job_key` (finished at `at_ms`, with its call tree) to the group `key` names in
-    /// its project, creating the group. `bounded`: the tree is bounded ([`tree::merge`]; the
-    /// entries of version 5 on).
+    /// Adds job `job` (with its call tree) to the group `key` names in its project, creating
+    /// the group, and counts it in the group's facets. `bounded`: the tree is bounded
+    /// ([`tree::merge`]; the entries of version 5 on).
     pub fn join(
         &mut self,
         key: &v1::CrashGroupKey,
-        job_key: &str,
-        at_ms: u64,
+        job: Member<'_>,
         call_tree: &[v1::CallTreeNode],
         bounded: bool,
     ) -> Result<(), IndexError> {
+        let Member { job_key, at_ms, .. } = job;
         let (project, job_id) = keys::split(job_key);
         let group_key = keys::group_key(project, &key.fingerprint);
         let mut group = match self.get(&group_key)? {
@@ -84,22 +109,58 @@ impl<'t> GroupTables<'t> {
                     kind => kind.to_owned(),
                 },
                 call_tree_other_hits: 0,
+                facets: None,
+                first_release: String::new(),
+                last_release: String::new(),
             },
         };
         group.count += 1;
         group.first_seen_ms = group.first_seen_ms.min(at_ms);
         group.last_seen_ms = group.last_seen_ms.max(at_ms);
         group.last_job_id = job_id.to_owned();
+        if let Some(release) = job.facets.map(|f| &f.release).filter(|r| !r.is_empty()) {
+            if group.first_release.is_empty() {
+                group.first_release.clone_from(release);
+            }
+            group.last_release.clone_from(release);
+        }
         self.put(&group_key, &group)?;
+        self.count(&group_key, job, facets::add)?;
         self.merge_tree(&group_key, &[], call_tree, bounded)
     }
 
-    /// Takes job `job_key` (with its call tree) out of group `fingerprint` of its project
-    /// (nothing for an empty fingerprint or a group that is gone); a group left with no job is
-    /// deleted. `bounded` as for [`GroupTables::join`].
+    /// Counts `job` into (`change` [`facets::add`]) or out of ([`facets::take`]) the facets of
+    /// group `group_key`; they are deleted when they count nothing.
+    fn count(
+        &mut self,
+        group_key: &str,
+        job: Member<'_>,
+        change: fn(&mut v1::GroupFacets, &v1::ReportFacets, u64),
+    ) -> Result<(), IndexError> {
+        let Some(job_facets) = job.facets else {
+            return Ok(());
+        };
+        let mut stored = match self.facets.get(group_key).map_err(db)? {
+            Some(bytes) => decode_facets(group_key, bytes.value())?,
+            None => v1::GroupFacets::default(),
+        };
+        change(&mut stored, job_facets, job.at_ms);
+        if facets::is_empty(&stored) {
+            self.facets.remove(group_key).map_err(db)?;
+        } else {
+            self.facets
+                .insert(group_key, stored.encode_to_vec().as_slice())
+                .map_err(db)?;
+        }
+        Ok(())
+    }
+
+    /// Takes job `job` (with its call tree) out of group `fingerprint` of its project, and out
+    /// of its facets (nothing for an empty fingerprint or a group that is gone); a group left
+    /// with no job is deleted. `bounded` as for [`GroupTables::join`].
     pub fn leave(
         &mut self,
-        job_key: &str,
+        job: Member<'_>,
         fingerprint: &str,
         call_tree: &[v1::CallTreeNode],
         bounded: bool,
@@ -107,7 +168,7 @@ impl<'t> GroupTables<'t> {
         if fingerprint.is_empty() {
             return Ok(());
         }
-        let group_key = keys::group_key(keys::split(job_key).0, fingerprint);
+        let group_key = keys::group_key(keys::split(job.job_key).0, fingerprint);
         let Some(mut group) = self.get(&group_key)? else {
             return Ok(());
         };
@@ -115,31 +176,35 @@ impl<'t> GroupTables<'t> {
         if group.count == 0 {
             self.groups.remove(group_key.as_str()).map_err(db)?;
             self.trees.remove(group_key.as_str()).map_err(db)?;
+            self.facets.remove(group_key.as_str()).map_err(db)?;
             return Ok(());
         }
         self.put(&group_key, &group)?;
+        self.count(&group_key, job, facets::take)?;
         self.merge_tree(&group_key, call_tree, &[], bounded)
     }
 
-    /// A job of group `key` (in `job_key`'s project) symbolicated again into the same group:
-    /// its old tree replaced by its new one, and the title and key stack as now symbolicated
-    /// (e.g. system code named once system symbols arrived). `bounded` as for
-    /// [`GroupTables::join`].
+    /// A job of group `key` symbolicated again into the same group: its old tree replaced by
+    /// its new one, its old facets and day (`old`) by its new ones (`new`; the same job key),
+    /// and the title and key stack as now symbolicated (e.g. system code named once system
+    /// symbols arrived). `bounded` as for [`GroupTables::join`].
     pub fn revise(
         &mut self,
         key: &v1::CrashGroupKey,
-        job_key: &str,
+        (old, new): (Member<'_>, Member<'_>),
         old_tree: &[v1::CallTreeNode],
         new_tree: &[v1::CallTreeNode],
         bounded: bool,
     ) -> Result<(), IndexError> {
-        let group_key = keys::group_key(keys::split(job_key).0, &key.fingerprint);
+        let group_key = keys::group_key(keys::split(new.job_key).0, &key.fingerprint);
         let Some(mut group) = self.get(&group_key)? else {
             return Ok(());
         };
         group.title.clone_from(&key.title);
         group.key_stack.clone_from(&key.key_stack);
         self.put(&group_key, &group)?;
+        self.count(&group_key, old, facets::take)?;
+        self.count(&group_key, new, facets::add)?;
         if old_tree != new_tree {
             self.merge_tree(&group_key, old_tree, new_tree, bounded)?;
         }
@@ -188,9 +253,10 @@ impl<'t> GroupTables<'t> {
         Ok(())
     }
 
-    /// Stores group `group` (a snapshot's record, tree included) under `group_key`: the record
-    /// without its tree, and the tree apart, as it is (never bounded here: a master that
-    /// applied the same entries holds the same tree, bounded or not, by their versions).
+    /// Stores group `group` (a snapshot's record, tree and facets included) under
+    /// `group_key`: the record without its tree and facets, and those apart, as they are (never
+    /// bounded here: a master that applied the same entries holds the same tree, bounded or
+    /// not, by their versions).
     pub fn restore(
         &mut self,
         group_key: &str,
@@ -200,6 +266,11 @@ impl<'t> GroupTables<'t> {
             nodes: std::mem::take(&mut group.call_tree),
             other_hits: std::mem::take(&mut group.call_tree_other_hits),
         };
+        if let Some(stored) = group.facets.take().filter(|f| !facets::is_empty(f)) {
+            self.facets
+                .insert(group_key, stored.encode_to_vec().as_slice())
+                .map_err(db)?;
+        }
         self.put(group_key, &group)?;
         if !tree.nodes.is_empty() {
             self.trees
@@ -250,6 +321,21 @@ pub(crate) fn attach_trees(
             let tree = decode_tree(&key, bytes.value())?;
             group.call_tree = tree.nodes;
             group.call_tree_other_hits = tree.other_hits;
+        }
+    }
+    Ok(())
+}
+
+/// Attaches to each of `groups` its facets from [`facets::FACETS`] (`read`'s view).
+pub(crate) fn attach_facets(
+    read: &redb::ReadTransaction,
+    groups: &mut [v1::CrashGroup],
+) -> Result<(), IndexError> {
+    let stored = read.open_table(facets::FACETS).map_err(db)?;
+    for group in groups {
+        let key = keys::group_key(&group.project, &group.fingerprint);
+        if let Some(bytes) = stored.get(key.as_str()).map_err(db)? {
+            group.facets = Some(decode_facets(&key, bytes.value())?);
         }
     }
     Ok(())

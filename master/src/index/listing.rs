@@ -117,6 +117,8 @@ pub struct GroupFilter<'a> {
     pub fingerprint_prefix: &'a str,
     /// With their call trees (read apart from the records, for the listed groups only).
     pub with_trees: bool,
+    /// With their facets (`CrashGroup.facets`, read apart, for the listed groups only).
+    pub with_facets: bool,
 }
 
 /// Keeps the `size` first of `items` after `after` by `order`, sorted, and the cursor of the
@@ -245,6 +247,9 @@ impl Index {
         if filter.with_trees {
             groups::attach_trees(&read, &mut page.items)?;
         }
+        if filter.with_facets {
+            groups::attach_facets(&read, &mut page.items)?;
+        }
         Ok(page)
     }
 
@@ -260,6 +265,7 @@ impl Index {
             kind,
             fingerprint_prefix: "",
             with_trees,
+            with_facets: false,
         };
         Ok(self.groups_page(limit, filter, None, sees)?.items)
     }

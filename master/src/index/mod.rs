@@ -17,6 +17,7 @@
 //! | `open` | submission sequence → job key, for queued and running jobs only |
 //! | `groups` | `<project>/<fingerprint>` → `symcluster.v1.CrashGroup` (prost), without its call tree |
 //! | `group_trees` | `<project>/<fingerprint>` → `symcluster.cluster.v1.GroupTree`: a hang group's merged call tree, bounded ([`groups`], [`tree`]) |
+//! | `group_facets` | `<project>/<fingerprint>` → `symcluster.v1.GroupFacets`: a group's jobs by release, dist, OS, device and day, bounded ([`facets`]) |
 //! | `missing_sets`, `missing_files`, `missing_jobs` | finished jobs that lacked a debug file or source map, by the set of files they lacked ([`missing`]) |
 //! | `index_meta` | `applied_index`, `applied_term`, `next_sequence`, per-state counts, the active body file and its end → u64 |
 //! | `membership` | `membership` → the master group's members and raft-rs's `ConfState` ([`members`]) |
@@ -34,6 +35,7 @@ pub mod bodies;
 pub(crate) mod body_tables;
 pub mod command;
 pub mod digest;
+pub mod facets;
 pub mod groups;
 pub mod keys;
 pub mod listing;
@@ -73,10 +75,12 @@ pub const CACHE_BYTES: usize = 64 << 20;
 /// (`JobRecord.uncounted_attempts`, set by a version-4 `Resymbolicate` only, so that an older
 /// entry replays as it applied then) and adds `Requeue.unstarted`; version 5's `Purge` takes
 /// the jobs it deletes out of their crash groups (a group left with no job is deleted); version
-/// 6's `Complete` and `Fail` name the revision they end and are ignored on another. Every
+/// 6's `Complete` and `Fail` name the revision they end and are ignored on another; version 7's
+/// `Complete` carries the report's facets, counted in its group ([`facets`]; an older entry has
+/// none and counts nothing, as it applied then). Every
 /// version's group call trees are bounded ([`tree::MAX_GROUP_TREE_NODES`]) and stored apart
 /// from the group records ([`groups`], moved once when an older index opens).
-pub const SCHEMA_VERSION: u32 = 6;
+pub const SCHEMA_VERSION: u32 = 7;
 
 /// Keys of [`META`].
 pub(crate) mod meta {
@@ -241,7 +245,7 @@ impl Index {
     /// the store's, and body files that do not match what the index references.
     pub fn open(database: Arc<Database>, bodies_dir: &Path) -> Result<Self, IndexError> {
         let txn = database.begin_write().map_err(db)?;
-        for table in [JOBS, SPECS, RESULTS, GROUPS, groups::TREES] {
+        for table in [JOBS, SPECS, RESULTS, GROUPS, groups::TREES, facets::FACETS] {
             txn.open_table(table).map_err(db)?;
         }
         txn.open_table(BY_SEQUENCE).map_err(db)?;

@@ -90,6 +90,7 @@ impl SnapshotSource {
         let results = self.txn.open_table(RESULTS).map_err(db)?;
         let groups = self.txn.open_table(GROUPS).map_err(db)?;
         let trees = self.txn.open_table(groups::TREES).map_err(db)?;
+        let facets = self.txn.open_table(super::facets::FACETS).map_err(db)?;
         let meta_table = self.txn.open_table(META).map_err(db)?;
         let next_sequence = meta_table
             .get(meta::NEXT_SEQUENCE)
@@ -127,11 +128,14 @@ impl SnapshotSource {
                     what: format!("group {}", fingerprint.value()),
                     source,
                 })?;
-            // A group travels with its call tree, as masters before stored it.
+            // A group travels with its call tree, as masters before stored it, and its facets.
             if let Some(tree) = trees.get(fingerprint.value()).map_err(db)? {
                 let tree = groups::decode_tree(fingerprint.value(), tree.value())?;
                 group.call_tree = tree.nodes;
                 group.call_tree_other_hits = tree.other_hits;
+            }
+            if let Some(stored) = facets.get(fingerprint.value()).map_err(db)? {
+                group.facets = Some(groups::decode_facets(fingerprint.value(), stored.value())?);
             }
             write_record(out, &mut buf, Record::Group(group)).map_err(io_or_index)?;
             counts.groups += 1;
@@ -351,6 +355,7 @@ impl Index {
             body_tables::INLINE_RESULTS,
             GROUPS,
             groups::TREES,
+            super::facets::FACETS,
             missing::JOBS,
             missing::SETS,
         ] {
@@ -531,7 +536,19 @@ mod tests {
                         parent: -1,
                     }],
                 ),
-            ] {
+            ]
+            .into_iter()
+            // And its facets.
+            .map(|c| {
+                command::with_facets(
+                    c,
+                    Some(v1::ReportFacets {
+                        release: "app@1.0+1".into(),
+                        device: "iPhone13,2".into(),
+                        ..Default::default()
+                    }),
+                )
+            }) {
                 applier.apply(&c).unwrap();
             }
             applier.set_applied(4, 2).unwrap();
@@ -561,6 +578,19 @@ mod tests {
         let groups = one.groups(10, None, true, |_| true).unwrap();
         assert_eq!(groups[0].call_tree.len(), 1);
         assert_eq!(two.groups(10, None, true, |_| true).unwrap(), groups);
+        let with_facets = |index: &Index| {
+            let filter = super::super::listing::GroupFilter {
+                with_facets: true,
+                ..Default::default()
+            };
+            index.groups_page(10, filter, None, |_| true).unwrap().items
+        };
+        let facets = with_facets(one)[0]
+            .facets
+            .clone()
+            .expect("the group's facets");
+        assert_eq!(facets.releases.unwrap().top[0].value, "app@1.0+1");
+        assert_eq!(with_facets(two), with_facets(one));
         assert_eq!(two.counts().unwrap(), one.counts().unwrap());
         // The missing-files index is rebuilt from the records, and the spec a job that lacked a
         // file keeps travels with it.

@@ -63,19 +63,22 @@ impl Scheduler {
         // Stamped with the revision the lease belongs to: if the job runs again for a file
         // that arrived before this commits, this result is stale and the index ignores it.
         let complete = command::with_revision(
-            command::with_call_tree(
-                command::with_missing(
-                    command::complete_zstd(
-                        job_id,
-                        attempt,
-                        worker_id,
-                        completion.result_zstd,
-                        completion.group,
-                        now_ms(),
+            command::with_facets(
+                command::with_call_tree(
+                    command::with_missing(
+                        command::complete_zstd(
+                            job_id,
+                            attempt,
+                            worker_id,
+                            completion.result_zstd,
+                            completion.group,
+                            now_ms(),
+                        ),
+                        completion.missing,
                     ),
-                    completion.missing,
+                    completion.call_tree,
                 ),
-                completion.call_tree,
+                completion.facets,
             ),
             revision,
         );

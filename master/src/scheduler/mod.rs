@@ -114,6 +114,9 @@ pub struct Completion {
     pub missing: Vec<v1::MissingFile>,
     /// Its named call tree (hang reports).
     pub call_tree: Vec<v1::CallTreeNode>,
+    /// Where its report came from, bounded ([`crate::index::facets::bounded`]); `None`: said
+    /// nothing (a worker from before facets).
+    pub facets: Option<v1::ReportFacets>,
 }
 
 /// The queue and the workers' slots, for autoscaling ([`Scheduler::queue_stats`]).

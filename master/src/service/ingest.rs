@@ -247,6 +247,7 @@ impl Ingest for IngestService {
                 kind: kind.as_deref(),
                 fingerprint_prefix: &r.fingerprint_prefix,
                 with_trees: r.call_trees,
+                with_facets: r.facets,
             };
             index
                 .groups_page(size, filter, after.as_ref(), sees)

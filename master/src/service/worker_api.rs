@@ -141,6 +141,7 @@ impl WorkerApiService {
                     group: r.group,
                     missing: r.missing,
                     call_tree: r.call_tree,
+                    facets: r.facets.map(crate::index::facets::bounded),
                 },
             )
             .await

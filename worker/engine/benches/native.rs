@@ -228,6 +228,7 @@ fn report_of(debug_id: DebugId, relative: &[u64]) -> NativeReport {
         kind: symcluster_engine::ReportKind::Crash,
         details: None,
         modules: symcluster_engine::model::Modules::Referenced,
+        facets: Default::default(),
         images: vec![Image {
             code_file: Some("/usr/lib/swift/libswiftCore.dylib".into()),
             debug_id: Some(debug_id),

@@ -21,6 +21,7 @@
 
 pub mod combined;
 pub mod debug_files;
+pub mod facets;
 pub mod guard;
 pub mod js;
 pub mod jvm;
@@ -35,6 +36,7 @@ pub mod result;
 pub mod symbolicate;
 pub mod symcache;
 
+pub use facets::ReportFacets;
 pub use local::LocalSymCaches;
 pub use model::{Modules, NativeReport, ReportFormat, ReportKind};
 pub use reports::{ReportError, parse_report, parse_report_with};

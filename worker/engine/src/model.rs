@@ -75,6 +75,8 @@ pub struct NativeReport {
     /// the reader: a report read for referenced images and then set to [`Modules::All`] would
     /// list such images without their paths.
     pub modules: Modules,
+    /// Where the report came from (release, OS, device), as far as its format says.
+    pub facets: crate::facets::ReportFacets,
 }
 
 impl NativeReport {
@@ -99,6 +101,7 @@ impl NativeReport {
             kind: ReportKind::Crash,
             details: None,
             modules: Modules::Referenced,
+            facets: crate::facets::ReportFacets::default(),
         }
     }
 }

@@ -123,6 +123,10 @@ pub struct SymbolicationResult {
     /// [`crate::model::NativeReport::details`]); absent for crashes.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub details: Option<serde_json::Value>,
+    /// Where the report came from, as far as it says: `{"release", "dist", "os", "device"}`
+    /// ([`crate::facets::ReportFacets`]); absent from the JSON when it says nothing.
+    #[serde(default, skip_serializing_if = "crate::facets::ReportFacets::is_empty")]
+    pub facets: crate::facets::ReportFacets,
 }
 
 fn is_crash(kind: &crate::model::ReportKind) -> bool {

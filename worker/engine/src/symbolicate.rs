@@ -173,6 +173,7 @@ fn build(
         call_tree: symbolicate_tree(report, &tree_images, &loads),
         kind: report.kind,
         details: report.details.clone(),
+        facets: report.facets.clone(),
     };
     (result, listed)
 }

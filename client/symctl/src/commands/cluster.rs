@@ -245,6 +245,7 @@ pub async fn groups(args: GroupsArgs) -> anyhow::Result<()> {
     let mut request = api::ListGroupsRequest {
         project: args.project.unwrap_or_default(),
         call_trees: args.tree.is_some(),
+        facets: args.facets,
         kind: args.kind.map(|k| k.name().to_owned()).unwrap_or_default(),
         // A group picked by fingerprint: two answers say the prefix is ambiguous.
         fingerprint_prefix: args.tree.clone().unwrap_or_default(),
@@ -321,7 +322,7 @@ pub async fn groups(args: GroupsArgs) -> anyhow::Result<()> {
             other.name()
         ),
     };
-    super::output::groups(&groups, output)
+    super::output::groups(&groups, output, args.facets)
 }
 
 /// The name under which a group tree's left-out paths are printed (`CrashGroup.call_tree_other_hits`).

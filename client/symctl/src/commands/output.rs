@@ -45,13 +45,37 @@ pub fn utc(ms: u64) -> String {
         .to_string()
 }
 
-/// Crash groups: `count, project, fingerprint, title, key stack` (one frame per line).
-pub fn groups(groups: &[api::CrashGroup], output: Output) -> anyhow::Result<()> {
+/// A group's breakdown as JSON: `{"top": [{"value", "jobs"}...], "other"}`.
+fn breakdown_json(breakdown: &Option<api::FacetBreakdown>) -> Value {
+    let b = breakdown.clone().unwrap_or_default();
+    let top: Vec<Value> = b
+        .top
+        .iter()
+        .map(|c| json!({"value": c.value, "jobs": c.jobs}))
+        .collect();
+    json!({"top": top, "other": b.other})
+}
+
+/// A group's breakdown in a table cell: its three values with the most jobs, `value (jobs)`.
+fn breakdown_cell(breakdown: &Option<api::FacetBreakdown>) -> String {
+    let mut top = breakdown.clone().unwrap_or_default().top;
+    top.sort_by(|a, b| b.jobs.cmp(&a.jobs).then_with(|| a.value.cmp(&b.value)));
+    top.iter()
+        .take(3)
+        .map(|c| format!("{} ({})", c.value, c.jobs))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+/// Crash groups: `count, project, kind, fingerprint, title, last release, key stack` (one
+/// frame per line), and with `facets` (asked with `ListGroupsRequest.facets`) the top releases,
+/// OS versions and devices.
+pub fn groups(groups: &[api::CrashGroup], output: Output, facets: bool) -> anyhow::Result<()> {
     if output == Output::Json {
         let list: Vec<Value> = groups
             .iter()
             .map(|g| {
-                json!({
+                let mut group = json!({
                     "project": g.project,
                     "fingerprint": g.fingerprint,
                     "kind": g.kind,
@@ -61,28 +85,61 @@ pub fn groups(groups: &[api::CrashGroup], output: Output) -> anyhow::Result<()> 
                     "last_seen_ms": g.last_seen_ms,
                     "last_job_id": g.last_job_id,
                     "key_stack": g.key_stack,
-                })
+                    "first_release": g.first_release,
+                    "last_release": g.last_release,
+                });
+                if facets {
+                    let f = g.facets.clone().unwrap_or_default();
+                    let days: Vec<Value> = f
+                        .days
+                        .iter()
+                        .map(|d| json!({"day": &utc(d.day * 86_400_000)[..10], "jobs": d.jobs}))
+                        .collect();
+                    group["facets"] = json!({
+                        "releases": breakdown_json(&f.releases),
+                        "dists": breakdown_json(&f.dists),
+                        "os": breakdown_json(&f.os),
+                        "devices": breakdown_json(&f.devices),
+                        "days": days,
+                    });
+                }
+                group
             })
             .collect();
         return print_json(&Value::Array(list));
     }
-    let mut t = table(&[
+    let mut header = vec![
         "count",
         "project",
         "kind",
         "fingerprint",
         "title",
+        "last release",
         "key stack",
-    ]);
+    ];
+    if facets {
+        header.extend(["releases", "os", "devices"]);
+    }
+    let mut t = table(&header);
     for g in groups {
-        t.add_row(vec![
+        let mut row = vec![
             g.count.to_string(),
             g.project.clone(),
             g.kind.clone(),
             g.fingerprint.clone(),
             g.title.clone(),
+            g.last_release.clone(),
             g.key_stack.join("\n"),
-        ]);
+        ];
+        if facets {
+            let f = g.facets.clone().unwrap_or_default();
+            row.extend([
+                breakdown_cell(&f.releases),
+                breakdown_cell(&f.os),
+                breakdown_cell(&f.devices),
+            ]);
+        }
+        t.add_row(row);
     }
     align_right(&mut t, &[0]);
     print_table(&t);

@@ -80,6 +80,8 @@ pub struct CombinedReport {
     pub sourcemap_ids: Vec<(String, String)>,
     /// The device's architecture (`contexts.device.arch`), else unknown (the images' then).
     pub arch: Arch,
+    /// The event's `release` and `dist`, its `os` context and its device's `model`.
+    pub facets: crate::facets::ReportFacets,
 }
 
 /// One exception of a [`CombinedReport`].
@@ -470,12 +472,33 @@ pub fn parse_event(data: &[u8]) -> Result<CombinedReport, EventError> {
     if exceptions.iter().all(|e| e.frames.is_empty()) {
         return Err(EventError::NoFrames);
     }
+    let release = text(event.release.as_ref()).unwrap_or_default();
+    let dist = text(event.dist.as_ref()).unwrap_or_default();
+    let context = |pointer: &str| {
+        event
+            .contexts
+            .as_ref()
+            .and_then(|c| c.pointer(pointer))
+            .and_then(Value::as_str)
+    };
+    let facets = crate::facets::ReportFacets {
+        release: Some(release.clone()),
+        dist: Some(dist.clone()),
+        os: crate::facets::sentry_os(
+            context("/os/name"),
+            context("/os/version"),
+            context("/os/build"),
+        ),
+        device: context("/device/model").map(str::to_owned),
+    }
+    .cleaned();
     Ok(CombinedReport {
         exceptions,
         images,
         mapping_ids,
-        release: text(event.release.as_ref()).unwrap_or_default(),
-        dist: text(event.dist.as_ref()).unwrap_or_default(),
+        release,
+        dist,
+        facets,
         sourcemap_ids,
         arch: event
             .contexts

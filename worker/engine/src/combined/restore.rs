@@ -101,6 +101,7 @@ pub fn restore(report: &CombinedReport, sources: &Sources<'_>) -> CombinedResult
         modules,
         sourcemaps,
         mapping: sources.mapping.as_ref().map(FileLoad::status),
+        facets: report.facets.clone(),
     }
 }
 

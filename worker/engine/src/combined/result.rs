@@ -26,6 +26,10 @@ pub struct CombinedResult {
     pub sourcemaps: Vec<FileStatus>,
     /// The mapping file the Java frames needed, when they needed one.
     pub mapping: Option<FileStatus>,
+    /// Where the event came from (its `release`, `dist`, `os` and device `model`); absent from
+    /// the JSON when it says none of them.
+    #[serde(default, skip_serializing_if = "crate::facets::ReportFacets::is_empty")]
+    pub facets: crate::facets::ReportFacets,
 }
 
 /// One exception, restored.

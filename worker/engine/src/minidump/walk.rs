@@ -109,10 +109,7 @@ pub(super) fn walk(data: &[u8], unwind: &UnwindTable) -> Result<NativeReport, Re
         .iter()
         .map(|module| image(module, arch))
         .collect();
-    let linux = matches!(
-        state.system_info.os,
-        minidump::system_info::Os::Linux | minidump::system_info::Os::Android
-    );
+    let linux = linux_like(state.system_info.os);
     // On Linux and Android the exception code is the signal number (Breakpad's convention).
     let signal = linux
         .then(|| dump.get_stream::<MinidumpException>().ok())
@@ -145,14 +142,50 @@ pub(super) fn walk(data: &[u8], unwind: &UnwindTable) -> Result<NativeReport, Re
                 .collect(),
         })
         .collect();
-    Ok(NativeReport::crash(
+    let mut report = NativeReport::crash(
         ReportFormat::Minidump,
         arch,
         crash_reason,
         signal,
         threads,
         images,
-    ))
+    );
+    report.facets = facets(&state.system_info);
+    Ok(report)
+}
+
+/// The facets of a minidump: the OS from its system info stream (`macOS 14.2.1 (23C71)`;
+/// on Linux the kernel release, `Linux 6.1.0-18-amd64`, which minidump-writer and Breakpad
+/// write as the first words after `Linux` of the build, `uname -srvm`, leaving the version
+/// 0.0.0). A minidump names no device model and no release.
+fn facets(info: &minidump_unwind::SystemInfo) -> crate::facets::ReportFacets {
+    let name = info.os.long_name();
+    let version = info.os_version.as_deref().filter(|v| *v != "0.0.0");
+    let kernel = info
+        .os_build
+        .as_deref()
+        .and_then(|b| b.strip_prefix("Linux "))
+        .and_then(|b| b.split_whitespace().next());
+    let os = match (info.os, version, kernel, info.os_build.as_deref()) {
+        (minidump::system_info::Os::Linux, None, Some(kernel), _) => format!("{name} {kernel}"),
+        (os, Some(version), _, Some(build)) if !linux_like(os) => {
+            format!("{name} {version} ({build})")
+        }
+        (_, Some(version), _, _) => format!("{name} {version}"),
+        _ => name.into_owned(),
+    };
+    crate::facets::ReportFacets {
+        os: Some(crate::facets::os_name(&os)),
+        ..Default::default()
+    }
+    .cleaned()
+}
+
+fn linux_like(os: minidump::system_info::Os) -> bool {
+    matches!(
+        os,
+        minidump::system_info::Os::Linux | minidump::system_info::Os::Android
+    )
 }
 
 fn trust(trust: WalkTrust) -> FrameTrust {

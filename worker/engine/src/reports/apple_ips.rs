@@ -28,7 +28,7 @@ pub fn split_header(text: &str) -> Option<(&str, &str)> {
     Some((first, rest))
 }
 
-pub fn parse(_header: Option<&Value>, body: &Value) -> Result<NativeReport, ReportError> {
+pub fn parse(header: Option<&Value>, body: &Value) -> Result<NativeReport, ReportError> {
     if !body.is_object() {
         return Err(ReportError::malformed(
             FORMAT,
@@ -129,12 +129,40 @@ pub fn parse(_header: Option<&Value>, body: &Value) -> Result<NativeReport, Repo
         });
     }
 
-    Ok(NativeReport::crash(
-        FORMAT,
-        arch,
-        crash_reason,
-        signal,
-        threads,
-        images,
-    ))
+    let mut report = NativeReport::crash(FORMAT, arch, crash_reason, signal, threads, images);
+    report.facets = facets(header, body);
+    Ok(report)
+}
+
+/// The facets of an `.ips` report: the body's `bundleInfo` (`CFBundleIdentifier`,
+/// `CFBundleShortVersionString`, `CFBundleVersion`), `osVersion` (`train` + `build`) and
+/// `modelCode`; where the body lacks one, the header's `bundleID`, `app_version`,
+/// `build_version` and `os_version`.
+fn facets(header: Option<&Value>, body: &Value) -> crate::facets::ReportFacets {
+    let body_field = |pointer: &str| body.pointer(pointer).and_then(Value::as_str);
+    let header_field = |name: &str| header.and_then(|h| str_field(h, name));
+    let either = |pointer: &str, name: &str| {
+        body_field(pointer)
+            .or_else(|| header_field(name))
+            .unwrap_or("")
+    };
+    let os = match (
+        body_field("/osVersion/train"),
+        body_field("/osVersion/build"),
+    ) {
+        (Some(train), Some(build)) => format!("{train} ({build})"),
+        (Some(train), None) => train.to_owned(),
+        _ => header_field("os_version").unwrap_or("").to_owned(),
+    };
+    crate::facets::ReportFacets {
+        release: crate::facets::release(
+            either("/bundleInfo/CFBundleIdentifier", "bundleID"),
+            either("/bundleInfo/CFBundleShortVersionString", "app_version"),
+            either("/bundleInfo/CFBundleVersion", "build_version"),
+        ),
+        dist: None,
+        os: Some(crate::facets::os_name(&os)),
+        device: str_field(body, "modelCode").map(str::to_owned),
+    }
+    .cleaned()
 }

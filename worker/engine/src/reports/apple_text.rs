@@ -202,14 +202,27 @@ pub fn parse(text: &str) -> Result<NativeReport, ReportError> {
         })
         .collect();
 
-    Ok(NativeReport::crash(
-        FORMAT,
-        arch,
-        exception_type,
-        signal,
-        threads,
-        images,
-    ))
+    let mut report = NativeReport::crash(FORMAT, arch, exception_type, signal, threads, images);
+    report.facets = facets(&parsed.metadata);
+    Ok(report)
+}
+
+/// The facets of a text report, from its header lines: `Identifier:` and `Version:` (the
+/// release; `build (version)` on iOS, `version (build)` on macOS, see
+/// [`crate::facets::split_apple_version`]), `OS Version:` and `Hardware Model:`.
+fn facets(metadata: &std::collections::BTreeMap<String, String>) -> crate::facets::ReportFacets {
+    let field = |name: &str| metadata.get(name).map_or("", String::as_str);
+    let os = crate::facets::os_name(field("OS Version"));
+    let device = field("Hardware Model");
+    let build_first = crate::facets::is_apple_mobile(&os, device);
+    let (version, build) = crate::facets::split_apple_version(field("Version"), build_first);
+    crate::facets::ReportFacets {
+        release: crate::facets::release(field("Identifier"), version, build),
+        dist: None,
+        os: Some(os),
+        device: Some(device.to_owned()),
+    }
+    .cleaned()
 }
 
 #[cfg(test)]

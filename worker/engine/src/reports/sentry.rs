@@ -29,12 +29,27 @@ const FORMAT: ReportFormat = ReportFormat::SentryEvent;
 struct Contexts<'a> {
     #[serde(default, borrow)]
     device: Field<Device<'a>>,
+    #[serde(default, borrow)]
+    os: Field<Os<'a>>,
 }
 
 #[derive(Deserialize, Default)]
 struct Device<'a> {
     #[serde(default, borrow)]
     arch: Scalar<'a>,
+    #[serde(default, borrow)]
+    model: Scalar<'a>,
+}
+
+/// The `os` context: `name` (`iOS`), `version` (`15.0`), `build` (`19A346`).
+#[derive(Deserialize, Default)]
+struct Os<'a> {
+    #[serde(default, borrow)]
+    name: Scalar<'a>,
+    #[serde(default, borrow)]
+    version: Scalar<'a>,
+    #[serde(default, borrow)]
+    build: Scalar<'a>,
 }
 
 #[derive(Deserialize, Default)]
@@ -182,6 +197,10 @@ fn field<'a, T: Deserialize<'a> + Default>(
 #[derive(Deserialize, Default)]
 struct Event<'a> {
     #[serde(default, borrow)]
+    release: Scalar<'a>,
+    #[serde(default, borrow)]
+    dist: Scalar<'a>,
+    #[serde(default, borrow)]
     contexts: Field<Contexts<'a>>,
     #[serde(default, borrow)]
     debug_meta: Field<DebugMeta<'a>>,
@@ -218,7 +237,9 @@ pub(super) fn parse_event(
     if other_format || !sentry {
         return None;
     }
+    let facets = facets(&event.contexts, &event.release, &event.dist);
     Some(from_fields(
+        facets,
         event.contexts,
         event.debug_meta,
         event.exception,
@@ -229,8 +250,11 @@ pub(super) fn parse_event(
 
 /// Reads a Sentry event from its top-level fields.
 pub(super) fn parse(top: &TopLevel<'_>, modules: Modules) -> Result<NativeReport, ReportError> {
+    let contexts = field(top, "contexts")?;
+    let facets = facets(&contexts, &field(top, "release")?, &field(top, "dist")?);
     from_fields(
-        field(top, "contexts")?,
+        facets,
+        contexts,
         field(top, "debug_meta")?,
         field(top, "exception")?,
         field(top, "threads")?,
@@ -238,9 +262,33 @@ pub(super) fn parse(top: &TopLevel<'_>, modules: Modules) -> Result<NativeReport
     )
 }
 
+/// The facets of an event: its `release` and `dist`, the `os` context (`name version
+/// (build)`) and the `device` context's `model`.
+fn facets(
+    contexts: &Field<Contexts<'_>>,
+    release: &Scalar<'_>,
+    dist: &Scalar<'_>,
+) -> crate::facets::ReportFacets {
+    let contexts = contexts.object();
+    let os = contexts.and_then(|c| c.os.object()).and_then(|os| {
+        crate::facets::sentry_os(os.name.as_str(), os.version.as_str(), os.build.as_str())
+    });
+    crate::facets::ReportFacets {
+        release: release.as_str().map(str::to_owned),
+        dist: dist.as_str().map(str::to_owned),
+        os,
+        device: contexts
+            .and_then(|c| c.device.object())
+            .and_then(|d| d.model.as_str())
+            .map(str::to_owned),
+    }
+    .cleaned()
+}
+
 /// The report, from the event's `contexts`, `debug_meta`, `exception` and `threads`; with
 /// [`Modules::Referenced`], the images no frame is in read as their address range only.
 fn from_fields(
+    facets: crate::facets::ReportFacets,
     contexts: Field<Contexts<'_>>,
     debug_meta: Field<DebugMeta<'_>>,
     exception: Listed<Exception<'_>>,
@@ -370,6 +418,7 @@ fn from_fields(
         kind: crate::model::ReportKind::Crash,
         details: None,
         modules,
+        facets,
     };
     // The rest of an image (path, debug id, arch) only where the result lists it.
     let read: Vec<bool> = match modules {

@@ -113,7 +113,27 @@ pub fn parse(request: &Value) -> Result<NativeReport, ReportError> {
         kind,
         details: details(request),
         modules: crate::model::Modules::Referenced,
+        facets: sdk_facets(request.get("metadata")),
     })
+}
+
+/// The facets of an SDK report, from its `metadata` (`sdk-ios/src/lib.rs` writes it):
+/// `os` + `os_version` (`iOS` + `17.2 (21C62)`), `machine` (`iPhone14,2`; on Linux the CPU),
+/// `app` + `app_version` (`DemoApp` + `1.2 (34)`, version then build) as the release.
+fn sdk_facets(metadata: Option<&Value>) -> crate::facets::ReportFacets {
+    let Some(metadata) = metadata else {
+        return crate::facets::ReportFacets::default();
+    };
+    let field = |name: &str| str_field(metadata, name).unwrap_or("");
+    let (version, build) = crate::facets::split_apple_version(field("app_version"), false);
+    let os = format!("{} {}", field("os"), field("os_version"));
+    crate::facets::ReportFacets {
+        release: crate::facets::release(field("app"), version, build),
+        dist: None,
+        os: Some(crate::facets::os_name(&os)),
+        device: Some(field("machine").to_owned()),
+    }
+    .cleaned()
 }
 
 /// The SDK's kind-specific fields ([`DETAIL_FIELDS`]) of `request`, as one object; `None`

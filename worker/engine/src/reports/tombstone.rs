@@ -29,6 +29,8 @@ use crate::model::{Image, NativeReport, RawFrame, ReportFormat, Thread};
 struct Tombstone {
     #[prost(int32, tag = "1")]
     arch: i32,
+    #[prost(string, tag = "2")]
+    build_fingerprint: String,
     #[prost(uint32, tag = "6")]
     tid: u32,
     #[prost(message, optional, tag = "10")]
@@ -206,14 +208,16 @@ fn read(tombstone: Tombstone) -> NativeReport {
         }
         reason
     });
-    NativeReport::crash(
+    let mut report = NativeReport::crash(
         ReportFormat::Tombstone,
         arch,
         crash_reason,
         signal.and_then(|s| u32::try_from(s.number).ok()),
         threads,
         images,
-    )
+    );
+    report.facets = crate::facets::android_fingerprint(&tombstone.build_fingerprint);
+    report
 }
 
 /// Adds the ELF `frame` is in to `images`, once per load address: at `pc - rel_pc`, its size

@@ -73,6 +73,7 @@ pub fn parse(text: &str) -> Result<NativeReport, ReportError> {
     let mut signal: Option<u32> = None;
     let mut reason: Option<String> = None;
     let mut abort_message: Option<String> = None;
+    let mut build_fingerprint: Option<String> = None;
     let mut threads: Vec<Thread> = Vec::new();
     let mut images: Vec<Image> = Vec::new();
     // (build id or path) → image index.
@@ -138,6 +139,8 @@ pub fn parse(text: &str) -> Result<NativeReport, ReportError> {
             }
         } else if trimmed.starts_with("signal ") && reason.is_none() {
             (signal, reason) = signal_line(trimmed);
+        } else if let Some(fingerprint) = trimmed.strip_prefix("Build fingerprint: ") {
+            build_fingerprint.get_or_insert_with(|| unquote(fingerprint).to_owned());
         } else if let Some(message) = trimmed.strip_prefix("Abort message: ") {
             abort_message.get_or_insert_with(|| unquote(message).to_owned());
         } else if trimmed == "backtrace:" {
@@ -178,14 +181,9 @@ pub fn parse(text: &str) -> Result<NativeReport, ReportError> {
         Some(message) => format!("{reason}: {message}"),
         None => reason,
     });
-    Ok(NativeReport::crash(
-        FORMAT,
-        arch,
-        crash_reason,
-        signal,
-        threads,
-        images,
-    ))
+    let mut report = NativeReport::crash(FORMAT, arch, crash_reason, signal, threads, images);
+    report.facets = crate::facets::android_fingerprint(build_fingerprint.as_deref().unwrap_or(""));
+    Ok(report)
 }
 
 fn too_large() -> ReportError {

@@ -7,6 +7,7 @@ mod bad_input;
 mod combined;
 mod crashprobe;
 mod demo;
+mod facets;
 mod formats;
 mod js_bad_input;
 mod js_demo;
