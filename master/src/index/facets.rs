@@ -128,6 +128,25 @@ pub fn take(facets: &mut v1::GroupFacets, job: &v1::ReportFacets, at_ms: u64) {
     }
 }
 
+/// `facets` as `ListGroups` answers them: each breakdown's values most jobs first (ties by
+/// value), as the API documents; stored, they keep the order they came in.
+pub fn answered(mut facets: v1::GroupFacets) -> v1::GroupFacets {
+    for breakdown in [
+        &mut facets.releases,
+        &mut facets.dists,
+        &mut facets.os,
+        &mut facets.devices,
+    ]
+    .into_iter()
+    .flatten()
+    {
+        breakdown
+            .top
+            .sort_by(|a, b| b.jobs.cmp(&a.jobs).then_with(|| a.value.cmp(&b.value)));
+    }
+    facets
+}
+
 /// Whether `facets` counts nothing (then it is not stored).
 pub fn is_empty(facets: &v1::GroupFacets) -> bool {
     facets.releases.is_none()
@@ -233,6 +252,20 @@ mod tests {
         assert_eq!(facets.days.last().unwrap().day, 50 + 99);
         let bytes = facets.encoded_len();
         assert!(bytes < 10 * 1024, "{bytes} bytes");
+    }
+
+    #[test]
+    fn answers_list_the_values_with_most_jobs_first() {
+        let mut facets = v1::GroupFacets::default();
+        for release in ["a", "b", "b", "c", "c", "c"] {
+            add(&mut facets, &job(release, ""), 0);
+        }
+        assert_eq!(counts(&facets.releases).0[0].0, "a", "stored as they came");
+        let answered = answered(facets);
+        assert_eq!(
+            counts(&answered.releases).0,
+            vec![("c".into(), 3), ("b".into(), 2), ("a".into(), 1)]
+        );
     }
 
     #[test]

@@ -326,7 +326,8 @@ pub(crate) fn attach_trees(
     Ok(())
 }
 
-/// Attaches to each of `groups` its facets from [`facets::FACETS`] (`read`'s view).
+/// Attaches to each of `groups` its facets from [`facets::FACETS`] (`read`'s view), as
+/// answered ([`facets::answered`]).
 pub(crate) fn attach_facets(
     read: &redb::ReadTransaction,
     groups: &mut [v1::CrashGroup],
@@ -335,7 +336,7 @@ pub(crate) fn attach_facets(
     for group in groups {
         let key = keys::group_key(&group.project, &group.fingerprint);
         if let Some(bytes) = stored.get(key.as_str()).map_err(db)? {
-            group.facets = Some(decode_facets(&key, bytes.value())?);
+            group.facets = Some(facets::answered(decode_facets(&key, bytes.value())?));
         }
     }
     Ok(())
