@@ -7,10 +7,12 @@
 //! A job is counted when it joins its group ([`add`]) and taken out when it leaves it
 //! ([`take`]), under the facets and day its record keeps (`JobRecord.facets`,
 //! `finished_at_ms`): adding and then taking one job leaves the facets as they were, unless a
-//! value left a full breakdown in between (its jobs are `other` then, and so is the one taken).
+//! value left a full breakdown in between (its jobs are `other` then, and so is the one taken)
+//! or days aged out. A job whose report names no facet counts in the days only.
 //!
 //! The bound is the "top-k plus other" of crash consoles (Sentry's tag breakdowns,
-//! crash-stats' "other"): a value's count is exact from the job that brought it in; when a new
+//! crash-stats' "other"): a value's count is exact from the job that brought it in (until jobs
+//! counted before it left, then came back, leave again: an approximation then); when a new
 //! value comes to a full breakdown, the value with the fewest jobs (the earliest in the list
 //! among equals) is moved to `other` and the new one takes its place. The order of the list is
 //! the order values came in, so every master that applies the same jobs holds the same bytes.
@@ -252,6 +254,17 @@ mod tests {
         assert_eq!(facets.days.last().unwrap().day, 50 + 99);
         let bytes = facets.encoded_len();
         assert!(bytes < 10 * 1024, "{bytes} bytes");
+    }
+
+    #[test]
+    fn a_job_that_names_no_facet_counts_in_the_days_only() {
+        let mut facets = v1::GroupFacets::default();
+        add(&mut facets, &v1::ReportFacets::default(), 3 * DAY_MS);
+        assert_eq!(facets.releases, None);
+        assert_eq!(facets.devices, None);
+        assert_eq!(facets.days, vec![v1::DayCount { day: 3, jobs: 1 }]);
+        take(&mut facets, &v1::ReportFacets::default(), 3 * DAY_MS);
+        assert!(is_empty(&facets));
     }
 
     #[test]

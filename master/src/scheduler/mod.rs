@@ -114,8 +114,9 @@ pub struct Completion {
     pub missing: Vec<v1::MissingFile>,
     /// Its named call tree (hang reports).
     pub call_tree: Vec<v1::CallTreeNode>,
-    /// Where its report came from, bounded ([`crate::index::facets::bounded`]); `None`: said
-    /// nothing (a worker from before facets).
+    /// Where its report came from, bounded ([`crate::index::facets::bounded`]; empty values
+    /// where it does not say, and the job still counts in its group's days); `None` counts
+    /// nothing.
     pub facets: Option<v1::ReportFacets>,
 }
 

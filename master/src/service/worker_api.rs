@@ -141,7 +141,9 @@ impl WorkerApiService {
                     group: r.group,
                     missing: r.missing,
                     call_tree: r.call_tree,
-                    facets: r.facets.map(crate::index::facets::bounded),
+                    // A worker from before facets, or a report that names none: the job
+                    // still counts in its group's days.
+                    facets: Some(crate::index::facets::bounded(r.facets.unwrap_or_default())),
                 },
             )
             .await

@@ -156,6 +156,12 @@ pub fn android_fingerprint(fingerprint: &str) -> ReportFacets {
         let (brand, _product, device) = (names.next()?, names.next()?, names.next()?);
         let mut build = rest.split('/');
         let (release, id) = (build.next()?, build.next()?);
+        if [brand, device, release, id]
+            .iter()
+            .any(|part| part.trim().is_empty())
+        {
+            return None;
+        }
         Some(ReportFacets {
             os: Some(format!("Android {release} ({id})")),
             device: Some(format!("{brand} {device}")),

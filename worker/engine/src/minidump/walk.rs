@@ -166,7 +166,8 @@ fn facets(info: &minidump_unwind::SystemInfo) -> crate::facets::ReportFacets {
         .as_deref()
         .and_then(|b| b.strip_prefix("Linux "))
         .and_then(|b| b.split_whitespace().next());
-    let os = match (info.os, version, kernel, info.os_build.as_deref()) {
+    let build = info.os_build.as_deref().filter(|b| !b.trim().is_empty());
+    let os = match (info.os, version, kernel, build) {
         (minidump::system_info::Os::Linux, None, Some(kernel), _) => format!("{name} {kernel}"),
         (os, Some(version), _, Some(build)) if !linux_like(os) => {
             format!("{name} {version} ({build})")
