@@ -41,13 +41,7 @@ pub const MAX_VALUE_BYTES: usize = 128;
 /// boundary), whatever a worker sent.
 pub fn bounded(facets: v1::ReportFacets) -> v1::ReportFacets {
     let cut = |mut value: String| {
-        if value.len() > MAX_VALUE_BYTES {
-            let mut end = MAX_VALUE_BYTES;
-            while !value.is_char_boundary(end) {
-                end -= 1;
-            }
-            value.truncate(end);
-        }
+        value.truncate(value.floor_char_boundary(MAX_VALUE_BYTES));
         value
     };
     v1::ReportFacets {
@@ -254,6 +248,18 @@ mod tests {
         assert_eq!(facets.days.last().unwrap().day, 50 + 99);
         let bytes = facets.encoded_len();
         assert!(bytes < 10 * 1024, "{bytes} bytes");
+    }
+
+    #[test]
+    fn a_workers_long_values_are_cut_at_a_character_boundary() {
+        let sent = v1::ReportFacets {
+            release: "é".repeat(100),
+            device: "iPhone13,2".into(),
+            ..Default::default()
+        };
+        let kept = bounded(sent);
+        assert_eq!(kept.release, "é".repeat(MAX_VALUE_BYTES / 2));
+        assert_eq!(kept.device, "iPhone13,2");
     }
 
     #[test]

@@ -56,11 +56,7 @@ fn clean(value: Option<String>) -> Option<String> {
     if value.is_empty() {
         return None;
     }
-    let mut end = value.len().min(MAX_VALUE_BYTES);
-    while !value.is_char_boundary(end) {
-        end -= 1;
-    }
-    Some(value[..end].to_owned())
+    Some(value[..value.floor_char_boundary(MAX_VALUE_BYTES)].to_owned())
 }
 
 /// A release named Sentry's way, `package@version+build`, from a bundle identifier (or app

@@ -93,7 +93,7 @@ pub fn groups(groups: &[api::CrashGroup], output: Output, facets: bool) -> anyho
                     let days: Vec<Value> = f
                         .days
                         .iter()
-                        .map(|d| json!({"day": &utc(d.day * 86_400_000)[..10], "jobs": d.jobs}))
+                        .map(|d| json!({"day": &utc(d.day.saturating_mul(86_400_000))[..10], "jobs": d.jobs}))
                         .collect();
                     group["facets"] = json!({
                         "releases": breakdown_json(&f.releases),
